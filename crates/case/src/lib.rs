@@ -1,1 +1,287 @@
-//! placeholder
+//! The case model: one TOML file per case, parsed in two stages.
+//!
+//! Stage one is [`raw`]: serde with `deny_unknown_fields`, so a misspelt field is an error
+//! rather than a check silently dropped. Stage two, [`validate`], turns the raw form into a
+//! [`Case`] whose types carry the preconditions the runner relies on (a compiled regex, a
+//! non-empty list of hart counts per width, a deadline that is a real duration).
+//!
+//! Every refusal names the file, the field and what is accepted, and happens here, before
+//! anything builds. A field that a later feature of the bench will bring is refused with
+//! "not supported yet", never ignored.
+//!
+//! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
+//! the bench's question (it asks before anything builds), using [`Case::paths`].
+
+mod raw;
+mod validate;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+
+pub use validate::parse;
+
+/// A guest width the bench boots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    Rv64,
+    Rv32,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::Rv64, Arch::Rv32];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Rv64 => "rv64",
+            Arch::Rv32 => "rv32",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|arch| arch.name() == name)
+    }
+
+    /// The rustup target the guest's crates are built for.
+    pub fn target_triple(self) -> &'static str {
+        match self {
+            Arch::Rv64 => "riscv64gc-unknown-none-elf",
+            Arch::Rv32 => "riscv32imac-unknown-none-elf",
+        }
+    }
+
+    /// The QEMU system emulator for this width, unless the environment names another.
+    pub fn default_qemu(self) -> &'static str {
+        match self {
+            Arch::Rv64 => "qemu-system-riscv64",
+            Arch::Rv32 => "qemu-system-riscv32",
+        }
+    }
+
+    /// The environment variable that replaces [`Arch::default_qemu`] with a custom build.
+    pub fn qemu_env_var(self) -> &'static str {
+        match self {
+            Arch::Rv64 => "TESTBENCH_QEMU_RV64",
+            Arch::Rv32 => "TESTBENCH_QEMU_RV32",
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The most harts a case may ask for. OpenSBI on QEMU `virt` handles more, but a boot
+/// asking for more than this on a bench machine is a typo, not a test.
+pub const SMP_MAX: u32 = 64;
+
+/// A regex together with the text the case wrote, so messages can quote it.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    /// Where it came from: `expect[2]`, `forbid[0]`, `input[1].after`, `must_fail`.
+    pub label: String,
+    pub regex: Regex,
+}
+
+impl Pattern {
+    pub fn source(&self) -> &str {
+        self.regex.as_str()
+    }
+}
+
+/// A validated case.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The file's stem.
+    pub name: String,
+    /// The file the case came from, as the bench was given it (for messages).
+    pub file: PathBuf,
+    pub description: String,
+    /// `false`: the case runs only when the filter is its whole name.
+    pub whole_run: bool,
+    pub kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+pub enum Kind {
+    Boot(BootCase),
+}
+
+/// A boot case: what to boot, how, and what its console must show.
+#[derive(Clone, Debug)]
+pub struct BootCase {
+    pub arch: Vec<Arch>,
+    /// Hart counts per width, each list non-empty; one boot per count.
+    pub smp: Vec<(Arch, Vec<u32>)>,
+    /// The counts stand under `--smp N`.
+    pub keep_smp: bool,
+    /// The deadline under `--smp N` instead of `timeout`.
+    pub timeout_smp: Option<Duration>,
+    pub memory_mib: u32,
+    pub timeout: Duration,
+    /// Passed to QEMU's `-icount` as written.
+    pub icount: Option<String>,
+    /// QEMU `-seed`, which fills the device tree's `/chosen/rng-seed`.
+    pub qemu_seed: Option<u64>,
+    /// Features of the bench-built kernel (until the reference guest exists: the smoke guest).
+    pub kernel_features: Vec<String>,
+    /// Build the trusted base with the checked profile.
+    pub debug_assertions: bool,
+    pub expect: Vec<Pattern>,
+    pub forbid: Vec<Pattern>,
+    /// `true`: after the last expect the guest must power off with `poweroff_status`.
+    pub poweroff: bool,
+    pub poweroff_status: i32,
+    pub inputs: Vec<Input>,
+    pub must_fail: Option<Pattern>,
+    pub guest: Guest,
+}
+
+impl BootCase {
+    /// The hart counts this case boots on `arch` (the case's own; `--smp` is the bench's).
+    pub fn smp_for(&self, arch: Arch) -> &[u32] {
+        self.smp
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, counts)| counts.as_slice())
+            .unwrap_or(&[1])
+    }
+}
+
+/// Typed on the console once a shown line matches `after`.
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub after: Pattern,
+    /// Sent as written: a case that wants Enter writes `\n` (or `\r`) itself.
+    pub send: String,
+}
+
+/// What a boot case boots.
+#[derive(Clone, Debug)]
+pub enum Guest {
+    /// The bench builds it: the kernel (for now the smoke guest) and the case's programs.
+    Built { programs: Vec<Program>, firmware: Firmware },
+    /// A guest the bench does not build: an image, or a recipe that makes one.
+    External(ExternalGuest),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Program {
+    /// A binary of the guest workspace's test programs (package `programs`).
+    TestProgram(String),
+    /// Any binary of the guest workspace, optionally with features.
+    Package { package: String, bin: String, features: Vec<String> },
+    /// A prebuilt ELF, relative to the workspace root or absolute.
+    Path(PathBuf),
+}
+
+impl Program {
+    /// The entry name the program is packed under.
+    pub fn entry_name(&self) -> String {
+        match self {
+            Program::TestProgram(bin) => bin.clone(),
+            Program::Package { bin, .. } => bin.clone(),
+            Program::Path(path) => path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Firmware {
+    /// QEMU's own OpenSBI (`-bios default`).
+    Default,
+    /// No firmware (`-bios none`): the kernel starts in M-mode.
+    None,
+    /// An image the case names.
+    Path(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct ExternalGuest {
+    pub image: GuestImage,
+    /// The kernel command line; for a recipe, the recipe's own unless the case gives one.
+    pub append: Option<String>,
+    pub firmware: Firmware,
+    /// QEMU `-machine`, default `virt`.
+    pub machine: String,
+    pub qemu_args: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub enum GuestImage {
+    Files { kernel: PathBuf, initrd: Option<PathBuf> },
+    /// A guest recipe (TOML) the bench builds into a kernel and an initramfs.
+    Recipe(PathBuf),
+}
+
+/// A path a case names, with the field that named it, for the bench's existence check.
+#[derive(Clone, Debug)]
+pub struct NamedPath {
+    pub field: String,
+    pub path: PathBuf,
+}
+
+impl Case {
+    pub fn boot(&self) -> &BootCase {
+        match &self.kind {
+            Kind::Boot(boot) => boot,
+        }
+    }
+
+    /// The firmware the boot runs under, and the field that chose it. A missing firmware
+    /// image is the host's lack, not the case's mistake, so it is checked at boot time
+    /// (failing the case, or skipping it under `--allow-skip`), not with [`Case::paths`].
+    pub fn firmware(&self) -> (&Firmware, &'static str) {
+        match &self.boot().guest {
+            Guest::Built { firmware, .. } => (firmware, "firmware"),
+            Guest::External(guest) => (&guest.firmware, "guest.firmware"),
+        }
+    }
+
+    /// Every input path the case names, with its field: they must exist before anything
+    /// builds. The firmware is not among them (see [`Case::firmware`]).
+    pub fn paths(&self) -> Vec<NamedPath> {
+        let mut paths = Vec::new();
+        let boot = self.boot();
+        match &boot.guest {
+            Guest::Built { programs, firmware } => {
+                for (index, program) in programs.iter().enumerate() {
+                    if let Program::Path(path) = program {
+                        paths.push(NamedPath { field: format!("programs[{index}].path"), path: path.clone() });
+                    }
+                }
+            }
+            Guest::External(guest) => {
+                match &guest.image {
+                    GuestImage::Files { kernel, initrd } => {
+                        paths.push(NamedPath { field: "guest.kernel".into(), path: kernel.clone() });
+                        if let Some(initrd) = initrd {
+                            paths.push(NamedPath { field: "guest.initrd".into(), path: initrd.clone() });
+                        }
+                    }
+                    GuestImage::Recipe(recipe) => {
+                        paths.push(NamedPath { field: "guest.recipe".into(), path: recipe.clone() })
+                    }
+                }
+            }
+        }
+        paths
+    }
+}
+
+/// A case the bench refuses, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct CaseError {
+    pub file: String,
+    /// The field, as a path into the file (`smp.rv64`, `expect[2]`), or `toml` for syntax.
+    pub field: String,
+    pub message: String,
+}

@@ -1,0 +1,110 @@
+//! Stage one: the case file as serde reads it. Nothing here is checked but the TOML
+//! shapes; every meaning is checked in `validate`.
+
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawCase {
+    pub description: Option<String>,
+    pub arch: Option<Vec<String>>,
+    pub whole_run: Option<bool>,
+    pub kind: Option<String>,
+    pub programs: Option<Vec<toml::Value>>,
+    pub smp: Option<toml::Value>,
+    pub keep_smp: Option<bool>,
+    pub timeout_secs_smp: Option<f64>,
+    pub memory_mib: Option<i64>,
+    pub timeout_secs: Option<f64>,
+    pub icount: Option<String>,
+    pub qemu_seed: Option<i64>,
+    pub kernel_features: Option<Vec<String>>,
+    pub debug_assertions: Option<bool>,
+    pub expect: Option<Vec<String>>,
+    pub forbid: Option<Vec<String>>,
+    pub poweroff: Option<bool>,
+    pub poweroff_status: Option<i64>,
+    pub input: Option<Vec<RawInput>>,
+    pub must_fail: Option<String>,
+    pub firmware: Option<String>,
+    pub guest: Option<RawGuest>,
+
+    // Fields of features the bench will bring later. They are read so that a case using
+    // one is refused as "not supported yet" rather than as a misspelling.
+    pub reporter: Option<toml::Value>,
+    pub launch: Option<toml::Value>,
+    pub post_check: Option<toml::Value>,
+    pub memory: Option<toml::Value>,
+    pub allow_panic: Option<toml::Value>,
+    pub tamper_bundle: Option<toml::Value>,
+    pub sign_bare_archive: Option<toml::Value>,
+    pub short_initrd: Option<toml::Value>,
+    pub device_tree: Option<toml::Value>,
+    pub distinct_across_boots: Option<toml::Value>,
+    pub distinct: Option<toml::Value>,
+    pub expect_after: Option<toml::Value>,
+    pub file: Option<toml::Value>,
+    pub disk: Option<toml::Value>,
+    pub net: Option<toml::Value>,
+    pub session: Option<toml::Value>,
+    pub workspace: Option<toml::Value>,
+    pub features: Option<toml::Value>,
+    pub tools: Option<toml::Value>,
+    pub fanout: Option<toml::Value>,
+    pub forbid_in_binary: Option<toml::Value>,
+}
+
+impl RawCase {
+    /// The later-feature fields this case sets, by name.
+    pub fn later_fields(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let fields: [(&'static str, bool); 21] = [
+            ("reporter", self.reporter.is_some()),
+            ("launch", self.launch.is_some()),
+            ("post_check", self.post_check.is_some()),
+            ("memory", self.memory.is_some()),
+            ("allow_panic", self.allow_panic.is_some()),
+            ("tamper_bundle", self.tamper_bundle.is_some()),
+            ("sign_bare_archive", self.sign_bare_archive.is_some()),
+            ("short_initrd", self.short_initrd.is_some()),
+            ("device_tree", self.device_tree.is_some()),
+            ("distinct_across_boots", self.distinct_across_boots.is_some()),
+            ("distinct", self.distinct.is_some()),
+            ("expect_after", self.expect_after.is_some()),
+            ("file", self.file.is_some()),
+            ("disk", self.disk.is_some()),
+            ("net", self.net.is_some()),
+            ("session", self.session.is_some()),
+            ("workspace", self.workspace.is_some()),
+            ("features", self.features.is_some()),
+            ("tools", self.tools.is_some()),
+            ("fanout", self.fanout.is_some()),
+            ("forbid_in_binary", self.forbid_in_binary.is_some()),
+        ];
+        for (name, set) in fields {
+            if set {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawInput {
+    pub after: String,
+    pub send: String,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawGuest {
+    pub kernel: Option<String>,
+    pub recipe: Option<String>,
+    pub initrd: Option<String>,
+    pub append: Option<String>,
+    pub firmware: Option<String>,
+    pub machine: Option<String>,
+    pub qemu_args: Option<Vec<String>>,
+}

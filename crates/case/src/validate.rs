@@ -1,0 +1,330 @@
+//! Stage two: from the raw form to a [`Case`], refusing with the file, the field and what
+//! is accepted.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+
+use crate::raw::{RawCase, RawGuest};
+use crate::{
+    Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind,
+    Pattern, Program, SMP_MAX,
+};
+
+/// The kinds of case the seed knows. Only `boot` is built today.
+const LATER_KINDS: [&str; 3] = ["host-tests", "build", "scripts"];
+
+/// The longest deadline a case may set: a day. Anything longer is a typo for a unit.
+const TIMEOUT_SECS_MAX: f64 = 86_400.0;
+
+/// The most guest RAM a case may ask for, in MiB (QEMU `virt` on this class of host).
+const MEMORY_MIB_MAX: i64 = 16_384;
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> CaseError {
+        CaseError { file: self.file.to_string(), field: field.into(), message: message.into() }
+    }
+
+    fn regex(&self, label: String, source: &str) -> Result<Pattern, CaseError> {
+        match Regex::new(source) {
+            Ok(regex) => Ok(Pattern { label, regex }),
+            Err(error) => {
+                // The regex crate's message is several lines with a caret; keep it whole
+                // but on one line so the refusal stays one line per problem.
+                let detail = error.to_string().lines().map(str::trim).collect::<Vec<_>>().join(" ");
+                Err(self.err(label, format!("not a valid regex: {detail}")))
+            }
+        }
+    }
+
+    fn patterns(&self, field: &str, sources: &[String]) -> Result<Vec<Pattern>, CaseError> {
+        sources.iter().enumerate().map(|(index, source)| self.regex(format!("{field}[{index}]"), source)).collect()
+    }
+
+    fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
+        if !(secs.is_finite() && secs > 0.0 && secs <= TIMEOUT_SECS_MAX) {
+            return Err(self.err(field, format!("{secs} is not accepted: a number of seconds above 0 and at most {TIMEOUT_SECS_MAX} (fractions allowed)")));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+}
+
+/// Parse a case file's text. `file` is the path shown in messages; the case's name is its stem.
+pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
+    let ctx = Ctx { file };
+    let path = PathBuf::from(file);
+    let name = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .filter(|stem| !stem.is_empty())
+        .ok_or_else(|| ctx.err("file name", "a case file is named <case>.toml"))?;
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only")));
+    }
+    let raw: RawCase = toml::from_str(text).map_err(|error| {
+        let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
+        let field = match line {
+            Some(line) => format!("line {line}"),
+            None => "toml".to_string(),
+        };
+        ctx.err(field, error.message().trim().to_string())
+    })?;
+
+    let description = raw.description.clone().filter(|d| !d.trim().is_empty()).ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
+    let kind = raw.kind.as_deref().ok_or_else(|| ctx.err("kind", "required: \"boot\""))?;
+    if LATER_KINDS.contains(&kind) {
+        return Err(ctx.err("kind", format!("{kind:?} is not supported yet; accepted: \"boot\"")));
+    }
+    if kind != "boot" {
+        return Err(ctx.err("kind", format!("{kind:?} is not accepted: \"boot\" (later: \"host-tests\", \"build\", \"scripts\")")));
+    }
+    if let Some(field) = raw.later_fields().first() {
+        return Err(ctx.err(*field, "not supported yet by this bench"));
+    }
+    let boot = boot_case(&ctx, &raw)?;
+    Ok(Case { name, file: path, description, whole_run: raw.whole_run.unwrap_or(true), kind: Kind::Boot(boot) })
+}
+
+fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
+    let arch_names = raw.arch.as_ref().ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
+    if arch_names.is_empty() {
+        return Err(ctx.err("arch", "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)"));
+    }
+    let mut arch = Vec::new();
+    for (index, name) in arch_names.iter().enumerate() {
+        let one = Arch::from_name(name).ok_or_else(|| ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\"")))?;
+        if arch.contains(&one) {
+            return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));
+        }
+        arch.push(one);
+    }
+
+    let smp = smp(ctx, raw.smp.as_ref(), &arch)?;
+    let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
+    let timeout_smp = raw.timeout_secs_smp.map(|secs| ctx.seconds("timeout_secs_smp", secs)).transpose()?;
+    let memory_mib = match raw.memory_mib.unwrap_or(256) {
+        mib @ 16..=MEMORY_MIB_MAX => mib as u32,
+        mib => return Err(ctx.err("memory_mib", format!("{mib} is not accepted: 16 to {MEMORY_MIB_MAX}"))),
+    };
+    if let Some(icount) = &raw.icount {
+        if icount.trim().is_empty() || icount.chars().any(|c| c.is_whitespace()) {
+            return Err(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
+        }
+    }
+    let qemu_seed = match raw.qemu_seed {
+        None => None,
+        Some(seed) if seed >= 0 => Some(seed as u64),
+        Some(seed) => return Err(ctx.err("qemu_seed", format!("{seed} is not accepted: a number from 0"))),
+    };
+    let kernel_features = raw.kernel_features.clone().unwrap_or_default();
+    for (index, feature) in kernel_features.iter().enumerate() {
+        if !is_feature_name(feature) {
+            return Err(ctx.err(format!("kernel_features[{index}]"), format!("{feature:?} is not accepted: a Cargo feature name")));
+        }
+    }
+
+    let expect = ctx.patterns("expect", raw.expect.as_deref().unwrap_or(&[]))?;
+    let forbid = ctx.patterns("forbid", raw.forbid.as_deref().unwrap_or(&[]))?;
+    let poweroff = raw.poweroff.unwrap_or(false);
+    let poweroff_status = match (raw.poweroff_status, poweroff) {
+        (None, _) => 0,
+        (Some(_), false) => return Err(ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give")),
+        (Some(status @ 0..=255), true) => status as i32,
+        (Some(status), true) => return Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255"))),
+    };
+    if expect.is_empty() && !poweroff {
+        return Err(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
+    }
+    let mut inputs = Vec::new();
+    for (index, input) in raw.input.as_deref().unwrap_or(&[]).iter().enumerate() {
+        if input.send.is_empty() {
+            return Err(ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)"));
+        }
+        inputs.push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
+    }
+    let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
+
+    let guest = match (&raw.guest, &raw.programs) {
+        (Some(_), Some(_)) => return Err(ctx.err("guest", "a boot case has either programs (the bench builds the guest) or a [guest] table (a guest it does not build), not both")),
+        (Some(guest), None) => {
+            if raw.firmware.is_some() {
+                return Err(ctx.err("firmware", "with a [guest] table the firmware is guest.firmware"));
+            }
+            if !kernel_features.is_empty() || raw.debug_assertions.is_some() {
+                let field = if kernel_features.is_empty() { "debug_assertions" } else { "kernel_features" };
+                return Err(ctx.err(field, "only for a guest the bench builds: a [guest] kernel is built elsewhere"));
+            }
+            Guest::External(external_guest(ctx, guest)?)
+        }
+        (None, programs) => Guest::Built {
+            programs: programs.as_deref().unwrap_or(&[]).iter().enumerate().map(|(index, value)| program(ctx, index, value)).collect::<Result<_, _>>()?,
+            firmware: firmware(ctx, "firmware", raw.firmware.as_deref())?,
+        },
+    };
+
+    Ok(BootCase {
+        arch,
+        smp,
+        keep_smp: raw.keep_smp.unwrap_or(false),
+        timeout_smp,
+        memory_mib,
+        timeout,
+        icount: raw.icount.clone(),
+        qemu_seed,
+        kernel_features,
+        debug_assertions: raw.debug_assertions.unwrap_or(false),
+        expect,
+        forbid,
+        poweroff,
+        poweroff_status,
+        inputs,
+        must_fail,
+        guest,
+    })
+}
+
+fn is_feature_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, CaseError> {
+    let accepted = format!("a list of hart counts, each 1 to {SMP_MAX}, such as [1, 2]");
+    let list = value.as_array().ok_or_else(|| ctx.err(field, format!("not accepted: {accepted}")))?;
+    if list.is_empty() {
+        return Err(ctx.err(field, format!("empty: {accepted} (leave a width out of arch rather than booting it zero times)")));
+    }
+    let mut counts = Vec::new();
+    for (index, count) in list.iter().enumerate() {
+        match count.as_integer() {
+            Some(n) if (1..=SMP_MAX as i64).contains(&n) => {
+                if counts.contains(&(n as u32)) {
+                    return Err(ctx.err(format!("{field}[{index}]"), format!("{n} is named twice")));
+                }
+                counts.push(n as u32);
+            }
+            _ => return Err(ctx.err(format!("{field}[{index}]"), format!("{count} is not accepted: {accepted}"))),
+        }
+    }
+    Ok(counts)
+}
+
+fn smp(ctx: &Ctx, value: Option<&toml::Value>, arch: &[Arch]) -> Result<Vec<(Arch, Vec<u32>)>, CaseError> {
+    match value {
+        None => Ok(arch.iter().map(|a| (*a, vec![1])).collect()),
+        Some(toml::Value::Table(table)) => {
+            for key in table.keys() {
+                match Arch::from_name(key) {
+                    Some(one) if arch.contains(&one) => {}
+                    _ => {
+                        let names: Vec<_> = arch.iter().map(|a| a.name()).collect();
+                        return Err(ctx.err(format!("smp.{key}"), format!("not one of the case's arch: accepted keys are {}", names.join(", "))));
+                    }
+                }
+            }
+            arch.iter()
+                .map(|one| match table.get(one.name()) {
+                    Some(list) => Ok((*one, smp_list(ctx, &format!("smp.{}", one.name()), list)?)),
+                    None => Ok((*one, vec![1])),
+                })
+                .collect()
+        }
+        Some(list) => {
+            let counts = smp_list(ctx, "smp", list)?;
+            Ok(arch.iter().map(|a| (*a, counts.clone())).collect())
+        }
+    }
+}
+
+fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Firmware, CaseError> {
+    match value {
+        None | Some("default") => Ok(Firmware::Default),
+        Some("none") => Ok(Firmware::None),
+        Some("") => Err(ctx.err(field, "empty: \"default\" (QEMU's OpenSBI), \"none\", or a path to an image")),
+        Some(path) => Ok(Firmware::Path(PathBuf::from(path))),
+    }
+}
+
+fn path_field(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
+    if value.trim().is_empty() {
+        return Err(ctx.err(field, "empty: a path, relative to the workspace root or absolute"));
+    }
+    Ok(PathBuf::from(value))
+}
+
+fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest, CaseError> {
+    let image = match (&raw.kernel, &raw.recipe) {
+        (Some(_), Some(_)) => return Err(ctx.err("guest.recipe", "a [guest] names either kernel (an image) or recipe (a guest recipe), not both")),
+        (None, None) => return Err(ctx.err("guest.kernel", "required: the kernel image's path (or guest.recipe, a guest recipe)")),
+        (Some(kernel), None) => GuestImage::Files {
+            kernel: path_field(ctx, "guest.kernel", kernel)?,
+            initrd: raw.initrd.as_deref().map(|initrd| path_field(ctx, "guest.initrd", initrd)).transpose()?,
+        },
+        (None, Some(recipe)) => {
+            if raw.initrd.is_some() {
+                return Err(ctx.err("guest.initrd", "a recipe makes its own initramfs: give initrd only with kernel"));
+            }
+            GuestImage::Recipe(path_field(ctx, "guest.recipe", recipe)?)
+        }
+    };
+    let machine = raw.machine.clone().unwrap_or_else(|| "virt".to_string());
+    if machine.trim().is_empty() || machine.contains(char::is_whitespace) {
+        return Err(ctx.err("guest.machine", format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\"")));
+    }
+    let qemu_args = raw.qemu_args.clone().unwrap_or_default();
+    // The bench owns these: letting a case set them would break the verdict's plumbing.
+    const OWNED: [&str; 12] = ["-serial", "-chardev", "-qmp", "-mon", "-monitor", "-nographic", "-daemonize", "-kernel", "-bios", "-initrd", "-append", "-no-reboot"];
+    for (index, arg) in qemu_args.iter().enumerate() {
+        let flag = arg.strip_prefix('-').map(|rest| format!("-{}", rest.trim_start_matches('-'))).unwrap_or_default();
+        if OWNED.contains(&flag.as_str()) {
+            return Err(ctx.err(format!("guest.qemu_args[{index}]"), format!("{arg:?} is set by the bench (console, monitor and the guest's images are its own); use guest.kernel, guest.initrd, guest.append, guest.firmware")));
+        }
+    }
+    Ok(ExternalGuest { image, append: raw.append.clone(), firmware: firmware(ctx, "guest.firmware", raw.firmware.as_deref())?, machine, qemu_args })
+}
+
+fn program(ctx: &Ctx, index: usize, value: &toml::Value) -> Result<Program, CaseError> {
+    let field = format!("programs[{index}]");
+    let accepted = "a test-program name (\"sample\"), { package, bin, features }, or { path }";
+    match value {
+        toml::Value::String(name) if is_feature_name(name) => Ok(Program::TestProgram(name.clone())),
+        toml::Value::String(name) => Err(ctx.err(field, format!("{name:?} is not a binary name; accepted: {accepted}"))),
+        toml::Value::Table(table) => {
+            let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
+            keys.sort();
+            for later in ["corrupt", "erlang", "otp", "zeros", "workspace"] {
+                if keys.contains(&later) {
+                    return Err(ctx.err(format!("{field}.{later}"), "not supported yet by this bench"));
+                }
+            }
+            let string = |key: &str| -> Result<String, CaseError> {
+                match table.get(key) {
+                    Some(toml::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                    _ => Err(ctx.err(format!("{field}.{key}"), "required: a non-empty string")),
+                }
+            };
+            match keys.as_slice() {
+                ["path"] => Ok(Program::Path(path_field(ctx, &format!("{field}.path"), &string("path")?)?)),
+                ["bin", "package"] | ["bin", "features", "package"] => {
+                    let mut features = Vec::new();
+                    if let Some(list) = table.get("features") {
+                        let items = list.as_array().ok_or_else(|| ctx.err(format!("{field}.features"), "not accepted: a list of Cargo feature names"))?;
+                        for (i, item) in items.iter().enumerate() {
+                            match item.as_str() {
+                                Some(name) if is_feature_name(name) => features.push(name.to_string()),
+                                _ => return Err(ctx.err(format!("{field}.features[{i}]"), format!("{item} is not accepted: a Cargo feature name"))),
+                            }
+                        }
+                    }
+                    Ok(Program::Package { package: string("package")?, bin: string("bin")?, features })
+                }
+                _ => Err(ctx.err(field, format!("keys {keys:?} are not accepted: {accepted}"))),
+            }
+        }
+        other => Err(ctx.err(field, format!("{} is not accepted: {accepted}", other.type_str()))),
+    }
+}

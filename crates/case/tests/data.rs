@@ -1,0 +1,80 @@
+//! The parser tested with data: every `tests/data/<name>.toml` beside `<name>.expected`,
+//! which holds either the refusal or a summary of the validated case.
+//! `UPDATE_EXPECT=1 cargo test -p testbench-case` rewrites the expected files.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use testbench_case::{parse, Case, Guest, GuestImage};
+
+fn describe(case: &Case) -> String {
+    let boot = case.boot();
+    let mut out = String::new();
+    writeln!(out, "name: {}", case.name).unwrap();
+    writeln!(out, "description: {}", case.description).unwrap();
+    writeln!(out, "whole_run: {}", case.whole_run).unwrap();
+    for (arch, counts) in &boot.smp {
+        writeln!(out, "smp {arch}: {counts:?}").unwrap();
+    }
+    writeln!(out, "keep_smp: {} timeout_smp: {:?}", boot.keep_smp, boot.timeout_smp).unwrap();
+    writeln!(out, "memory_mib: {} timeout: {:?}", boot.memory_mib, boot.timeout).unwrap();
+    writeln!(out, "icount: {:?} qemu_seed: {:?}", boot.icount, boot.qemu_seed).unwrap();
+    writeln!(out, "kernel_features: {:?} debug_assertions: {}", boot.kernel_features, boot.debug_assertions).unwrap();
+    for p in boot.expect.iter().chain(&boot.forbid) {
+        writeln!(out, "{}: {}", p.label, p.source()).unwrap();
+    }
+    writeln!(out, "poweroff: {} status: {}", boot.poweroff, boot.poweroff_status).unwrap();
+    for input in &boot.inputs {
+        writeln!(out, "{}: {} send {:?}", input.after.label, input.after.source(), input.send).unwrap();
+    }
+    if let Some(must_fail) = &boot.must_fail {
+        writeln!(out, "must_fail: {}", must_fail.source()).unwrap();
+    }
+    match &boot.guest {
+        Guest::Built { programs, firmware } => {
+            writeln!(out, "built: firmware {firmware:?}").unwrap();
+            for program in programs {
+                writeln!(out, "  program {program:?} entry {}", program.entry_name()).unwrap();
+            }
+        }
+        Guest::External(guest) => {
+            match &guest.image {
+                GuestImage::Files { kernel, initrd } => writeln!(out, "external: kernel {kernel:?} initrd {initrd:?}").unwrap(),
+                GuestImage::Recipe(recipe) => writeln!(out, "external: recipe {recipe:?}").unwrap(),
+            }
+            writeln!(out, "  append {:?} firmware {:?} machine {} qemu_args {:?}", guest.append, guest.firmware, guest.machine, guest.qemu_args).unwrap();
+        }
+    }
+    for path in case.paths() {
+        writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
+    }
+    out
+}
+
+#[test]
+fn case_files_parse_or_are_refused_as_expected() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let update = std::env::var_os("UPDATE_EXPECT").is_some();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    entries.sort();
+    assert!(entries.len() >= 20, "the data set shrank: {} files", entries.len());
+    let mut mismatches = Vec::new();
+    for path in entries {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let shown = format!("tests/{}", path.file_name().unwrap().to_string_lossy());
+        let actual = match parse(&shown, &text) {
+            Ok(case) => describe(&case),
+            Err(error) => format!("error: {error}\n"),
+        };
+        let expected_path = path.with_extension("expected");
+        if update {
+            std::fs::write(&expected_path, &actual).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_EXPECT=1", expected_path.display()));
+        if expected != actual {
+            mismatches.push(format!("{}:\n--- expected\n{expected}--- actual\n{actual}", path.display()));
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
