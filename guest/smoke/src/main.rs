@@ -13,7 +13,9 @@
 //! smoke: debug-assertions on             (only in the `checked` profile)
 //! smoke: ticks <n>                       (the time CSR)
 //! smoke: program <name> <size> bytes fnv1a64 <hex>   (per regular file of the initrd)
-//! smoke: programs <count>|none           (or: smoke: initrd malformed at offset N)
+//! smoke: programs <count>|none           (a malformed initrd instead prints only
+//!                                         smoke: initrd malformed at offset N,
+//!                                         N = offset of the first bad entry header)
 //! smoke: done
 //! ```
 //!
@@ -208,6 +210,11 @@ fn report_programs(start: Option<u64>, end: Option<u64>) {
     // /chosen (checked above to be a sane, ordered range); nothing writes to it while
     // the guest runs, and paging is off, so the addresses are the physical ones.
     let archive = unsafe { core::slice::from_raw_parts(start as *const u8, end - start) };
+    // Check the whole archive first, so a malformed one prints only the one line.
+    if let Err(offset) = cpio::for_each_file(archive, |_, _| {}) {
+        say!("initrd malformed at offset {offset}");
+        return;
+    }
     let listed = cpio::for_each_file(archive, |name, data| {
         let _ = write!(uart::Uart, "smoke: program ");
         uart::put_bytes(name);
