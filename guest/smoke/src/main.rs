@@ -228,6 +228,11 @@ fn report_programs(start: Option<u64>, end: Option<u64>) {
 
 /// Reads one line from the UART (until CR or LF, at most 64 bytes, no echo) and
 /// prints it back as `smoke: got <line>`.
+///
+/// Send the line after the prompt: OpenSBI's UART init reads RBR once, so a byte that
+/// QEMU delivers before the firmware has set the UART up (e.g. stdin piped in at
+/// start) is lost; bytes that arrive later wait in the UART FIFO (QEMU holds back the
+/// rest), so anything sent once OpenSBI's banner shows is received whole.
 fn echo_line() {
     say!("type a line");
     let mut line = [0u8; 64];
