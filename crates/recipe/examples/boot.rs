@@ -28,7 +28,7 @@ fn main() {
     let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}"))
         .unwrap_or_else(|e| die(&e.to_string()));
     eprintln!(
-        "[recipe] build took {:.2}s (from_cache: {})",
+        "[recipe] build took {:.3}s (from_cache: {})",
         t.elapsed().as_secs_f64(),
         image.from_cache
     );
@@ -36,8 +36,18 @@ fn main() {
     let out = Command::new("timeout")
         .arg("300")
         .arg(image.arch.qemu())
-        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1"])
-        .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
+        .args([
+            "-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1",
+        ])
+        .args([
+            "-display",
+            "none",
+            "-serial",
+            "stdio",
+            "-monitor",
+            "none",
+            "-no-reboot",
+        ])
         .arg("-kernel")
         .arg(&image.kernel)
         .arg("-initrd")
@@ -54,7 +64,10 @@ fn main() {
     }
     eprintln!("[boot] qemu exited {} after {secs:.2}s", out.status);
     if !serial.contains(MARKER) || !out.status.success() {
-        eprintln!("--- serial ---\n{serial}\n--- stderr ---\n{}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "--- serial ---\n{serial}\n--- stderr ---\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         die("the guest did not reach init and power off cleanly");
     }
 }

@@ -59,8 +59,10 @@ pub fn build_with(
         log(&format!("image cached in {}", dir.display()));
         return Ok(image(recipe, &dir, true));
     }
-    fs::create_dir_all(cache_root)
-        .map_err(RecipeError::io(format!("creating {}", cache_root.display())))?;
+    fs::create_dir_all(cache_root).map_err(RecipeError::io(format!(
+        "creating {}",
+        cache_root.display()
+    )))?;
     let tmp = cache_root.join(format!(".tmp-{}-{}", &recipe.key[..16], unique_suffix()));
     fs::create_dir(&tmp).map_err(RecipeError::io(format!("creating {}", tmp.display())))?;
     let guard = RemoveOnDrop(Some(tmp.clone()));
@@ -103,7 +105,9 @@ pub fn build_with(
 }
 
 fn is_complete(dir: &Path) -> bool {
-    dir.join(DONE_FILE).is_file() && dir.join(KERNEL_FILE).is_file() && dir.join(INITRD_FILE).is_file()
+    dir.join(DONE_FILE).is_file()
+        && dir.join(KERNEL_FILE).is_file()
+        && dir.join(INITRD_FILE).is_file()
 }
 
 fn image(recipe: &Recipe, dir: &Path, from_cache: bool) -> Image {
@@ -197,7 +201,10 @@ fn build_into(
         .map_err(|e| RecipeError::io(format!("writing {}", initrd.display()))(e.into_error()))?;
     file.sync_all()
         .map_err(RecipeError::io(format!("syncing {}", initrd.display())))?;
-    log(&format!("initramfs: {} files, {size} bytes", taken.len() + 1));
+    log(&format!(
+        "initramfs: {} files, {size} bytes",
+        taken.len() + 1
+    ));
 
     let done = tmp.join(DONE_FILE);
     fs::write(
@@ -249,7 +256,10 @@ fn read_taken(pkg: &Package, from: &str, src: &Path) -> Result<(Vec<u8>, u32), R
         return Err(RecipeError::NotAFile {
             package: pkg.name.clone(),
             path: from.to_string(),
-            what: format!("a symlink to {} (name its target instead)", target.display()),
+            what: format!(
+                "a symlink to {} (name its target instead)",
+                target.display()
+            ),
         });
     }
     if !meta.is_file() {

@@ -52,14 +52,17 @@ impl Fetch for HttpFetch {
                     self.deadline.as_secs()
                 )
             } else {
-                format!("failed after {:.1}s and {got} bytes: {e}", waited.as_secs_f64())
+                format!(
+                    "failed after {:.1}s and {got} bytes: {e}",
+                    waited.as_secs_f64()
+                )
             }
         };
         let resp = match agent.get(url).call() {
             Ok(r) => r,
             Err(ureq::Error::Status(code, r)) => {
                 return Err(format!(
-                    "the server answered HTTP {code} {} (a version no longer on this mirror? see the recipe docs)",
+                    "the server answered HTTP {code} {} (a pinned version no longer on this mirror? see guests/README.md: update the pins, or point `mirror` at snapshot.debian.org)",
                     r.status_text()
                 ))
             }
@@ -160,8 +163,8 @@ pub fn fetch_deb(
 ) -> Result<PathBuf, RecipeError> {
     let dest = debs_dir.join(format!("{}.deb", pkg.sha256));
     if dest.exists() {
-        let got = sha256_file(&dest)
-            .map_err(RecipeError::io(format!("hashing {}", dest.display())))?;
+        let got =
+            sha256_file(&dest).map_err(RecipeError::io(format!("hashing {}", dest.display())))?;
         if got == pkg.sha256 {
             log(&format!("{}: cached {}", pkg.name, dest.display()));
             return Ok(dest);
@@ -186,11 +189,13 @@ pub fn fetch_deb(
             inner: BufWriter::new(file),
             hash: Sha256::new(),
         };
-        let n = fetch.fetch(&url, &mut w).map_err(|message| RecipeError::Fetch {
-            package: pkg.name.clone(),
-            url: url.clone(),
-            message,
-        })?;
+        let n = fetch
+            .fetch(&url, &mut w)
+            .map_err(|message| RecipeError::Fetch {
+                package: pkg.name.clone(),
+                url: url.clone(),
+                message,
+            })?;
         w.flush()
             .map_err(RecipeError::io(format!("writing {}", part.display())))?;
         let got = hex(&w.hash.finalize());

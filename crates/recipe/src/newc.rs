@@ -363,13 +363,13 @@ mod tests {
                 .unwrap()
                 .to_string();
             let mut data_start = name_start + namesize;
-            while data_start % 4 != 0 {
+            while data_start & 3 != 0 {
                 assert_eq!(buf[data_start], 0, "name padding not NUL");
                 data_start += 1;
             }
             let data = buf[data_start..data_start + size].to_vec();
             pos = data_start + size;
-            while pos % 4 != 0 {
+            while pos & 3 != 0 {
                 assert_eq!(buf[pos], 0, "data padding not NUL");
                 pos += 1;
             }
@@ -453,7 +453,11 @@ mod tests {
                 let second = dlen + pad4(dlen);
                 let trailer = HEADER_LEN + TRAILER.len() + 1;
                 let trailer = trailer + pad4(trailer);
-                assert_eq!(buf.len(), first + second + trailer, "nlen {nlen} dlen {dlen}");
+                assert_eq!(
+                    buf.len(),
+                    first + second + trailer,
+                    "nlen {nlen} dlen {dlen}"
+                );
                 let got = read_newc(&buf);
                 assert_eq!(got.len(), 1);
                 assert_eq!(got[0].name, name);
@@ -502,15 +506,27 @@ mod tests {
         let cases: &[(&[Entry], &str)] = &[
             (&[Entry::file("", 0o644, vec![])], "is empty"),
             (&[Entry::file("a/../b", 0o644, vec![])], "`..`"),
-            (&[Entry::file("a//b", 0o644, vec![])], "empty path component"),
-            (&[Entry::file("TRAILER!!!", 0o644, vec![])], "end of the archive"),
+            (
+                &[Entry::file("a//b", 0o644, vec![])],
+                "empty path component",
+            ),
+            (
+                &[Entry::file("TRAILER!!!", 0o644, vec![])],
+                "end of the archive",
+            ),
             (&[Entry::file("a", 0o100644, vec![])], "outside 0o7777"),
             (
-                &[Entry::file("a", 0o644, vec![]), Entry::file("a", 0o644, vec![])],
+                &[
+                    Entry::file("a", 0o644, vec![]),
+                    Entry::file("a", 0o644, vec![]),
+                ],
                 "written twice",
             ),
             (
-                &[Entry::file("a", 0o644, vec![]), Entry::file("a/b", 0o644, vec![])],
+                &[
+                    Entry::file("a", 0o644, vec![]),
+                    Entry::file("a/b", 0o644, vec![]),
+                ],
                 "not a directory",
             ),
             (
@@ -554,7 +570,11 @@ mod tests {
         let buf = write_newc(&sample()).unwrap();
         child.stdin.take().unwrap().write_all(&buf).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let listed = String::from_utf8(out.stdout).unwrap();
         let names: Vec<_> = read_newc(&buf).into_iter().map(|r| r.name).collect();
         assert_eq!(listed.lines().collect::<Vec<_>>(), names);

@@ -222,7 +222,9 @@ impl Validator<'_> {
             other => {
                 return Err(self.err(
                     "arch",
-                    format!("{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\""),
+                    format!(
+                        "{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\""
+                    ),
                 ))
             }
         };
@@ -242,10 +244,9 @@ impl Validator<'_> {
                     )
                 })?;
                 if rest.trim_end_matches('/').is_empty() || rest.contains(char::is_whitespace) {
-                    return Err(self.err(
-                        "mirror",
-                        format!("{m:?} has no host, or holds whitespace"),
-                    ));
+                    return Err(
+                        self.err("mirror", format!("{m:?} has no host, or holds whitespace"))
+                    );
                 }
                 m.trim_end_matches('/').to_string()
             }
@@ -288,11 +289,16 @@ impl Validator<'_> {
                 ));
             }
             // A path cannot be both a file or link and the parent of another path.
-            if let Some((_, under)) = seen.iter().find(|(p, _)| p.starts_with(&format!("{path}/"))) {
+            if let Some((_, under)) = seen
+                .iter()
+                .find(|(p, _)| p.starts_with(&format!("{path}/")))
+            {
                 if !field.starts_with("init.directories") {
                     return Err(self.err(
                         field.clone(),
-                        format!("{path:?} is a file or link, but `{under}` puts something inside it"),
+                        format!(
+                            "{path:?} is a file or link, but `{under}` puts something inside it"
+                        ),
                     ));
                 }
             }
@@ -328,9 +334,9 @@ impl Validator<'_> {
     fn package(&self, i: usize, p: raw::Package) -> Result<Package, RecipeError> {
         let f = |name: &str| format!("package[{i}].{name}");
         let name_ok = p.name.len() >= 2
-            && p.name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && p
-                .name
+            && p.name
+                .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && p.name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
         if !name_ok {
@@ -341,8 +347,7 @@ impl Validator<'_> {
         }
         let version_ok = !p.version.is_empty()
             && p.version.starts_with(|c: char| c.is_ascii_digit())
-            && p
-                .version
+            && p.version
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || ".+-~:".contains(c));
         if !version_ok {
@@ -352,14 +357,16 @@ impl Validator<'_> {
             ));
         }
         let arch_ok = !p.arch.is_empty()
-            && p
-                .arch
+            && p.arch
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !arch_ok {
             return Err(self.err(
                 f("arch"),
-                format!("{:?} is not a Debian architecture (accepted: e.g. \"riscv64\", \"all\")", p.arch),
+                format!(
+                    "{:?} is not a Debian architecture (accepted: e.g. \"riscv64\", \"all\")",
+                    p.arch
+                ),
             ));
         }
         if p.sha256.len() != 64
@@ -376,12 +383,17 @@ impl Validator<'_> {
         // The pool path is the `Filename:` field of the Packages index. Its directory
         // depends on the source package, which the binary name does not tell, so the
         // recipe states it; its file name must agree with name, version and arch.
-        let upstream = p.version.split_once(':').map_or(p.version.as_str(), |(_, v)| v);
+        let upstream = p
+            .version
+            .split_once(':')
+            .map_or(p.version.as_str(), |(_, v)| v);
         let file = format!("{}_{}_{}.deb", p.name, upstream, p.arch);
         let pool_ok = p.pool.starts_with("pool/")
             && !p.pool.contains("//")
             && p.pool.split('/').all(|c| c != ".." && c != ".")
-            && !p.pool.contains(|c: char| c.is_whitespace() || c == '?' || c == '#');
+            && !p
+                .pool
+                .contains(|c: char| c.is_whitespace() || c == '?' || c == '#');
         if !pool_ok {
             return Err(self.err(
                 f("pool"),
@@ -401,7 +413,10 @@ impl Validator<'_> {
         for (j, raw) in p.files.into_iter().enumerate() {
             let ff = |name: &str| format!("package[{i}].files[{j}].{name}");
             let from = self
-                .rel_path(&ff("from"), raw.from.trim_start_matches("./").trim_start_matches('/'))
+                .rel_path(
+                    &ff("from"),
+                    raw.from.trim_start_matches("./").trim_start_matches('/'),
+                )
                 .map_err(|m| self.err(ff("from"), m))?;
             let to = if raw.to == "kernel" {
                 if raw.mode.is_some() {
@@ -412,9 +427,14 @@ impl Validator<'_> {
                 }
                 Target::Kernel
             } else {
-                let to = self
-                    .rel_path(&ff("to"), &raw.to)
-                    .map_err(|m| self.err(ff("to"), format!("{m}; accepted: \"kernel\" or a relative path inside the initramfs")))?;
+                let to = self.rel_path(&ff("to"), &raw.to).map_err(|m| {
+                    self.err(
+                        ff("to"),
+                        format!(
+                            "{m}; accepted: \"kernel\" or a relative path inside the initramfs"
+                        ),
+                    )
+                })?;
                 if to == "init" {
                     return Err(self.err(
                         ff("to"),
@@ -427,7 +447,9 @@ impl Validator<'_> {
                 if mode & !0o7777 != 0 {
                     return Err(self.err(
                         ff("mode"),
-                        format!("{mode:#o}: accepted are permission bits 0o0 to 0o7777, e.g. 0o755"),
+                        format!(
+                            "{mode:#o}: accepted are permission bits 0o0 to 0o7777, e.g. 0o755"
+                        ),
                     ));
                 }
             }
@@ -470,7 +492,9 @@ impl Validator<'_> {
             let field = format!("init.symlinks[{j}].path");
             let path = self
                 .rel_path(&field, s.path.trim_start_matches('/'))
-                .map_err(|m| self.err(&field, format!("{m}; accepted: a path such as \"bin/sh\"")))?;
+                .map_err(|m| {
+                    self.err(&field, format!("{m}; accepted: a path such as \"bin/sh\""))
+                })?;
             if path == "init" {
                 return Err(self.err(field, "\"init\" is the init script"));
             }
