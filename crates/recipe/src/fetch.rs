@@ -1,0 +1,229 @@
+//! Downloading .deb files: the injectable [`Fetch`], its HTTP form, and the
+//! sha256-checked download cache.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::recipe::{hex, Package};
+use crate::RecipeError;
+
+/// Something that copies the body at `url` into `out`. The bench uses [`HttpFetch`];
+/// tests put in their own.
+pub trait Fetch {
+    /// Copies the body; on failure returns a message saying what went wrong (and, for
+    /// a deadline, which one and how long it waited).
+    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String>;
+}
+
+/// Plain-HTTP download with a connect deadline and an overall deadline.
+#[derive(Debug, Clone)]
+pub struct HttpFetch {
+    /// How long to wait for the TCP connection (and DNS).
+    pub connect_timeout: Duration,
+    /// How long the whole download, headers and body, may take.
+    pub deadline: Duration,
+}
+
+impl Default for HttpFetch {
+    fn default() -> Self {
+        HttpFetch {
+            connect_timeout: Duration::from_secs(30),
+            deadline: Duration::from_secs(900),
+        }
+    }
+}
+
+impl Fetch for HttpFetch {
+    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String> {
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(self.connect_timeout)
+            .timeout(self.deadline)
+            .build();
+        let start = Instant::now();
+        let describe = |e: &dyn std::fmt::Display, got: u64| {
+            let waited = start.elapsed();
+            if waited >= self.deadline {
+                format!(
+                    "the overall deadline of {}s passed after {got} bytes: {e}",
+                    self.deadline.as_secs()
+                )
+            } else {
+                format!(
+                    "failed after {:.1}s and {got} bytes: {e}",
+                    waited.as_secs_f64()
+                )
+            }
+        };
+        let resp = match agent.get(url).call() {
+            Ok(r) => r,
+            Err(ureq::Error::Status(code, r)) => {
+                return Err(format!(
+                    "the server answered HTTP {code} {} (a pinned version no longer on this mirror? see guests/README.md: update the pins, or point `mirror` at snapshot.debian.org)",
+                    r.status_text()
+                ))
+            }
+            Err(ureq::Error::Transport(t)) => {
+                use ureq::ErrorKind::*;
+                return Err(match t.kind() {
+                    Dns | ConnectionFailed if start.elapsed() >= self.connect_timeout => {
+                        format!(
+                            "no connection within the connect deadline of {}s: {t}",
+                            self.connect_timeout.as_secs()
+                        )
+                    }
+                    Dns | ConnectionFailed => format!("could not connect: {t}"),
+                    _ => describe(&t, 0),
+                });
+            }
+        };
+        let mut body = resp.into_reader();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut got = 0u64;
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(describe(&e, got)),
+            };
+            out.write_all(&buf[..n])
+                .map_err(|e| format!("writing the download: {e}"))?;
+            got += n as u64;
+            if start.elapsed() > self.deadline {
+                return Err(format!(
+                    "the overall deadline of {}s passed after {got} bytes",
+                    self.deadline.as_secs()
+                ));
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// Hex sha256 of a file's contents.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+struct HashingWriter<W: Write> {
+    inner: W,
+    hash: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A name no other process or thread picks at the same time.
+pub(crate) fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Gives the path of `pkg`'s .deb in `debs_dir` (named `<sha256>.deb`), downloading it
+/// from `mirror` only if no good copy is there. A cached copy is re-hashed; a bad one is
+/// removed and fetched again. A download whose sha256 differs from the recipe's is
+/// deleted and reported as [`RecipeError::Checksum`].
+pub fn fetch_deb(
+    fetch: &mut dyn Fetch,
+    pkg: &Package,
+    mirror: &str,
+    debs_dir: &Path,
+    log: &mut dyn FnMut(&str),
+) -> Result<PathBuf, RecipeError> {
+    let dest = debs_dir.join(format!("{}.deb", pkg.sha256));
+    if dest.exists() {
+        let got =
+            sha256_file(&dest).map_err(RecipeError::io(format!("hashing {}", dest.display())))?;
+        if got == pkg.sha256 {
+            log(&format!("{}: cached {}", pkg.name, dest.display()));
+            return Ok(dest);
+        }
+        log(&format!(
+            "{}: cached {} has sha256 {got}; removing it and downloading again",
+            pkg.name,
+            dest.display()
+        ));
+        fs::remove_file(&dest).map_err(RecipeError::io(format!("removing {}", dest.display())))?;
+    }
+    fs::create_dir_all(debs_dir)
+        .map_err(RecipeError::io(format!("creating {}", debs_dir.display())))?;
+    let url = pkg.url(mirror);
+    let part = debs_dir.join(format!(".{}.{}.part", pkg.sha256, unique_suffix()));
+    log(&format!("{}: downloading {url}", pkg.name));
+    let start = Instant::now();
+    let result = (|| {
+        let file =
+            File::create(&part).map_err(RecipeError::io(format!("creating {}", part.display())))?;
+        let mut w = HashingWriter {
+            inner: BufWriter::new(file),
+            hash: Sha256::new(),
+        };
+        let n = fetch
+            .fetch(&url, &mut w)
+            .map_err(|message| RecipeError::Fetch {
+                package: pkg.name.clone(),
+                url: url.clone(),
+                message,
+            })?;
+        w.flush()
+            .map_err(RecipeError::io(format!("writing {}", part.display())))?;
+        let got = hex(&w.hash.finalize());
+        if got != pkg.sha256 {
+            return Err(RecipeError::Checksum {
+                package: pkg.name.clone(),
+                expected: pkg.sha256.clone(),
+                got,
+            });
+        }
+        Ok(n)
+    })();
+    match result {
+        Ok(n) => {
+            fs::rename(&part, &dest).map_err(|e| {
+                let _ = fs::remove_file(&part);
+                RecipeError::io(format!("renaming {} to {}", part.display(), dest.display()))(e)
+            })?;
+            log(&format!(
+                "{}: {n} bytes in {:.1}s, sha256 ok",
+                pkg.name,
+                start.elapsed().as_secs_f64()
+            ));
+            Ok(dest)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&part);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,539 @@
+//! The recipe file: its raw serde form and the validated [`Recipe`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::RecipeError;
+
+/// The mirror used when a recipe names none.
+pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
+
+mod raw {
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Recipe {
+        pub description: String,
+        pub arch: String,
+        pub append: String,
+        pub mirror: Option<String>,
+        #[serde(default)]
+        pub package: Vec<Package>,
+        pub init: Init,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Package {
+        pub name: String,
+        pub version: String,
+        pub arch: String,
+        pub sha256: String,
+        pub pool: String,
+        pub files: Vec<File>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct File {
+        pub from: String,
+        pub to: String,
+        pub mode: Option<u32>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Init {
+        pub script: String,
+        #[serde(default)]
+        pub directories: Vec<String>,
+        #[serde(default)]
+        pub symlinks: Vec<Symlink>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Symlink {
+        pub path: String,
+        pub target: String,
+    }
+}
+
+/// The machine width a guest boots on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Arch {
+    Rv64,
+    Rv32,
+}
+
+impl Arch {
+    /// The QEMU system emulator for this width.
+    pub fn qemu(self) -> &'static str {
+        match self {
+            Arch::Rv64 => "qemu-system-riscv64",
+            Arch::Rv32 => "qemu-system-riscv32",
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Arch::Rv64 => "rv64",
+            Arch::Rv32 => "rv32",
+        })
+    }
+}
+
+/// A validated recipe.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    /// The file it was loaded from (for messages).
+    pub path: PathBuf,
+    /// Hex sha256 of the recipe file's exact bytes: the image cache key.
+    pub key: String,
+    pub description: String,
+    pub arch: Arch,
+    /// The kernel command line a case gets by default.
+    pub append: String,
+    /// Base URL of the Debian mirror, without a trailing `/`.
+    pub mirror: String,
+    pub packages: Vec<Package>,
+    pub init: Init,
+}
+
+/// One Debian binary package and the files taken from it.
+#[derive(Debug, Clone)]
+pub struct Package {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+    /// Lower-case hex sha256 of the .deb, as in the `SHA256:` field of `Packages`.
+    pub sha256: String,
+    /// The `Filename:` field of `Packages`: the .deb's path under the mirror.
+    pub pool: String,
+    pub files: Vec<FileMap>,
+}
+
+impl Package {
+    /// The .deb's URL on `mirror`.
+    pub fn url(&self, mirror: &str) -> String {
+        format!("{mirror}/{}", self.pool)
+    }
+}
+
+/// One file taken from a package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMap {
+    /// Path inside the package, relative (no leading `/`).
+    pub from: String,
+    pub to: Target,
+    /// Permission bits in the initramfs; `None` keeps the package's.
+    pub mode: Option<u32>,
+}
+
+/// Where a taken file goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The image booted with `-kernel`.
+    Kernel,
+    /// A path inside the initramfs, relative to its root.
+    Initramfs(String),
+}
+
+/// The initramfs's own parts.
+#[derive(Debug, Clone)]
+pub struct Init {
+    /// Written as `/init`, mode 0755.
+    pub script: String,
+    /// Empty directories to make (mode 0755), e.g. mount points.
+    pub directories: Vec<String>,
+    pub symlinks: Vec<Symlink>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Symlink {
+    pub path: String,
+    pub target: String,
+}
+
+/// Reads and validates a recipe; touches no network.
+pub fn load(path: &Path) -> Result<Recipe, RecipeError> {
+    let bytes = std::fs::read(path).map_err(|source| RecipeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &bytes)
+}
+
+/// Validates recipe text; `path` names it in errors. The cache key is the sha256 of
+/// `bytes` exactly.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Recipe, RecipeError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| RecipeError::Parse {
+        path: path.to_path_buf(),
+        message: format!("not UTF-8 text: {e}"),
+    })?;
+    let raw: raw::Recipe = toml::from_str(text).map_err(|e| RecipeError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let v = Validator { path };
+    let recipe = v.recipe(raw)?;
+    Ok(Recipe {
+        key: hex(&Sha256::digest(bytes)),
+        ..recipe
+    })
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+struct Validator<'a> {
+    path: &'a Path,
+}
+
+impl Validator<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> RecipeError {
+        RecipeError::Invalid {
+            path: self.path.to_path_buf(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn recipe(&self, raw: raw::Recipe) -> Result<Recipe, RecipeError> {
+        if raw.description.trim().is_empty() {
+            return Err(self.err("description", "is empty; say what the guest is"));
+        }
+        let arch = match raw.arch.as_str() {
+            "rv64" => Arch::Rv64,
+            "rv32" => Arch::Rv32,
+            other => {
+                return Err(self.err(
+                    "arch",
+                    format!(
+                        "{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\""
+                    ),
+                ))
+            }
+        };
+        if raw.append.contains(['\n', '\r', '\0']) {
+            return Err(self.err(
+                "append",
+                "holds a newline or NUL; a kernel command line is one line",
+            ));
+        }
+        let mirror = match raw.mirror {
+            None => DEFAULT_MIRROR.to_string(),
+            Some(m) => {
+                let rest = m.strip_prefix("http://").ok_or_else(|| {
+                    self.err(
+                        "mirror",
+                        format!("{m:?}: accepted is a plain http:// URL such as {DEFAULT_MIRROR:?} (every .deb is checked by sha256, so no TLS is used)"),
+                    )
+                })?;
+                if rest.trim_end_matches('/').is_empty() || rest.contains(char::is_whitespace) {
+                    return Err(
+                        self.err("mirror", format!("{m:?} has no host, or holds whitespace"))
+                    );
+                }
+                m.trim_end_matches('/').to_string()
+            }
+        };
+        if raw.package.is_empty() {
+            return Err(self.err(
+                "package",
+                "no [[package]] tables; at least the one holding the kernel is needed",
+            ));
+        }
+        let mut packages = Vec::new();
+        for (i, p) in raw.package.into_iter().enumerate() {
+            packages.push(self.package(i, p)?);
+        }
+        let init = self.init(raw.init)?;
+
+        // Every initramfs path is written once; exactly one file is the kernel.
+        let mut seen: Vec<(String, String)> = Vec::new(); // (path, field)
+        let mut kernels = Vec::new();
+        for (i, p) in packages.iter().enumerate() {
+            for (j, f) in p.files.iter().enumerate() {
+                let field = format!("package[{i}].files[{j}].to");
+                match &f.to {
+                    Target::Kernel => kernels.push(field),
+                    Target::Initramfs(to) => seen.push((to.clone(), field)),
+                }
+            }
+        }
+        for (j, d) in init.directories.iter().enumerate() {
+            seen.push((d.clone(), format!("init.directories[{j}]")));
+        }
+        for (j, s) in init.symlinks.iter().enumerate() {
+            seen.push((s.path.clone(), format!("init.symlinks[{j}].path")));
+        }
+        for (k, (path, field)) in seen.iter().enumerate() {
+            if let Some((_, first)) = seen[..k].iter().find(|(p, _)| p == path) {
+                return Err(self.err(
+                    field.clone(),
+                    format!("{path:?} is already written by `{first}`; each initramfs path is written once"),
+                ));
+            }
+            // A path cannot be both a file or link and the parent of another path.
+            if let Some((_, under)) = seen
+                .iter()
+                .find(|(p, _)| p.starts_with(&format!("{path}/")))
+            {
+                if !field.starts_with("init.directories") {
+                    return Err(self.err(
+                        field.clone(),
+                        format!(
+                            "{path:?} is a file or link, but `{under}` puts something inside it"
+                        ),
+                    ));
+                }
+            }
+        }
+        match kernels.len() {
+            1 => {}
+            0 => {
+                return Err(self.err(
+                    "package[].files[].to",
+                    "no file has to = \"kernel\"; exactly one file must be the kernel image",
+                ))
+            }
+            _ => {
+                return Err(self.err(
+                    kernels[1].clone(),
+                    format!("a second kernel; `{}` is already the kernel", kernels[0]),
+                ))
+            }
+        }
+
+        Ok(Recipe {
+            path: self.path.to_path_buf(),
+            key: String::new(),
+            description: raw.description,
+            arch,
+            append: raw.append,
+            mirror,
+            packages,
+            init,
+        })
+    }
+
+    fn package(&self, i: usize, p: raw::Package) -> Result<Package, RecipeError> {
+        let f = |name: &str| format!("package[{i}].{name}");
+        let name_ok = p.name.len() >= 2
+            && p.name
+                .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && p.name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+        if !name_ok {
+            return Err(self.err(
+                f("name"),
+                format!("{:?} is not a Debian package name (accepted: 2 or more of a-z 0-9 + - ., starting with a letter or digit)", p.name),
+            ));
+        }
+        let version_ok = !p.version.is_empty()
+            && p.version.starts_with(|c: char| c.is_ascii_digit())
+            && p.version
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".+-~:".contains(c));
+        if !version_ok {
+            return Err(self.err(
+                f("version"),
+                format!("{:?} is not a Debian version (accepted: [epoch:]upstream[-revision], starting with a digit, of A-Z a-z 0-9 . + - ~ :)", p.version),
+            ));
+        }
+        let arch_ok = !p.arch.is_empty()
+            && p.arch
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !arch_ok {
+            return Err(self.err(
+                f("arch"),
+                format!(
+                    "{:?} is not a Debian architecture (accepted: e.g. \"riscv64\", \"all\")",
+                    p.arch
+                ),
+            ));
+        }
+        if p.sha256.len() != 64
+            || !p
+                .sha256
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        {
+            return Err(self.err(
+                f("sha256"),
+                format!("{:?}: accepted is 64 lower-case hex digits (the SHA256 field of the Packages index)", p.sha256),
+            ));
+        }
+        // The pool path is the `Filename:` field of the Packages index. Its directory
+        // depends on the source package, which the binary name does not tell, so the
+        // recipe states it; its file name must agree with name, version and arch.
+        let upstream = p
+            .version
+            .split_once(':')
+            .map_or(p.version.as_str(), |(_, v)| v);
+        let file = format!("{}_{}_{}.deb", p.name, upstream, p.arch);
+        let pool_ok = p.pool.starts_with("pool/")
+            && !p.pool.contains("//")
+            && p.pool.split('/').all(|c| c != ".." && c != ".")
+            && !p
+                .pool
+                .contains(|c: char| c.is_whitespace() || c == '?' || c == '#');
+        if !pool_ok {
+            return Err(self.err(
+                f("pool"),
+                format!("{:?}: accepted is the Filename field of the Packages index, a relative path starting with \"pool/\" (no `..`, `//`, whitespace, `?` or `#`)", p.pool),
+            ));
+        }
+        if p.pool.rsplit('/').next() != Some(file.as_str()) {
+            return Err(self.err(
+                f("pool"),
+                format!("{:?} does not end in {file:?}, the file name Debian gives {} {} for {} (name_version-without-epoch_arch.deb)", p.pool, p.name, p.version, p.arch),
+            ));
+        }
+        if p.files.is_empty() {
+            return Err(self.err(f("files"), "is empty; take at least one file"));
+        }
+        let mut files = Vec::new();
+        for (j, raw) in p.files.into_iter().enumerate() {
+            let ff = |name: &str| format!("package[{i}].files[{j}].{name}");
+            let from = self
+                .rel_path(
+                    &ff("from"),
+                    raw.from.trim_start_matches("./").trim_start_matches('/'),
+                )
+                .map_err(|m| self.err(ff("from"), m))?;
+            let to = if raw.to == "kernel" {
+                if raw.mode.is_some() {
+                    return Err(self.err(
+                        ff("mode"),
+                        "has no meaning for to = \"kernel\" (the kernel is not in the initramfs)",
+                    ));
+                }
+                Target::Kernel
+            } else {
+                let to = self.rel_path(&ff("to"), &raw.to).map_err(|m| {
+                    self.err(
+                        ff("to"),
+                        format!(
+                            "{m}; accepted: \"kernel\" or a relative path inside the initramfs"
+                        ),
+                    )
+                })?;
+                if to == "init" {
+                    return Err(self.err(
+                        ff("to"),
+                        "\"init\" is written from [init].script; take the file elsewhere",
+                    ));
+                }
+                Target::Initramfs(to)
+            };
+            if let Some(mode) = raw.mode {
+                if mode & !0o7777 != 0 {
+                    return Err(self.err(
+                        ff("mode"),
+                        format!(
+                            "{mode:#o}: accepted are permission bits 0o0 to 0o7777, e.g. 0o755"
+                        ),
+                    ));
+                }
+            }
+            files.push(FileMap {
+                from,
+                to,
+                mode: raw.mode,
+            });
+        }
+        Ok(Package {
+            name: p.name,
+            version: p.version,
+            arch: p.arch,
+            sha256: p.sha256,
+            pool: p.pool,
+            files,
+        })
+    }
+
+    fn init(&self, raw: raw::Init) -> Result<Init, RecipeError> {
+        if !raw.script.starts_with("#!") {
+            return Err(self.err(
+                "init.script",
+                "must start with \"#!\" and an interpreter inside the initramfs, e.g. \"#!/bin/busybox sh\"",
+            ));
+        }
+        let mut directories = Vec::new();
+        for (j, d) in raw.directories.iter().enumerate() {
+            let field = format!("init.directories[{j}]");
+            let d = self
+                .rel_path(&field, d.trim_start_matches('/'))
+                .map_err(|m| self.err(&field, format!("{m}; accepted: a path such as \"proc\"")))?;
+            if d == "init" {
+                return Err(self.err(field, "\"init\" is the init script"));
+            }
+            directories.push(d);
+        }
+        let mut symlinks = Vec::new();
+        for (j, s) in raw.symlinks.iter().enumerate() {
+            let field = format!("init.symlinks[{j}].path");
+            let path = self
+                .rel_path(&field, s.path.trim_start_matches('/'))
+                .map_err(|m| {
+                    self.err(&field, format!("{m}; accepted: a path such as \"bin/sh\""))
+                })?;
+            if path == "init" {
+                return Err(self.err(field, "\"init\" is the init script"));
+            }
+            if s.target.is_empty() || s.target.contains('\0') {
+                return Err(self.err(
+                    format!("init.symlinks[{j}].target"),
+                    "is empty or holds a NUL; accepted: any non-empty link target, e.g. \"busybox\"",
+                ));
+            }
+            symlinks.push(Symlink {
+                path,
+                target: s.target.clone(),
+            });
+        }
+        Ok(Init {
+            script: raw.script,
+            directories,
+            symlinks,
+        })
+    }
+
+    /// A relative path of plain components.
+    fn rel_path(&self, _field: &str, p: &str) -> Result<String, String> {
+        if p.is_empty() {
+            return Err("is empty".into());
+        }
+        if p.starts_with('/') {
+            return Err(format!("{p:?} is absolute"));
+        }
+        if p.contains('\0') {
+            return Err(format!("{p:?} holds a NUL"));
+        }
+        let p = p.strip_suffix('/').unwrap_or(p);
+        if p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            return Err(format!("{p:?} has an empty, `.` or `..` component"));
+        }
+        if p == crate::newc::TRAILER {
+            return Err(format!("{p:?} is the cpio trailer's name"));
+        }
+        Ok(p.to_string())
+    }
+}
