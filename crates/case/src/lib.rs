@@ -251,7 +251,7 @@ impl Case {
         let mut paths = Vec::new();
         let boot = self.boot();
         match &boot.guest {
-            Guest::Built { programs, firmware } => {
+            Guest::Built { programs, .. } => {
                 for (index, program) in programs.iter().enumerate() {
                     if let Program::Path(path) = program {
                         paths.push(NamedPath { field: format!("programs[{index}].path"), path: path.clone() });

@@ -1,1 +1,86 @@
-fn main() {}
+//! `cargo testbench`: build, boot under QEMU and judge the cases in tests/.
+//!
+//! The binary wires the crates together: the case model (testbench-case), the console
+//! judge (testbench-judge), guest recipes (testbench-recipe), and the modules here that
+//! do the I/O: cargo builds, QEMU boots, run directories and reports. See ARCHITECTURE.md.
+
+mod build;
+mod cli;
+mod command;
+mod config;
+mod pack;
+mod qemu;
+mod qmp;
+mod report;
+mod rundir;
+mod runner;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// The setup script both front doors call; quick when everything is installed.
+const SETUP: &str = "scripts/setup";
+const SETUP_DEADLINE: Duration = Duration::from_secs(1800);
+
+/// The workspace root: `TESTBENCH_ROOT`, or the checkout this binary was built from.
+fn workspace_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("TESTBENCH_ROOT").filter(|r| !r.is_empty()) {
+        return PathBuf::from(root);
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.ancestors().nth(2).map(PathBuf::from).unwrap_or(manifest)
+}
+
+fn setup(root: &std::path::Path) -> Result<(), String> {
+    if std::env::var_os("TESTBENCH_NO_SETUP").is_some() {
+        return Ok(());
+    }
+    let script = root.join(SETUP);
+    if !script.exists() {
+        return Ok(());
+    }
+    let status = command::Cmd::new(&script, "scripts/setup to install what is missing", SETUP_DEADLINE)
+        .cwd(root)
+        .status_inherit()
+        .map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{SETUP} failed ({status}); its message above names the command to run"))
+    }
+}
+
+fn main() {
+    let flags = cli::Flags::parse();
+    let options = match flags.validate() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(runner::EXIT_BAD_INPUT);
+        }
+    };
+    let root = workspace_root();
+    let config = match config::load(&root) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(runner::EXIT_BAD_INPUT);
+        }
+    };
+    if !options.list {
+        if let Err(error) = setup(&root) {
+            eprintln!("error: {error}");
+            std::process::exit(runner::EXIT_FAILED);
+        }
+    }
+    let cases_dir = match &options.cases {
+        Some(dir) => dir.clone(),
+        None => root.join("tests"),
+    };
+    let workspace = runner::Workspace { root, cases_dir, cases_flag: options.cases.clone(), config };
+    let mut reporter = report::Reporter::new(options.format);
+    let status = runner::run(&workspace, &options, &mut reporter);
+    std::process::exit(status);
+}

@@ -1,0 +1,187 @@
+//! Cargo builds of what a boot case boots, each distinct build once per run.
+//!
+//! A run takes the tree as it was when it began: once a build of one package, binary,
+//! target, profile and feature set has been made, every later case asking for it takes
+//! the same artifact without running cargo again (a failed build is kept too, and every
+//! case asking for it fails with cargo's own message).
+//!
+//! The artifact packed is the executable cargo's JSON messages name for this build,
+//! copied at once into the run's own directory. Builds with different features use
+//! target directories of their own, and the copy is what the boot reads, so a second
+//! run in the same worktree rebuilding the shared target/ never changes what this run
+//! boots.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use testbench_case::Arch;
+
+use crate::command::Cmd;
+
+/// Where the guest workspace lives, relative to the workspace root.
+pub const GUEST_MANIFEST: &str = "guest/Cargo.toml";
+/// The stand-in for the reference kernel until it exists: the smoke guest.
+pub const KERNEL_PACKAGE: &str = "smoke";
+pub const KERNEL_BIN: &str = "smoke";
+/// The package whose binaries a bare programs entry names.
+pub const PROGRAMS_PACKAGE: &str = "programs";
+
+/// A cargo build cannot hang a run forever: ten minutes is far past any build here.
+const BUILD_DEADLINE: Duration = Duration::from_secs(600);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Profile {
+    Release,
+    /// Release with debug assertions and overflow checks (the guest workspace's `checked`).
+    Checked,
+}
+
+impl Profile {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Profile::Release => "release",
+            Profile::Checked => "checked",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BuildKey {
+    pub arch: Arch,
+    pub package: String,
+    pub bin: String,
+    pub profile: Profile,
+    /// Sorted and without duplicates, so one feature set is one key.
+    pub features: Vec<String>,
+}
+
+impl BuildKey {
+    pub fn new(arch: Arch, package: &str, bin: &str, profile: Profile, features: &[String]) -> BuildKey {
+        let mut features = features.to_vec();
+        features.sort();
+        features.dedup();
+        BuildKey { arch, package: package.into(), bin: bin.into(), profile, features }
+    }
+
+    /// A name for directories: the package, the profile and the feature set.
+    pub fn slug(&self) -> String {
+        let features = if self.features.is_empty() { "default".to_string() } else { self.features.join("+") };
+        format!("{}-{}-{}", self.package, self.profile.name(), features)
+    }
+
+    pub fn describe(&self) -> String {
+        let features = if self.features.is_empty() { String::new() } else { format!(" --features {}", self.features.join(",")) };
+        format!("{} {} ({}, {}{})", self.package, self.bin, self.arch, self.profile.name(), features)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    /// The run's own copy of the executable cargo reported.
+    pub path: PathBuf,
+    pub took: Duration,
+}
+
+pub struct Builder {
+    root: PathBuf,
+    run_dir: PathBuf,
+    cargo: PathBuf,
+    made: HashMap<BuildKey, Result<Artifact, String>>,
+    /// How many times cargo ran, for the report and the build-once test.
+    pub cargo_runs: usize,
+}
+
+impl Builder {
+    pub fn new(root: &Path, run_dir: &Path) -> Builder {
+        let cargo = std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("cargo"));
+        Builder { root: root.to_owned(), run_dir: run_dir.to_owned(), cargo, made: HashMap::new(), cargo_runs: 0 }
+    }
+
+    /// The artifact for `key`, building it if this run has not yet.
+    pub fn get(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, String> {
+        if let Some(made) = self.made.get(key) {
+            return made.clone();
+        }
+        let result = self.build(key, log);
+        self.made.insert(key.clone(), result.clone());
+        result
+    }
+
+    fn build(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, String> {
+        let start = Instant::now();
+        let target_dir = self.root.join("target/guest").join(key.slug());
+        let mut cmd = Cmd::new(&self.cargo, format!("cargo to build {}", key.describe()), BUILD_DEADLINE)
+            .cwd(&self.root)
+            .args(["build", "--manifest-path"])
+            .arg(self.root.join(GUEST_MANIFEST))
+            .args(["--target", key.arch.target_triple(), "--profile", key.profile.name(), "-p", &key.package, "--bin", &key.bin])
+            .args(["--message-format", "json-render-diagnostics", "--target-dir"])
+            .arg(&target_dir)
+            // The bench's own `cargo run` must not steer the guest's build.
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS");
+        if !key.features.is_empty() {
+            cmd = cmd.args(["--features", &key.features.join(",")]);
+        }
+        log(&format!("build: {}", cmd.display()));
+        self.cargo_runs += 1;
+        let output = cmd.output().map_err(|error| error.to_string())?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(format!("cargo failed to build {} ({}):\n{}", key.describe(), output.status, stderr.trim_end()));
+        }
+        let executable = executable_from_messages(&output.stdout, &key.bin)
+            .ok_or_else(|| format!("cargo built {} but its messages name no executable for bin {:?}", key.describe(), key.bin))?;
+        let dir = self.run_dir.join("build").join(key.arch.name()).join(key.slug());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+        let copy = dir.join(&key.bin);
+        std::fs::copy(&executable, &copy).map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
+        Ok(Artifact { path: copy, took: start.elapsed() })
+    }
+}
+
+/// The executable of `bin` that cargo's JSON messages report, if any.
+pub fn executable_from_messages(stdout: &[u8], bin: &str) -> Option<PathBuf> {
+    let mut found = None;
+    for line in stdout.split(|&b| b == b'\n') {
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
+        if message["reason"] != "compiler-artifact" || message["target"]["name"] != bin {
+            continue;
+        }
+        if !message["target"]["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "bin")) {
+            continue;
+        }
+        if let Some(path) = message["executable"].as_str() {
+            found = Some(PathBuf::from(path));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executable_is_the_one_cargo_reports_for_the_bin() {
+        let messages = br#"{"reason":"compiler-artifact","target":{"name":"other","kind":["bin"]},"executable":"/t/other"}
+not json at all
+{"reason":"compiler-artifact","target":{"name":"smoke","kind":["lib"]},"executable":null}
+{"reason":"compiler-artifact","target":{"name":"smoke","kind":["bin"]},"executable":"/t/a/smoke"}
+{"reason":"build-finished","success":true}
+"#;
+        assert_eq!(executable_from_messages(messages, "smoke"), Some(PathBuf::from("/t/a/smoke")));
+        assert_eq!(executable_from_messages(messages, "absent"), None);
+    }
+
+    #[test]
+    fn one_feature_set_is_one_key_whatever_its_order() {
+        let a = BuildKey::new(Arch::Rv64, "smoke", "smoke", Profile::Release, &["b".into(), "a".into(), "b".into()]);
+        let b = BuildKey::new(Arch::Rv64, "smoke", "smoke", Profile::Release, &["a".into(), "b".into()]);
+        assert_eq!(a, b);
+        assert_eq!(a.slug(), "smoke-release-a+b");
+    }
+}

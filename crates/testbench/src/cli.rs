@@ -1,0 +1,164 @@
+//! The command line, in two stages: clap's flags, then a validated [`Options`].
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use testbench_case::Arch;
+
+#[derive(Parser, Debug)]
+#[command(name = "testbench", about = "Build, boot under QEMU and judge the cases in tests/", version)]
+pub struct Flags {
+    /// Run every case whose name contains FILTER (a case with whole_run = false only when
+    /// FILTER is its whole name).
+    pub filter: Option<String>,
+    /// Run the one case named NAME (refused when no case has that name).
+    #[arg(long, value_name = "NAME", conflicts_with = "filter")]
+    pub exact: Option<String>,
+    /// Boot only this width: rv64 or rv32.
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<String>,
+    /// List the cases (names and descriptions) and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Boot every case at N harts instead of its own counts (but those with keep_smp).
+    #[arg(long, value_name = "N")]
+    pub smp: Option<u32>,
+    /// Run one case once per seed: a range `1..20` (inclusive) or a list `3,5,9`.
+    #[arg(long, value_name = "SEEDS")]
+    pub sweep: Option<String>,
+    /// Boot up to J guests at once (default 1).
+    #[arg(long, value_name = "J", default_value_t = 1)]
+    pub jobs: usize,
+    /// Report a case the host cannot run (no QEMU, no firmware) as skipped, not failed.
+    #[arg(long)]
+    pub allow_skip: bool,
+    /// Copy a failing boot's logs to DIR/<arch>-<case>.smp<N>.log.
+    #[arg(long, value_name = "DIR")]
+    pub keep_failed: Option<PathBuf>,
+    /// Load cases from DIR instead of tests/.
+    #[arg(long, value_name = "DIR")]
+    pub cases: Option<PathBuf>,
+    /// Write a JUnit XML report to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// human (default) or json (one JSON object per event on stdout).
+    #[arg(long, value_name = "FORMAT", default_value = "human")]
+    pub message_format: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug)]
+pub struct Options {
+    pub filter: Filter,
+    pub arch: Option<Arch>,
+    pub list: bool,
+    pub smp: Option<u32>,
+    pub sweep: Option<Vec<u64>>,
+    pub jobs: usize,
+    pub allow_skip: bool,
+    pub keep_failed: Option<PathBuf>,
+    pub cases: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub format: MessageFormat,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Filter {
+    All,
+    Contains(String),
+    Exact(String),
+}
+
+/// The most seeds one sweep may name: a typo such as `1..1000000` is refused, not run.
+pub const SWEEP_MAX: usize = 10_000;
+
+pub fn parse_sweep(text: &str) -> Result<Vec<u64>, String> {
+    let accepted = "a range such as 1..20 (both ends included) or a list such as 3,5,9";
+    let seeds: Vec<u64> = if let Some((low, high)) = text.split_once("..") {
+        let low: u64 = low.trim().parse().map_err(|_| format!("--sweep {text:?}: {low:?} is not a seed; accepted: {accepted}"))?;
+        let high: u64 = high.trim().parse().map_err(|_| format!("--sweep {text:?}: {high:?} is not a seed; accepted: {accepted}"))?;
+        if high < low {
+            return Err(format!("--sweep {text:?}: the range is empty; accepted: {accepted}"));
+        }
+        if high - low >= SWEEP_MAX as u64 {
+            return Err(format!("--sweep {text:?}: more than {SWEEP_MAX} seeds"));
+        }
+        (low..=high).collect()
+    } else {
+        let mut seeds = Vec::new();
+        for item in text.split(',') {
+            let seed: u64 = item.trim().parse().map_err(|_| format!("--sweep {text:?}: {item:?} is not a seed; accepted: {accepted}"))?;
+            if seeds.contains(&seed) {
+                return Err(format!("--sweep {text:?}: seed {seed} is named twice"));
+            }
+            seeds.push(seed);
+        }
+        seeds.sort();
+        seeds
+    };
+    if seeds.len() > SWEEP_MAX {
+        return Err(format!("--sweep {text:?}: more than {SWEEP_MAX} seeds"));
+    }
+    Ok(seeds)
+}
+
+impl Flags {
+    pub fn validate(self) -> Result<Options, String> {
+        let arch = match self.arch.as_deref() {
+            None => None,
+            Some(name) => Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64 or rv32"))?),
+        };
+        let format = match self.message_format.as_str() {
+            "human" => MessageFormat::Human,
+            "json" => MessageFormat::Json,
+            other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
+        };
+        if let Some(n) = self.smp {
+            if !(1..=testbench_case::SMP_MAX).contains(&n) {
+                return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
+            }
+        }
+        if self.jobs == 0 || self.jobs > 64 {
+            return Err(format!("--jobs {} is not accepted: 1 to 64", self.jobs));
+        }
+        let filter = match (self.exact, self.filter) {
+            (Some(name), _) => Filter::Exact(name),
+            (None, Some(text)) if !text.is_empty() => Filter::Contains(text),
+            _ => Filter::All,
+        };
+        Ok(Options {
+            filter,
+            arch,
+            list: self.list,
+            smp: self.smp,
+            sweep: self.sweep.as_deref().map(parse_sweep).transpose()?,
+            jobs: self.jobs,
+            allow_skip: self.allow_skip,
+            keep_failed: self.keep_failed,
+            cases: self.cases,
+            junit: self.junit,
+            format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_seeds_are_ranges_or_lists() {
+        assert_eq!(parse_sweep("1..4").unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(parse_sweep("9,3,5").unwrap(), vec![3, 5, 9]);
+        assert_eq!(parse_sweep("7").unwrap(), vec![7]);
+        assert!(parse_sweep("5..1").unwrap_err().contains("empty"));
+        assert!(parse_sweep("1,x").unwrap_err().contains("\"x\" is not a seed"));
+        assert!(parse_sweep("3,3").unwrap_err().contains("named twice"));
+        assert!(parse_sweep("0..99999999").unwrap_err().contains("more than"));
+    }
+}

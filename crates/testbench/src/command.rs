@@ -1,0 +1,239 @@
+//! The one wrapper for every child process the bench starts (setup, cargo, QEMU).
+//!
+//! Every child gets a printed command line, an explicit working directory, and a
+//! deadline that says what it waited for when it passes. Every child also asks Linux for
+//! the parent-death signal (SIGKILL) between fork and exec, so a bench killed at any
+//! moment, even by SIGKILL, takes its children with it. Linux delivers that signal when
+//! the *thread* that forked the child exits, so a child must be spawned from the thread
+//! that waits for it (the boot's own thread does, for QEMU).
+//!
+//! Nothing else in the bench spawns processes.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
+    timeout: Duration,
+    /// What the deadline waits for, for the message when it passes.
+    what: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CmdError {
+    #[error("failed to start `{command}`: {source}")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("{what}: no end after {after:?} (deadline) of `{command}`; killed it")]
+    Deadline { what: String, after: Duration, command: String },
+    #[error("failed to wait for `{command}`: {source}")]
+    Wait { command: String, source: std::io::Error },
+}
+
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Cmd {
+    pub fn new(program: impl AsRef<OsStr>, what: impl Into<String>, timeout: Duration) -> Cmd {
+        Cmd {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            timeout,
+            what: what.into(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
+        self.env_remove.push(key.as_ref().to_owned());
+        self
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// The command line as a shell would take it back (for logs and replay lines).
+    pub fn display(&self) -> String {
+        let mut words = Vec::new();
+        for (key, value) in &self.env {
+            words.push(format!("{}={}", key.to_string_lossy(), shell_quote(&value.to_string_lossy())));
+        }
+        words.push(shell_quote(&self.program.to_string_lossy()));
+        words.extend(self.args.iter().map(|a| shell_quote(&a.to_string_lossy())));
+        words.join(" ")
+    }
+
+    fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.program);
+        command.args(&self.args);
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        // SAFETY: the closure runs in the child between fork and exec and calls only
+        // prctl(PR_SET_PDEATHSIG), which is async-signal-safe and allocates nothing.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                    .map_err(std::io::Error::from)
+            });
+        }
+        command
+    }
+
+    /// Start the child with all three standard streams piped. The caller owns the
+    /// deadline (it has the child) and must wait for it from this same thread.
+    pub fn spawn_piped(&self) -> Result<Child, CmdError> {
+        self.command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| CmdError::Spawn { command: self.display(), source })
+    }
+
+    /// Run to the end with stdin closed, capturing both streams, under the deadline.
+    pub fn output(&self) -> Result<Output, CmdError> {
+        let mut child = self
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
+        let status = wait_deadline(&mut child, self.timeout).map_err(|source| CmdError::Wait { command: self.display(), source })?;
+        let Some(status) = status else {
+            return Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() });
+        };
+        Ok(Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() })
+    }
+
+    /// Run to the end with stdin closed and the child's streams on the bench's own
+    /// (for the setup script, whose messages are for the person at the terminal).
+    pub fn status_inherit(&self) -> Result<ExitStatus, CmdError> {
+        let mut child = self
+            .command()
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
+        match wait_deadline(&mut child, self.timeout).map_err(|source| CmdError::Wait { command: self.display(), source })? {
+            Some(status) => Ok(status),
+            None => Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() }),
+        }
+    }
+}
+
+fn drain<R: Read + Send + 'static>(stream: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut stream) = stream {
+            let _ = stream.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// Wait for `child` until `timeout`; on the deadline kill it and return `None`.
+pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let start = Instant::now();
+    // Polling keeps this free of signal handlers; 5 ms is well below anything measured.
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if start.elapsed() >= timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_kills_the_child_and_names_what_it_waited_for() {
+        let cmd = Cmd::new("sleep", "the sleeper to finish", Duration::from_millis(100)).arg("5");
+        let start = Instant::now();
+        let error = cmd.output().err().expect("sleep 5 cannot finish in 100 ms");
+        assert!(start.elapsed() < Duration::from_secs(4));
+        let message = error.to_string();
+        assert!(message.starts_with("the sleeper to finish: no end after 100ms"), "{message}");
+    }
+
+    #[test]
+    fn output_captures_both_streams() {
+        let out = Cmd::new("sh", "sh", Duration::from_secs(10)).args(["-c", "echo out; echo err >&2; exit 3"]).output().unwrap();
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn quoting_round_trips_through_a_shell() {
+        let words = ["plain", "with space", "it's", "", "a=b"];
+        let line = words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ");
+        let out = Cmd::new("sh", "sh", Duration::from_secs(10)).args(["-c", &format!("for w in {line}; do printf '<%s>' \"$w\"; done")]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "<plain><with space><it's><><a=b>");
+    }
+}

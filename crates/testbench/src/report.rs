@@ -1,0 +1,238 @@
+//! What a run tells the person (or the CI log, or a program) that started it.
+//!
+//! Human form: a line per boot with its verdict and duration, failures with their reason,
+//! the replay command and where the logs are, and a summary line. On a terminal a live
+//! progress line shows what is running; elsewhere only plain lines, so CI logs read well.
+//! JSON form (`--message-format json`): one object per event on stdout, nothing else.
+//! JUnit (`--junit PATH`): written at the end, one test case per boot.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use crate::cli::MessageFormat;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    /// A must_fail case that failed as it must: the reason it failed with.
+    ExpectedFailure(String),
+    Fail(String),
+    Skip(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct BootReport {
+    pub case: String,
+    pub arch: String,
+    pub smp: u32,
+    pub seed: Option<u64>,
+    pub outcome: Outcome,
+    pub duration: Duration,
+    pub dir: PathBuf,
+    pub replay: String,
+}
+
+impl BootReport {
+    pub fn label(&self) -> String {
+        format!("{} {} smp{}", self.case, self.arch, self.smp)
+    }
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+pub struct Reporter {
+    format: MessageFormat,
+    progress: Option<ProgressBar>,
+    reports: Vec<BootReport>,
+    pub summary: Summary,
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+impl Reporter {
+    pub fn new(format: MessageFormat) -> Reporter {
+        Reporter { format, progress: None, reports: Vec::new(), summary: Summary::default() }
+    }
+
+    fn emit_json(&self, value: serde_json::Value) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{value}");
+        let _ = out.flush();
+    }
+
+    fn line(&self, text: &str) {
+        match &self.progress {
+            Some(bar) => bar.println(text),
+            None => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}");
+                let _ = out.flush();
+            }
+        }
+    }
+
+    /// Something the person should read that is not a verdict (a build, a probe).
+    pub fn note(&self, event: &str, text: &str) {
+        match self.format {
+            MessageFormat::Human => self.line(text),
+            MessageFormat::Json => self.emit_json(json!({ "event": event, "message": text })),
+        }
+    }
+
+    pub fn run_started(&mut self, run_dir: &Path, boots: usize) {
+        match self.format {
+            MessageFormat::Human => {
+                self.line(&format!("testbench: {boots} boots; logs in {}", run_dir.display()));
+                if std::io::stderr().is_terminal() && boots > 0 {
+                    let bar = ProgressBar::new(boots as u64);
+                    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap());
+                    bar.enable_steady_tick(Duration::from_millis(200));
+                    self.progress = Some(bar);
+                }
+            }
+            MessageFormat::Json => self.emit_json(json!({ "event": "run-started", "run_dir": run_dir, "boots": boots })),
+        }
+    }
+
+    pub fn boot_started(&self, label: &str, seed: Option<u64>) {
+        match self.format {
+            MessageFormat::Human => {
+                if let Some(bar) = &self.progress {
+                    bar.set_message(format!("booting {label}"));
+                }
+            }
+            MessageFormat::Json => self.emit_json(json!({ "event": "boot-started", "boot": label, "seed": seed })),
+        }
+    }
+
+    pub fn boot_finished(&mut self, report: BootReport) {
+        match &report.outcome {
+            Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
+            Outcome::Fail(_) => self.summary.failed += 1,
+            Outcome::Skip(_) => self.summary.skipped += 1,
+        }
+        let seed = match report.seed {
+            Some(seed) => format!("seed {seed}"),
+            None => "seed none".to_string(),
+        };
+        match self.format {
+            MessageFormat::Human => {
+                if let Some(bar) = &self.progress {
+                    bar.inc(1);
+                }
+                let head = format!("{:<40} {seed:<10}", report.label());
+                let text = match &report.outcome {
+                    Outcome::Pass => format!("{head} PASS  {}", secs(report.duration)),
+                    Outcome::ExpectedFailure(reason) => format!("{head} PASS  {} (failed as it must: {reason})", secs(report.duration)),
+                    Outcome::Skip(reason) => format!("{head} SKIP  {reason}"),
+                    Outcome::Fail(reason) => {
+                        let mut text = format!("{head} FAIL  {}\n    reason: {}", secs(report.duration), reason.replace('\n', "\n      "));
+                        text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay, report.dir.display()));
+                        text
+                    }
+                };
+                self.line(&text);
+            }
+            MessageFormat::Json => {
+                let (verdict, reason) = match &report.outcome {
+                    Outcome::Pass => ("pass", None),
+                    Outcome::ExpectedFailure(reason) => ("pass", Some(reason.clone())),
+                    Outcome::Fail(reason) => ("fail", Some(reason.clone())),
+                    Outcome::Skip(reason) => ("skip", Some(reason.clone())),
+                };
+                self.emit_json(json!({
+                    "event": "boot-finished", "case": report.case, "arch": report.arch, "smp": report.smp,
+                    "seed": report.seed, "verdict": verdict, "reason": reason,
+                    "duration_secs": report.duration.as_secs_f64(), "dir": report.dir, "replay": report.replay,
+                }));
+            }
+        }
+        self.reports.push(report);
+    }
+
+    /// Seeds of one sweep, in seed order, then the sweep's own summary line.
+    pub fn sweep_summary(&self, case: &str, seeds: &[u64]) {
+        let failed: Vec<String> = self
+            .reports
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
+            .map(|r| format!("{}/{}", r.arch, r.seed.map(|s| s.to_string()).unwrap_or_default()))
+            .collect();
+        let text = format!(
+            "sweep {case}: {} seeds, {} boots, {} failed{}",
+            seeds.len(),
+            self.reports.len(),
+            failed.len(),
+            if failed.is_empty() { String::new() } else { format!(" ({})", failed.join(", ")) }
+        );
+        match self.format {
+            MessageFormat::Human => self.line(&text),
+            MessageFormat::Json => self.emit_json(json!({ "event": "sweep-finished", "case": case, "seeds": seeds, "failed": failed })),
+        }
+    }
+
+    pub fn run_finished(&mut self, took: Duration, run_dir: &Path) {
+        if let Some(bar) = self.progress.take() {
+            bar.finish_and_clear();
+        }
+        let s = self.summary;
+        match self.format {
+            MessageFormat::Human => self.line(&format!(
+                "testbench: {} passed, {} failed, {} skipped in {} (logs: {})",
+                s.passed,
+                s.failed,
+                s.skipped,
+                secs(took),
+                run_dir.display()
+            )),
+            MessageFormat::Json => self.emit_json(json!({
+                "event": "run-finished", "passed": s.passed, "failed": s.failed, "skipped": s.skipped,
+                "duration_secs": took.as_secs_f64(), "run_dir": run_dir,
+            })),
+        }
+    }
+
+    pub fn write_junit(&self, path: &Path) -> Result<(), String> {
+        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+        let mut report = Report::new("testbench");
+        let mut suite = TestSuite::new("boot");
+        for boot in &self.reports {
+            let status = match &boot.outcome {
+                Outcome::Pass | Outcome::ExpectedFailure(_) => TestCaseStatus::success(),
+                Outcome::Fail(reason) => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status.set_message(reason.clone());
+                    status.set_description(format!("replay: {}\nlogs: {}", boot.replay, boot.dir.display()));
+                    status
+                }
+                Outcome::Skip(reason) => {
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_message(reason.clone());
+                    status
+                }
+            };
+            let name = match boot.seed {
+                Some(seed) => format!("{} seed{seed}", boot.label()),
+                None => boot.label(),
+            };
+            let mut case = TestCase::new(name, status);
+            case.set_classname(boot.case.clone());
+            case.set_time(boot.duration);
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+        let xml = report.to_string().map_err(|e| format!("failed to write JUnit XML: {e}"))?;
+        std::fs::write(path, xml).map_err(|e| format!("failed to write {}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,575 @@
+//! One run, start to end: load and check every case, choose the boots, build what they
+//! boot (each distinct build once), probe QEMU and the firmware per width, boot (up to
+//! `--jobs` at once), and report in the planned order.
+//!
+//! Everything a user can get wrong is refused before the first build: the case files,
+//! the paths they name, the command line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Program};
+use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, Verdict};
+
+use crate::build::{BuildKey, Builder, Profile, KERNEL_BIN, KERNEL_PACKAGE, PROGRAMS_PACKAGE};
+use crate::cli::{Filter, Options};
+use crate::config::Config;
+use crate::qemu::BootSpec;
+use crate::report::{BootReport, Outcome, Reporter};
+
+/// After the last expect the bench keeps reading this long (a checked build: `SETTLE_CHECKED`).
+pub const SETTLE: Duration = Duration::from_millis(50);
+pub const SETTLE_CHECKED: Duration = Duration::from_secs(1);
+
+/// Exit statuses of the bench.
+pub const EXIT_PASSED: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+/// Bad input: a case file, a path it names, or the command line.
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+pub struct Workspace {
+    pub root: PathBuf,
+    pub cases_dir: PathBuf,
+    /// Whether `--cases` named another directory (replay lines must repeat it).
+    pub cases_flag: Option<PathBuf>,
+    pub config: Config,
+}
+
+/// Read every `*.toml` in the cases directory; all refusals are collected.
+pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) => return Err(vec![format!("{}: cannot read the cases directory: {error}", dir.display())]),
+    };
+    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    files.sort();
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        let shown = file.display().to_string();
+        match std::fs::read_to_string(&file) {
+            Err(error) => errors.push(format!("{shown}: {error}")),
+            Ok(text) => match testbench_case::parse(&shown, &text) {
+                Ok(case) => cases.push(case),
+                Err(error) => errors.push(error.to_string()),
+            },
+        }
+    }
+    if errors.is_empty() {
+        Ok(cases)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The cases a filter takes, in name order.
+pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, String> {
+    match filter {
+        Filter::All => Ok(cases.iter().filter(|c| c.whole_run).collect()),
+        Filter::Contains(text) => Ok(cases.iter().filter(|c| c.name == *text || (c.whole_run && c.name.contains(text.as_str()))).collect()),
+        Filter::Exact(name) => match cases.iter().find(|c| c.name == *name) {
+            Some(case) => Ok(vec![case]),
+            None => {
+                let mut near: Vec<&str> = cases.iter().map(|c| c.name.as_str()).filter(|n| n.contains(name.as_str()) || name.contains(n)).collect();
+                near.truncate(5);
+                let hint = if near.is_empty() { String::new() } else { format!(" (names like it: {})", near.join(", ")) };
+                Err(format!("--exact {name:?}: no case has that name{hint}"))
+            }
+        },
+    }
+}
+
+/// Check what a case names exists and agrees with itself, before anything builds.
+pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
+    let mut errors = Vec::new();
+    for named in case.paths() {
+        if !root.join(&named.path).exists() {
+            errors.push(format!("{}: {}: {} does not exist (paths are relative to the workspace root {})", case.file.display(), named.field, named.path.display(), root.display()));
+        }
+    }
+    let boot = case.boot();
+    match &boot.guest {
+        Guest::External(guest) => {
+            if let GuestImage::Recipe(recipe) = &guest.image {
+                let full = root.join(recipe);
+                if full.exists() {
+                    match testbench_recipe::load(&full) {
+                        Err(error) => errors.push(format!("{}: guest.recipe: {error}", case.file.display())),
+                        Ok(recipe) => {
+                            for arch in &boot.arch {
+                                if arch.name() != recipe.arch.to_string() {
+                                    errors.push(format!("{}: arch: the recipe {} boots {} only, not {arch}", case.file.display(), full.display(), recipe.arch));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Guest::Built { programs, .. } => {
+            let mut names: Vec<String> = Vec::new();
+            for (index, program) in programs.iter().enumerate() {
+                let name = program.entry_name();
+                if names.contains(&name) {
+                    errors.push(format!("{}: programs[{index}]: the entry name {name:?} is packed twice", case.file.display()));
+                }
+                names.push(name);
+            }
+        }
+    }
+    errors
+}
+
+/// Where a boot's seed came from (the replay line depends on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SeedFrom {
+    None,
+    Case,
+    Environment,
+    Sweep,
+}
+
+struct PlannedBoot {
+    case: usize,
+    arch: Arch,
+    smp: u32,
+    seed: Option<u64>,
+    seed_from: SeedFrom,
+    timeout: Duration,
+    dir: PathBuf,
+}
+
+fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64>) -> Vec<PlannedBoot> {
+    let mut boots = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        let boot = case.boot();
+        for &arch in &boot.arch {
+            if options.arch.is_some_and(|only| only != arch) {
+                continue;
+            }
+            let (counts, timeout) = match options.smp {
+                Some(n) if !boot.keep_smp => (vec![n], boot.timeout_smp.unwrap_or(boot.timeout)),
+                _ => (boot.smp_for(arch).to_vec(), boot.timeout),
+            };
+            let several = counts.len() > 1;
+            for &smp in &counts {
+                let seeds: Vec<(Option<u64>, SeedFrom)> = match &options.sweep {
+                    Some(seeds) => seeds.iter().map(|s| (Some(*s), SeedFrom::Sweep)).collect(),
+                    None => match (boot.qemu_seed, env_seed) {
+                        (Some(_), Some(env)) => vec![(Some(env), SeedFrom::Environment)],
+                        (Some(seed), None) => vec![(Some(seed), SeedFrom::Case)],
+                        (None, _) => vec![(None, SeedFrom::None)],
+                    },
+                };
+                for (seed, seed_from) in seeds {
+                    let leaf = match (seed_from, several) {
+                        (SeedFrom::Sweep, false) => format!("seed-{}-{arch}", seed.unwrap_or(0)),
+                        (SeedFrom::Sweep, true) => format!("seed-{}-{arch}-smp{smp}", seed.unwrap_or(0)),
+                        _ => format!("{arch}-smp{smp}"),
+                    };
+                    boots.push(PlannedBoot { case: index, arch, smp, seed, seed_from, timeout, dir: run_dir.join(&case.name).join(leaf) });
+                }
+            }
+        }
+    }
+    boots
+}
+
+fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> String {
+    let mut line = String::new();
+    if boot.seed_from == SeedFrom::Environment {
+        line.push_str(&format!("TESTBENCH_QEMU_SEED={} ", boot.seed.unwrap_or(0)));
+    }
+    line.push_str(&format!("cargo testbench --exact {} --arch {} --smp {}", case.name, boot.arch, boot.smp));
+    if boot.seed_from == SeedFrom::Sweep {
+        line.push_str(&format!(" --sweep {}", boot.seed.unwrap_or(0)));
+    }
+    if let Some(dir) = &ws.cases_flag {
+        line.push_str(&format!(" --cases {}", crate::command::shell_quote(&dir.display().to_string())));
+    }
+    if boot.seed_from == SeedFrom::None {
+        line.push_str("  # seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly");
+    }
+    line
+}
+
+/// What each (case, width) boots, once built.
+#[derive(Clone)]
+struct Prepared {
+    kernel: PathBuf,
+    initrd: Option<PathBuf>,
+    append: Option<String>,
+    firmware: Firmware,
+    machine: String,
+    extra_args: Vec<String>,
+}
+
+/// Why a boot cannot happen; decides between fail and skip.
+#[derive(Clone, Debug)]
+enum Blocked {
+    /// The host lacks something (QEMU, firmware): fails, or skips under --allow-skip.
+    HostLack(String),
+    /// A build failed: always a failure.
+    Build(String),
+}
+
+fn judge_config(case: &Case, config: &Config) -> JudgeConfig {
+    let boot = case.boot();
+    let pattern = |p: &testbench_case::Pattern| JudgePattern { label: p.label.clone(), regex: p.regex.clone() };
+    JudgeConfig {
+        expect: boot.expect.iter().map(pattern).collect(),
+        forbid: boot.forbid.iter().map(pattern).collect(),
+        always_forbidden: config
+            .always_forbidden
+            .iter()
+            .map(|text| JudgePattern { label: "always-forbidden".into(), regex: regex::Regex::new(&regex::escape(text)).expect("an escaped literal is a regex") })
+            .collect(),
+        inputs: boot.inputs.iter().map(|i| JudgeInput { after: pattern(&i.after), send: i.send.as_bytes().to_vec() }).collect(),
+        poweroff: boot.poweroff,
+        poweroff_status: boot.poweroff_status,
+        settle: if is_checked(boot) { SETTLE_CHECKED } else { SETTLE },
+    }
+}
+
+fn is_checked(boot: &BootCase) -> bool {
+    boot.debug_assertions
+}
+
+fn outcome_of(case: &Case, verdict: Result<Verdict, Blocked>, allow_skip: bool) -> Outcome {
+    let must_fail = case.boot().must_fail.as_ref();
+    match (verdict, must_fail) {
+        (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
+        (Err(Blocked::HostLack(message)), Some(pattern)) if pattern.regex.is_match(&message) => Outcome::ExpectedFailure(message),
+        (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
+        (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
+        (Ok(Verdict::Pass), None) => Outcome::Pass,
+        (Ok(Verdict::Fail(failure)), None) => Outcome::Fail(failure.to_string()),
+        (Ok(Verdict::Pass), Some(pattern)) => Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source())),
+        (Ok(Verdict::Fail(failure)), Some(pattern)) => {
+            let message = failure.to_string();
+            if pattern.regex.is_match(&message) {
+                Outcome::ExpectedFailure(message)
+            } else {
+                Outcome::Fail(format!("{message}\n(must_fail wanted a failure matching '{}')", pattern.source()))
+            }
+        }
+    }
+}
+
+fn parse_env_seed() -> Result<Option<u64>, String> {
+    match std::env::var("TESTBENCH_QEMU_SEED") {
+        Err(_) => Ok(None),
+        Ok(text) if text.is_empty() => Ok(None),
+        Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("TESTBENCH_QEMU_SEED={text:?} is not accepted: a number from 0")),
+    }
+}
+
+pub fn list(cases: &[Case]) {
+    let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for case in cases {
+        let arch: Vec<&str> = case.boot().arch.iter().map(|a| a.name()).collect();
+        let mark = if case.whole_run { "" } else { " [by name only]" };
+        println!("{:<width$}  {:<9}  {}{mark}", case.name, arch.join(","), case.description);
+    }
+}
+
+/// The run proper; returns the exit status.
+pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
+    let started = Instant::now();
+    let cases = match load_cases(&ws.cases_dir) {
+        Ok(cases) => cases,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("error: {error}");
+            }
+            return EXIT_BAD_INPUT;
+        }
+    };
+    if options.list {
+        list(&cases);
+        return EXIT_PASSED;
+    }
+    let selected = match select(&cases, &options.filter) {
+        Ok(selected) => selected,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let errors: Vec<String> = selected.iter().flat_map(|c| check_inputs(c, &ws.root)).collect();
+    if !errors.is_empty() {
+        for error in errors {
+            eprintln!("error: {error}");
+        }
+        return EXIT_BAD_INPUT;
+    }
+    if options.sweep.is_some() && selected.len() != 1 {
+        let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
+        eprintln!("error: --sweep runs one case; the filter took {}: {} (name one with --exact)", names.len(), names.join(", "));
+        return EXIT_BAD_INPUT;
+    }
+    let env_seed = match parse_env_seed() {
+        Ok(seed) => seed,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    if let Some(dir) = &options.keep_failed {
+        if let Err(error) = std::fs::create_dir_all(dir) {
+            eprintln!("error: --keep-failed {}: {error}", dir.display());
+            return EXIT_BAD_INPUT;
+        }
+    }
+
+    let run_dir = match crate::rundir::create(&ws.root) {
+        Ok(dir) => dir,
+        Err(error) => {
+            eprintln!("error: failed to create a run directory under {}/target/testbench: {error}", ws.root.display());
+            return EXIT_FAILED;
+        }
+    };
+    let boots = plan(&selected, options, &run_dir, env_seed);
+    reporter.run_started(&run_dir, boots.len());
+
+    // Probe each width's QEMU once, before its first boot.
+    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
+    for boot in &boots {
+        probes.entry(boot.arch).or_insert_with(|| match crate::qemu::probe(boot.arch) {
+            Ok(version) => {
+                reporter.note("qemu-probed", &format!("qemu {}: {version}", boot.arch));
+                Ok(())
+            }
+            Err(complaint) => Err(complaint),
+        });
+    }
+
+    // Build what the boots need, each distinct build once.
+    let mut builder = Builder::new(&ws.root, &run_dir);
+    let mut prepared: HashMap<(usize, Arch), Result<Prepared, Blocked>> = HashMap::new();
+    let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
+    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
+    for boot in &boots {
+        let key = (boot.case, boot.arch);
+        if prepared.contains_key(&key) {
+            continue;
+        }
+        let case = selected[boot.case];
+        let result = if let Err(complaint) = &probes[&boot.arch] {
+            Err(Blocked::HostLack(complaint.clone()))
+        } else {
+            let (firmware, field) = case.firmware();
+            let check = firmware_checks
+                .entry((boot.arch, firmware.clone()))
+                .or_insert_with(|| crate::qemu::check_firmware(boot.arch, firmware, &ws.root, field))
+                .clone();
+            match check {
+                Err(lack) => Err(Blocked::HostLack(lack)),
+                Ok(()) => prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter),
+            }
+        };
+        prepared.insert(key, result);
+    }
+
+    // Boot, up to --jobs at once; report in the planned order.
+    let jobs: Vec<(usize, Result<BootSpec, Blocked>)> = boots
+        .iter()
+        .enumerate()
+        .map(|(index, boot)| {
+            let case = selected[boot.case];
+            let spec = prepared[&(boot.case, boot.arch)].clone().map(|p| BootSpec {
+                arch: boot.arch,
+                machine: p.machine,
+                firmware: p.firmware,
+                kernel: p.kernel,
+                initrd: p.initrd,
+                append: p.append,
+                smp: boot.smp,
+                memory_mib: case.boot().memory_mib,
+                icount: case.boot().icount.clone(),
+                seed: boot.seed,
+                extra_args: p.extra_args,
+                timeout: boot.timeout,
+                dir: boot.dir.clone(),
+                judge: judge_config(case, &ws.config),
+            });
+            (index, spec)
+        })
+        .collect();
+    let queue = Arc::new(Mutex::new(jobs.into_iter()));
+    let (sender, receiver) = mpsc::channel::<(usize, Result<Verdict, Blocked>, Duration)>();
+    let workers = options.jobs.min(boots.len()).max(1);
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let queue = queue.clone();
+        let sender = sender.clone();
+        let root = ws.root.clone();
+        handles.push(std::thread::spawn(move || loop {
+            let next = queue.lock().unwrap().next();
+            let Some((index, spec)) = next else { break };
+            let started = Instant::now();
+            // The spawning thread waits for QEMU: its exit is what the parent-death
+            // signal follows (see command.rs).
+            let result = match spec {
+                Err(blocked) => Err(blocked),
+                Ok(spec) => match spec.run(&root) {
+                    Ok(outcome) => Ok(outcome.verdict),
+                    Err(trouble) => Err(Blocked::Build(format!("the bench could not boot: {trouble}"))),
+                },
+            };
+            if sender.send((index, result, started.elapsed())).is_err() {
+                break;
+            }
+        }));
+    }
+    drop(sender);
+    let mut waiting: BTreeMap<usize, (Result<Verdict, Blocked>, Duration)> = BTreeMap::new();
+    let mut next_to_print = 0;
+    if let Some(first) = boots.first() {
+        reporter.boot_started(&format!("{} {} smp{}", selected[first.case].name, first.arch, first.smp), first.seed);
+    }
+    for (index, result, took) in receiver {
+        waiting.insert(index, (result, took));
+        while let Some((result, took)) = waiting.remove(&next_to_print) {
+            let boot = &boots[next_to_print];
+            let case = selected[boot.case];
+            let outcome = outcome_of(case, result, options.allow_skip);
+            if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
+                keep_failed(keep, case, boot);
+            }
+            reporter.boot_finished(BootReport {
+                case: case.name.clone(),
+                arch: boot.arch.name().into(),
+                smp: boot.smp,
+                seed: boot.seed,
+                outcome,
+                duration: took,
+                dir: boot.dir.clone(),
+                replay: replay_line(case, boot, ws),
+            });
+            next_to_print += 1;
+            if let Some(next) = boots.get(next_to_print) {
+                reporter.boot_started(&format!("{} {} smp{}", selected[next.case].name, next.arch, next.smp), next.seed);
+            }
+        }
+    }
+    for handle in handles {
+        let _ = handle.join();
+    }
+    if let (Some(seeds), Some(case)) = (&options.sweep, selected.first()) {
+        reporter.sweep_summary(&case.name, seeds);
+    }
+    reporter.run_finished(started.elapsed(), &run_dir);
+    if let Some(path) = &options.junit {
+        if let Err(error) = reporter.write_junit(path) {
+            eprintln!("error: {error}");
+            return EXIT_FAILED;
+        }
+    }
+    if reporter.summary.failed > 0 {
+        EXIT_FAILED
+    } else {
+        EXIT_PASSED
+    }
+}
+
+fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
+    let mut stem = format!("{}-{}.smp{}", boot.arch, case.name, boot.smp);
+    if boot.seed_from == SeedFrom::Sweep {
+        stem.push_str(&format!(".seed{}", boot.seed.unwrap_or(0)));
+    }
+    let _ = std::fs::copy(boot.dir.join("console.log"), dir.join(format!("{stem}.log")));
+    let _ = std::fs::copy(boot.dir.join("qemu-stderr.log"), dir.join(format!("{stem}.qemu-stderr.log")));
+    let _ = std::fs::copy(boot.dir.join("command-line"), dir.join(format!("{stem}.command-line")));
+}
+
+fn prepare(
+    case: &Case,
+    arch: Arch,
+    ws: &Workspace,
+    run_dir: &Path,
+    builder: &mut Builder,
+    recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
+    reporter: &Reporter,
+) -> Result<Prepared, Blocked> {
+    let boot = case.boot();
+    let mut log = |line: &str| reporter.note("build", line);
+    match &boot.guest {
+        Guest::Built { programs, firmware } => {
+            let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
+            let kernel_key = BuildKey::new(arch, KERNEL_PACKAGE, KERNEL_BIN, profile, &boot.kernel_features);
+            let kernel = builder.get(&kernel_key, &mut log).map_err(Blocked::Build)?;
+            let initrd = if programs.is_empty() {
+                None
+            } else {
+                let mut entries = Vec::new();
+                for program in programs {
+                    let path = match program {
+                        Program::TestProgram(bin) => builder.get(&BuildKey::new(arch, PROGRAMS_PACKAGE, bin, Profile::Release, &[]), &mut log).map_err(Blocked::Build)?.path,
+                        Program::Package { package, bin, features } => builder.get(&BuildKey::new(arch, package, bin, Profile::Release, features), &mut log).map_err(Blocked::Build)?.path,
+                        Program::Path(path) => ws.root.join(path),
+                    };
+                    let data = std::fs::read(&path).map_err(|e| Blocked::Build(format!("failed to read {}: {e}", path.display())))?;
+                    entries.push((program.entry_name(), data));
+                }
+                let archive = crate::pack::programs_archive(&entries).map_err(Blocked::Build)?;
+                let path = run_dir.join("build").join(arch.name()).join(format!("{}-programs.cpio", case.name));
+                std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| Blocked::Build(e.to_string()))?;
+                std::fs::write(&path, archive).map_err(|e| Blocked::Build(format!("failed to write {}: {e}", path.display())))?;
+                Some(path)
+            };
+            Ok(Prepared { kernel: kernel.path, initrd, append: None, firmware: firmware.clone(), machine: "virt".into(), extra_args: Vec::new() })
+        }
+        Guest::External(guest) => {
+            let (kernel, initrd, recipe_append) = match &guest.image {
+                GuestImage::Files { kernel, initrd } => (ws.root.join(kernel), initrd.as_ref().map(|i| ws.root.join(i)), None),
+                GuestImage::Recipe(recipe) => {
+                    let full = ws.root.join(recipe);
+                    let image = recipes
+                        .entry(full.clone())
+                        .or_insert_with(|| {
+                            let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
+                            let mut recipe_log = |line: &str| reporter.note("guest-image", line);
+                            testbench_recipe::build(&recipe, &ws.root.join("target/testbench/guests"), &mut recipe_log).map_err(|e| format!("guest recipe {}: {e}", full.display()))
+                        })
+                        .clone()
+                        .map_err(Blocked::Build)?;
+                    (image.kernel, Some(image.initrd), Some(image.append))
+                }
+            };
+            Ok(Prepared {
+                kernel,
+                initrd,
+                append: guest.append.clone().or(recipe_append),
+                firmware: guest.firmware.clone(),
+                machine: guest.machine.clone(),
+                extra_args: guest.qemu_args.clone(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, whole_run: bool) -> Case {
+        let text = format!("description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nwhole_run = {whole_run}\n");
+        testbench_case::parse(&format!("tests/{name}.toml"), &text).unwrap()
+    }
+
+    #[test]
+    fn a_case_out_of_the_whole_run_runs_only_by_name() {
+        let cases = vec![case("timer", true), case("timer-long", false), case("other", true)];
+        let names = |filter: Filter| select(&cases, &filter).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(Filter::All), ["timer", "other"]);
+        assert_eq!(names(Filter::Contains("timer".into())), ["timer"]);
+        assert_eq!(names(Filter::Contains("timer-long".into())), ["timer-long"]);
+        assert_eq!(names(Filter::Exact("timer-long".into())), ["timer-long"]);
+        assert_eq!(names(Filter::Exact("timer".into())), ["timer"]);
+        let refused = select(&cases, &Filter::Exact("time".into())).unwrap_err();
+        assert!(refused.contains("no case has that name") && refused.contains("timer"), "{refused}");
+    }
+}
