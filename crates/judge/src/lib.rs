@@ -1,1 +1,93 @@
-//! placeholder
+//! # testbench-judge: judges a kernel's serial console
+//!
+//! The bench boots a kernel under QEMU and hands everything the guest prints on its
+//! serial console to a [`Judge`], with the time each piece arrived. The judge says
+//! what to type into the guest ([`Config::inputs`]) and, once it is known, the
+//! [`Verdict`]: did the boot print what it must, in order, never print what it must
+//! not, and end the way it must.
+//!
+//! **This crate does no I/O and never reads a clock.** Bytes and times come in,
+//! verdicts go out: every time is passed in by the caller as the time since the boot
+//! started. That keeps it testable on the host, replayable from a saved log, and
+//! fuzzable. Every function is total: no input makes it panic.
+//!
+//! ## Lines
+//!
+//! The console is split into lines on '\n'. Each line is seen in two forms:
+//! - its *raw text* ([`raw_text`]): the bytes as they came, lossy UTF-8, one trailing
+//!   '\r' removed;
+//! - its *shown* form ([`shown`]): what a terminal shows. CSI sequences
+//!   (`ESC [ params final`) are removed whole, any other ESC with the character after
+//!   it, every other control character but TAB (and DEL) is removed — a '\r' too, it
+//!   does not take the line back to its start — and trailing spaces and tabs are
+//!   trimmed.
+//!
+//! A partial line (no '\n' yet) is kept across [`Judge::feed`] calls. It is checked
+//! against the pending input's pattern (so a prompt without a newline gets its
+//! answer), and judged as a whole line by [`Judge::end`].
+//!
+//! ## Rules
+//!
+//! 1. A line whose raw text or shown form matches a `forbid` or `always_forbidden`
+//!    pattern fails the boot at once, whatever else is going on (before, between and
+//!    after the expects, during the settle time, while waiting for power-off). A word
+//!    split by an escape (`PA\x1b[0mNIC`) is caught through the shown form, a pattern
+//!    for a raw escape (`\x1b`) through the raw text.
+//! 2. The `expect` patterns must match shown lines, in order; one line satisfies at
+//!    most one expect. A line that is forbidden satisfies none.
+//! 3. Input *i* fires once, at the first shown line (whole, or the current partial
+//!    line) matching its `after` that is seen after input *i−1* fired; one line fires
+//!    at most one input.
+//! 4. The first shown line matching `^\[[^\]\s]+\] FAIL` (a test program's failure
+//!    report) is remembered: if the boot then times out or ends while an expect is
+//!    pending, that line is given first as the cause.
+//! 5. After the last expect (time 0 when there are none): with `poweroff`, the judge
+//!    waits for QEMU to exit and checks how the guest ended; without it, it passes once
+//!    `settle` has passed since the line that matched the last expect
+//!    ([`Judge::wake_at`] tells when to [`Judge::poll`]). Bytes fed at the very time of
+//!    the last expect are judged even with no settle time.
+//!
+//! ## Messages
+//!
+//! The bench's self-checks match these with anchored regexes; keep them exactly.
+//! `{secs:.2}` is seconds with two decimals; `{d}` is a duration in seconds trimmed
+//! of trailing zeros (`3s`, `2.5s`); `{status}` is `status N` or `signal N`; `{regex}`
+//! is the pattern's source text; `{stderr}` is QEMU's stderr tail joined with `" | "`
+//! (`(none)` when empty, in the NoOutput message).
+//!
+//! | kind | message |
+//! | --- | --- |
+//! | Forbidden | `forbidden line at {secs:.2}s matched {label} '{regex}': {shown line}` |
+//! | TimedOut | `timed out after {d} waiting for {label} '{regex}'` |
+//! | NoOutput | `qemu exited with {status} before the guest printed a line; stderr: {stderr}` |
+//! | GuestEnded | `guest ended ({how}) while waiting for {label} '{regex}'`, see below |
+//! | ProgramFailed | `{first FAIL line}; then ` + the TimedOut or GuestEnded message |
+//! | NoPowerOff | `timed out after {d} waiting for power-off` |
+//! | Reset | `guest reset instead of powering off` |
+//! | WrongStatus | `powered off with status {n}, expected {m}` |
+//! | Killed | `qemu killed by signal {n}` |
+//! | ExitStatus | `qemu exited with {status} after the last expect` |
+//!
+//! GuestEnded in full: `guest ended ({how}) while waiting for {label} '{regex}'`, where
+//! `{how}` is `powered off, status N`, `reset`, or `qemu exited, {status}` (also for a
+//! power-off by a signal), followed by `; stderr: {stderr}` when the status is not
+//! `status 0` and the stderr tail is not empty. A pass displays as `pass`.
+//!
+//! ## Speed
+//!
+//! The judge reads well over 500 MB/s of console: whole lines are judged a block at a
+//! time by searching the block's shown text (and the raw text of the few lines whose
+//! raw text differs) with line-mode versions of the patterns, and checking only the
+//! candidate lines with the original patterns (see the `fast` module). The
+//! per-line path ([`Judge::reference`]) gives the same verdicts and is what the tests
+//! hold the fast path to.
+
+mod fast;
+mod judge;
+mod normalize;
+
+pub use judge::{
+    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, Shutdown, Step,
+    Verdict,
+};
+pub use normalize::{raw_text, shown, shown_into};

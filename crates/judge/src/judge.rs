@@ -1,0 +1,757 @@
+//! The judge's state machine, the per-line rules and the block fast path.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::fast::{self, Engine};
+use crate::normalize::{self, has_ctrl, strip_cr};
+
+/// A labelled regular expression. Build the regex with [`regex::Regex::new`] and put
+/// any flags inline (`(?i)`): the fast path re-reads the pattern text, so options set
+/// on a `RegexBuilder` would be lost there.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    /// How messages name the pattern: `expect[1]`, `forbid[0]`, `always-forbidden`, ...
+    pub label: String,
+    pub regex: regex::Regex,
+}
+
+impl Pattern {
+    pub fn new(label: impl Into<String>, regex: &str) -> Result<Pattern, regex::Error> {
+        Ok(Pattern {
+            label: label.into(),
+            regex: regex::Regex::new(regex)?,
+        })
+    }
+}
+
+/// Bytes to type into the guest once a shown line matches `after`.
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub after: Pattern,
+    pub send: Vec<u8>,
+}
+
+/// What the judge looks for. See the crate doc for the rules.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Must match shown lines, in order; one line satisfies at most one expect.
+    pub expect: Vec<Pattern>,
+    /// Must never match the raw text or the shown form of any line.
+    pub forbid: Vec<Pattern>,
+    /// As `forbid`, for the patterns the bench forbids in every case.
+    pub always_forbidden: Vec<Pattern>,
+    /// Fired in order, each once, each on a later line than the one before.
+    pub inputs: Vec<Input>,
+    /// After the last expect, wait for QEMU to exit by a power-off with `poweroff_status`.
+    pub poweroff: bool,
+    pub poweroff_status: i32,
+    /// Without `poweroff`: how long to keep reading after the last expect matched.
+    pub settle: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            expect: Vec::new(),
+            forbid: Vec::new(),
+            always_forbidden: Vec::new(),
+            inputs: Vec::new(),
+            poweroff: false,
+            poweroff_status: 0,
+            settle: Duration::from_millis(50),
+        }
+    }
+}
+
+/// How QEMU's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(n) => write!(f, "status {n}"),
+            ExitStatus::Signal(n) => write!(f, "signal {n}"),
+        }
+    }
+}
+
+/// How the guest ended, as QEMU's QMP SHUTDOWN event told the runner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    PowerOff,
+    Reset,
+    Unknown,
+}
+
+/// How the boot ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Exited {
+        status: ExitStatus,
+        shutdown: Shutdown,
+        /// The last lines of QEMU's stderr.
+        stderr_tail: Vec<String>,
+    },
+    TimedOut {
+        deadline: Duration,
+    },
+}
+
+/// Which rule failed the boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// A line matched a forbid or always-forbidden pattern.
+    Forbidden,
+    /// The deadline passed while an expect was pending.
+    TimedOut,
+    /// A program printed a `[name] FAIL` line, then the boot timed out or ended
+    /// while an expect was pending.
+    ProgramFailed,
+    /// QEMU exited before the guest printed anything.
+    NoOutput,
+    /// The guest powered off, reset or QEMU exited while an expect was pending.
+    GuestEnded,
+    /// All expects matched but the guest did not power off before the deadline.
+    NoPowerOff,
+    /// The guest reset where it should have powered off.
+    Reset,
+    /// The guest powered off with another status than the expected one.
+    WrongStatus,
+    /// QEMU was killed by a signal after all expects matched.
+    Killed,
+    /// Without power-off: QEMU exited with a non-zero status during the settle time.
+    ExitStatus,
+}
+
+/// Why the boot failed, when (time since the boot started), and the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub at: Duration,
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The judge's verdict on a boot. Once given, it never changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Fail(Failure),
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Pass => f.write_str("pass"),
+            Verdict::Fail(failure) => failure.fmt(f),
+        }
+    }
+}
+
+/// What the runner must do after [`Judge::feed`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Bytes to type into the guest, in order.
+    pub send: Vec<Vec<u8>>,
+    /// The verdict, once it is known.
+    pub verdict: Option<Verdict>,
+}
+
+/// A duration in seconds, trimmed: `3s`, `2.5s`, `0.05s`.
+pub fn secs(d: Duration) -> String {
+    let s = format!("{:.3}", d.as_secs_f64());
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}s")
+}
+
+/// Lines of a partial line longer than this are not checked for inputs until they
+/// end (a prompt is short; this keeps a long line fed in small pieces linear).
+const PARTIAL_INPUT_LIMIT: usize = 64 * 1024;
+
+/// The fast path works on blocks of about this many bytes of whole lines.
+const BLOCK: usize = 256 * 1024;
+
+/// Judges one boot's console. See the crate doc.
+pub struct Judge {
+    cfg: Config,
+    engine: Option<Engine>,
+    fail_re: regex::Regex,
+    fail_finder: memchr::memmem::Finder<'static>,
+    verdict: Option<Verdict>,
+    next_expect: usize,
+    /// When the last expect matched (time 0 when there are none); None while one is pending.
+    last_expect_at: Option<Duration>,
+    next_input: usize,
+    /// The line being received (the partial line) has already fired an input.
+    line_fired: bool,
+    /// The shown form of the first `[name] FAIL` line.
+    fail_line: Option<String>,
+    partial: Vec<u8>,
+    partial_at: Duration,
+    bytes_seen: u64,
+    lines_seen: u64,
+    // Scratch buffers of the fast path.
+    shown_buf: Vec<u8>,
+    raw_buf: Vec<u8>,
+    /// For each line of a block whose raw text differs from its shown form: the start
+    /// of its shown form in `shown_buf` and of its raw text in `raw_buf`.
+    dirty: Vec<(usize, usize)>,
+}
+
+impl Judge {
+    pub fn new(config: Config) -> Judge {
+        let engine = Engine::new(&config);
+        Judge::with_engine(config, engine)
+    }
+
+    /// A judge that checks every line on its own with the original patterns: the
+    /// reference the fast path is tested against. Same verdicts, only slower.
+    #[doc(hidden)]
+    pub fn reference(config: Config) -> Judge {
+        Judge::with_engine(config, None)
+    }
+
+    fn with_engine(cfg: Config, engine: Option<Engine>) -> Judge {
+        let last_expect_at = cfg.expect.is_empty().then_some(Duration::ZERO);
+        Judge {
+            cfg,
+            engine,
+            fail_re: regex::Regex::new(r"^\[[^\]\s]+\] FAIL").unwrap(),
+            fail_finder: memchr::memmem::Finder::new(b"] FAIL").into_owned(),
+            verdict: None,
+            next_expect: 0,
+            last_expect_at,
+            next_input: 0,
+            line_fired: false,
+            fail_line: None,
+            partial: Vec::new(),
+            partial_at: Duration::ZERO,
+            bytes_seen: 0,
+            lines_seen: 0,
+            shown_buf: Vec::new(),
+            raw_buf: Vec::new(),
+            dirty: Vec::new(),
+        }
+    }
+
+    /// Lines judged so far (a partial line is not counted until it ends).
+    pub fn lines_seen(&self) -> u64 {
+        self.lines_seen
+    }
+
+    /// The end of the settle time, when it is running.
+    fn settle_end(&self) -> Option<Duration> {
+        if self.cfg.poweroff {
+            return None;
+        }
+        self.last_expect_at
+            .map(|t| t.saturating_add(self.cfg.settle))
+    }
+
+    /// When the runner should call [`Judge::poll`] even if no bytes arrive, or None.
+    pub fn wake_at(&self) -> Option<Duration> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        self.settle_end()
+    }
+
+    /// Pass once the settle time after the last expect has passed (without power-off).
+    pub fn poll(&mut self, now: Duration) -> Option<Verdict> {
+        if self.verdict.is_none() && self.settle_end().is_some_and(|end| now >= end) {
+            self.verdict = Some(Verdict::Pass);
+        }
+        self.verdict.clone()
+    }
+
+    /// Feeds console bytes that arrived at `now` (time since the boot started).
+    pub fn feed(&mut self, now: Duration, bytes: &[u8]) -> Step {
+        let mut send = Vec::new();
+        if self.verdict.is_none() {
+            // Bytes that come after the settle time ended are not judged. Bytes that
+            // come at the very instant of the last expect are, even with no settle time,
+            // so that how the bytes were cut into calls does not matter.
+            if let (Some(end), Some(last)) = (self.settle_end(), self.last_expect_at) {
+                if now >= end && now > last {
+                    self.verdict = Some(Verdict::Pass);
+                }
+            }
+        }
+        if self.verdict.is_none() {
+            self.take(now, bytes, &mut send);
+        }
+        Step {
+            send,
+            verdict: self.verdict.clone(),
+        }
+    }
+
+    fn take(&mut self, now: Duration, bytes: &[u8], send: &mut Vec<Vec<u8>>) {
+        self.bytes_seen = self.bytes_seen.saturating_add(bytes.len() as u64);
+        let mut rest = bytes;
+        if !self.partial.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                None => {
+                    self.partial.extend_from_slice(rest);
+                    rest = &[];
+                }
+                Some(i) => {
+                    let mut line = std::mem::take(&mut self.partial);
+                    line.extend_from_slice(&rest[..i]);
+                    self.line(&line, now, send);
+                    line.clear();
+                    self.partial = line; // keep the allocation
+                    rest = &rest[i + 1..];
+                }
+            }
+        }
+        if self.verdict.is_some() {
+            return;
+        }
+        let whole = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
+        let (block, tail) = rest.split_at(whole);
+        if !block.is_empty() {
+            if self.engine.is_some() {
+                self.blocks(block, now, send);
+            } else {
+                self.lines(block, now, send);
+            }
+        }
+        if self.verdict.is_some() {
+            return;
+        }
+        if !tail.is_empty() {
+            self.partial.extend_from_slice(tail);
+        }
+        if !self.partial.is_empty() {
+            self.partial_at = now;
+            if !self.line_fired
+                && self.partial.len() <= PARTIAL_INPUT_LIMIT
+                && self.next_input < self.cfg.inputs.len()
+            {
+                let shown = normalize::shown(&self.partial);
+                if self.cfg.inputs[self.next_input]
+                    .after
+                    .regex
+                    .is_match(&shown)
+                {
+                    self.fire(send);
+                }
+            }
+        }
+    }
+
+    fn fire(&mut self, send: &mut Vec<Vec<u8>>) {
+        send.push(self.cfg.inputs[self.next_input].send.clone());
+        self.next_input += 1;
+        self.line_fired = true;
+    }
+
+    fn expect_matched(&mut self, at: Duration) {
+        self.next_expect += 1;
+        if self.next_expect == self.cfg.expect.len() {
+            self.last_expect_at = Some(at);
+        }
+    }
+
+    /// The index (forbid, then always-forbidden) of the first pattern that matches the
+    /// line's raw text or shown form.
+    fn forbidden(&self, raw: &str, shown: &str) -> Option<usize> {
+        self.cfg
+            .forbid
+            .iter()
+            .chain(&self.cfg.always_forbidden)
+            .position(|p| p.regex.is_match(raw) || p.regex.is_match(shown))
+    }
+
+    fn fail_forbidden(&mut self, which: usize, at: Duration, shown: &str) {
+        let n = self.cfg.forbid.len();
+        let p = if which < n {
+            &self.cfg.forbid[which]
+        } else {
+            &self.cfg.always_forbidden[which - n]
+        };
+        let message = format!(
+            "forbidden line at {:.2}s matched {} '{}': {}",
+            at.as_secs_f64(),
+            p.label,
+            p.regex.as_str(),
+            shown
+        );
+        self.verdict = Some(Verdict::Fail(Failure {
+            kind: FailureKind::Forbidden,
+            at,
+            message,
+        }));
+    }
+
+    /// Judges one whole line (without its '\n') that ended at `at`: the reference rules.
+    fn line(&mut self, raw: &[u8], at: Duration, send: &mut Vec<Vec<u8>>) {
+        let raw_s = normalize::raw_text(raw);
+        let shown = normalize::shown(raw);
+        self.lines_seen += 1;
+        let fired = std::mem::take(&mut self.line_fired);
+        if let Some(which) = self.forbidden(&raw_s, &shown) {
+            self.fail_forbidden(which, at, &shown);
+            return;
+        }
+        if self.fail_line.is_none() && self.fail_re.is_match(&shown) {
+            self.fail_line = Some(shown.clone());
+        }
+        if self
+            .cfg
+            .expect
+            .get(self.next_expect)
+            .is_some_and(|p| p.regex.is_match(&shown))
+        {
+            self.expect_matched(at);
+        }
+        if !fired
+            && self
+                .cfg
+                .inputs
+                .get(self.next_input)
+                .is_some_and(|i| i.after.regex.is_match(&shown))
+        {
+            self.fire(send);
+            self.line_fired = false;
+        }
+    }
+
+    /// Judges whole lines, each ending with '\n', one by one.
+    fn lines(&mut self, block: &[u8], at: Duration, send: &mut Vec<Vec<u8>>) {
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', block) {
+            self.line(&block[start..nl], at, send);
+            if self.verdict.is_some() {
+                return;
+            }
+            start = nl + 1;
+        }
+    }
+
+    /// Judges whole lines, each ending with '\n', with the fast path, in blocks.
+    fn blocks(&mut self, mut block: &[u8], at: Duration, send: &mut Vec<Vec<u8>>) {
+        while !block.is_empty() && self.verdict.is_none() {
+            let cut = if block.len() <= BLOCK {
+                block.len()
+            } else {
+                memchr::memchr(b'\n', &block[BLOCK..]).map_or(block.len(), |i| BLOCK + i + 1)
+            };
+            let (now, rest) = block.split_at(cut);
+            self.block(now, at, send);
+            block = rest;
+        }
+    }
+
+    fn block(&mut self, block: &[u8], at: Duration, send: &mut Vec<Vec<u8>>) {
+        if std::str::from_utf8(block).is_err() {
+            // Lossy decoding is left to the per-line path.
+            return self.lines(block, at, send);
+        }
+        let Some(engine) = self.engine.take() else {
+            return self.lines(block, at, send);
+        };
+        let mut shown_buf = std::mem::take(&mut self.shown_buf);
+        let mut raw_buf = std::mem::take(&mut self.raw_buf);
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let clean = !has_ctrl(block)
+            && memchr::memmem::find(block, b" \n").is_none()
+            && memchr::memmem::find(block, b"\t\n").is_none();
+        let shown: &[u8] = if clean {
+            // Every line's raw text and shown form are the line itself.
+            dirty.clear();
+            raw_buf.clear();
+            block
+        } else {
+            build_shown(block, &mut shown_buf, &mut raw_buf, &mut dirty);
+            &shown_buf
+        };
+        self.scan(&engine, shown, &raw_buf, &dirty, at, send);
+        self.engine = Some(engine);
+        self.shown_buf = shown_buf;
+        self.raw_buf = raw_buf;
+        self.dirty = dirty;
+    }
+
+    /// The raw text of the line whose shown form starts at `ls` in `shown`.
+    fn raw_of<'a>(
+        shown: &'a [u8],
+        raw: &'a [u8],
+        dirty: &[(usize, usize)],
+        ls: usize,
+        le: usize,
+    ) -> &'a [u8] {
+        match dirty.binary_search_by_key(&ls, |d| d.0) {
+            Ok(d) => {
+                let rs = dirty[d].1;
+                &raw[rs..fast::line_end(raw, rs)]
+            }
+            Err(_) => &shown[ls..le],
+        }
+    }
+
+    /// The fast path over one block: `shown` holds the block's shown lines, each ending
+    /// with '\n'; `raw` the raw texts of the `dirty` lines (those whose raw text differs).
+    fn scan(
+        &mut self,
+        engine: &Engine,
+        shown: &[u8],
+        raw: &[u8],
+        dirty: &[(usize, usize)],
+        at: Duration,
+        send: &mut Vec<Vec<u8>>,
+    ) {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        // 1. The first forbidden line, by its start in `shown`.
+        let mut forbidden: Option<(usize, usize, usize)> = None; // (start, end, pattern)
+        if let Some(re) = &engine.forbid {
+            let mut from = 0;
+            while let Some((ls, le)) = fast::candidate(re, shown, from, shown.len()) {
+                let r = Self::raw_of(shown, raw, dirty, ls, le);
+                if let Some(which) = self.forbidden(&text(r), &text(&shown[ls..le])) {
+                    forbidden = Some((ls, le, which));
+                    break;
+                }
+                from = le + 1;
+            }
+            // The dirty lines' raw texts, only those before the forbidden line found.
+            let upto = forbidden.map_or(dirty.len(), |f| dirty.partition_point(|d| d.0 < f.0));
+            let raw_end = dirty.get(upto).map_or(raw.len(), |d| d.1);
+            let mut from = 0;
+            while let Some((rs, re_)) = fast::candidate(re, raw, from, raw_end) {
+                let d = dirty.partition_point(|d| d.1 <= rs).saturating_sub(1);
+                let ls = dirty[d].0;
+                let le = fast::line_end(shown, ls);
+                if let Some(which) = self.forbidden(&text(&raw[rs..re_]), &text(&shown[ls..le])) {
+                    forbidden = Some((ls, le, which));
+                    break;
+                }
+                from = re_ + 1;
+            }
+        }
+        let limit = forbidden.map_or(shown.len(), |f| f.0);
+        // 2. The first `[name] FAIL` line.
+        if self.fail_line.is_none() {
+            for hit in self.fail_finder.find_iter(&shown[..limit]) {
+                let ls = fast::line_start(shown, hit);
+                let line = text(&shown[ls..fast::line_end(shown, hit)]);
+                if self.fail_re.is_match(&line) {
+                    self.fail_line = Some(line);
+                    break;
+                }
+            }
+        }
+        // 3. Expects, in order, one per line.
+        let mut from = 0;
+        while self.next_expect < engine.expects.len() {
+            let Some((ls, le)) =
+                fast::candidate(&engine.expects[self.next_expect], shown, from, limit)
+            else {
+                break;
+            };
+            if self.cfg.expect[self.next_expect]
+                .regex
+                .is_match(&text(&shown[ls..le]))
+            {
+                self.expect_matched(at);
+            }
+            from = le + 1;
+        }
+        // 4. Inputs, in order, one per line.
+        let mut from = 0;
+        while self.next_input < engine.inputs.len() {
+            let Some((ls, le)) =
+                fast::candidate(&engine.inputs[self.next_input], shown, from, limit)
+            else {
+                break;
+            };
+            if self.cfg.inputs[self.next_input]
+                .after
+                .regex
+                .is_match(&text(&shown[ls..le]))
+            {
+                self.fire(send);
+                self.line_fired = false;
+            }
+            from = le + 1;
+        }
+        // 5. Count the lines, and fail on the forbidden one.
+        match forbidden {
+            None => {
+                self.lines_seen += memchr::memchr_iter(b'\n', shown).count() as u64;
+            }
+            Some((ls, le, which)) => {
+                self.lines_seen += memchr::memchr_iter(b'\n', &shown[..ls]).count() as u64 + 1;
+                let line = text(&shown[ls..le]);
+                self.fail_forbidden(which, at, &line);
+            }
+        }
+    }
+
+    /// The boot ended. The partial line, if any, is judged first as a line.
+    pub fn end(&mut self, now: Duration, ending: Ending) -> Verdict {
+        if let Some(v) = &self.verdict {
+            return v.clone();
+        }
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            let at = self.partial_at;
+            self.line(&line, at, &mut Vec::new());
+        }
+        if let Some(v) = &self.verdict {
+            return v.clone();
+        }
+        let verdict = self.ending(now, ending);
+        self.verdict = Some(verdict.clone());
+        verdict
+    }
+
+    fn ending(&self, now: Duration, ending: Ending) -> Verdict {
+        let fail = |kind, message: String| {
+            Verdict::Fail(Failure {
+                kind,
+                at: now,
+                message,
+            })
+        };
+        if let Some(p) = self.cfg.expect.get(self.next_expect) {
+            let waiting = format!("waiting for {} '{}'", p.label, p.regex.as_str());
+            let what = match ending {
+                Ending::TimedOut { deadline } => (
+                    FailureKind::TimedOut,
+                    format!("timed out after {} {waiting}", secs(deadline)),
+                ),
+                Ending::Exited {
+                    status,
+                    shutdown,
+                    stderr_tail,
+                } => {
+                    let stderr = if stderr_tail.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        stderr_tail.join(" | ")
+                    };
+                    if self.bytes_seen == 0 {
+                        return fail(
+                            FailureKind::NoOutput,
+                            format!(
+                                "qemu exited with {status} before the guest printed a line; stderr: {stderr}"
+                            ),
+                        );
+                    }
+                    let how = match (shutdown, status) {
+                        (Shutdown::Reset, _) => "reset".to_string(),
+                        (Shutdown::PowerOff, ExitStatus::Code(n)) => {
+                            format!("powered off, status {n}")
+                        }
+                        (_, status) => format!("qemu exited, {status}"),
+                    };
+                    let mut message = format!("guest ended ({how}) while {waiting}");
+                    if status != ExitStatus::Code(0) && !stderr_tail.is_empty() {
+                        message.push_str("; stderr: ");
+                        message.push_str(&stderr);
+                    }
+                    (FailureKind::GuestEnded, message)
+                }
+            };
+            return match &self.fail_line {
+                Some(line) => fail(
+                    FailureKind::ProgramFailed,
+                    format!("{line}; then {}", what.1),
+                ),
+                None => fail(what.0, what.1),
+            };
+        }
+        if self.cfg.poweroff {
+            return match ending {
+                Ending::TimedOut { deadline } => fail(
+                    FailureKind::NoPowerOff,
+                    format!("timed out after {} waiting for power-off", secs(deadline)),
+                ),
+                Ending::Exited {
+                    shutdown: Shutdown::Reset,
+                    ..
+                } => fail(
+                    FailureKind::Reset,
+                    "guest reset instead of powering off".into(),
+                ),
+                Ending::Exited {
+                    status: ExitStatus::Signal(n),
+                    ..
+                } => fail(FailureKind::Killed, format!("qemu killed by signal {n}")),
+                Ending::Exited {
+                    status: ExitStatus::Code(n),
+                    ..
+                } if n != self.cfg.poweroff_status => fail(
+                    FailureKind::WrongStatus,
+                    format!(
+                        "powered off with status {n}, expected {}",
+                        self.cfg.poweroff_status
+                    ),
+                ),
+                Ending::Exited { .. } => Verdict::Pass,
+            };
+        }
+        if self.settle_end().is_some_and(|end| now >= end) {
+            return Verdict::Pass;
+        }
+        match ending {
+            Ending::TimedOut { .. } => Verdict::Pass,
+            Ending::Exited {
+                status: ExitStatus::Code(0),
+                ..
+            } => Verdict::Pass,
+            Ending::Exited { status, .. } => fail(
+                FailureKind::ExitStatus,
+                format!("qemu exited with {status} after the last expect"),
+            ),
+        }
+    }
+}
+
+/// Builds the shown forms of a block's lines into `shown` (each followed by '\n'), and
+/// the raw texts of the lines where they differ into `raw`, listed in `dirty`.
+fn build_shown(
+    block: &[u8],
+    shown: &mut Vec<u8>,
+    raw: &mut Vec<u8>,
+    dirty: &mut Vec<(usize, usize)>,
+) {
+    shown.clear();
+    raw.clear();
+    dirty.clear();
+    shown.reserve(block.len());
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', block) {
+        let line = &block[start..nl];
+        start = nl + 1;
+        let s0 = shown.len();
+        if has_ctrl(line) {
+            normalize::shown_into(line, shown);
+        } else {
+            let kept = line
+                .iter()
+                .rposition(|&b| b != b' ' && b != b'\t')
+                .map_or(0, |p| p + 1);
+            shown.extend_from_slice(&line[..kept]);
+        }
+        let r = strip_cr(line);
+        if r != &shown[s0..] {
+            dirty.push((s0, raw.len()));
+            raw.extend_from_slice(r);
+            raw.push(b'\n');
+        }
+        shown.push(b'\n');
+    }
+}
