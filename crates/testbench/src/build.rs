@@ -80,7 +80,6 @@ impl BuildKey {
 pub struct Artifact {
     /// The run's own copy of the executable cargo reported.
     pub path: PathBuf,
-    pub took: Duration,
 }
 
 pub struct Builder {
@@ -139,7 +138,8 @@ impl Builder {
         std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
         let copy = dir.join(&key.bin);
         std::fs::copy(&executable, &copy).map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
-        Ok(Artifact { path: copy, took: start.elapsed() })
+        log(&format!("built {} in {:.1}s", key.describe(), start.elapsed().as_secs_f64()));
+        Ok(Artifact { path: copy })
     }
 }
 

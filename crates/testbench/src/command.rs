@@ -76,22 +76,9 @@ impl Cmd {
         self
     }
 
-    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
-        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
-        self
-    }
-
     pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
         self.env_remove.push(key.as_ref().to_owned());
         self
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub fn what(&self) -> &str {
-        &self.what
     }
 
     /// The command line as a shell would take it back (for logs and replay lines).

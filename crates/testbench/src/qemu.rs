@@ -112,12 +112,6 @@ pub struct BootSpec {
     pub judge: testbench_judge::Config,
 }
 
-pub struct BootOutcome {
-    pub verdict: Verdict,
-    pub duration: Duration,
-    pub command_line: String,
-}
-
 impl BootSpec {
     pub fn command(&self, root: &Path, qmp_args: &[String]) -> Cmd {
         let qemu = qemu_binary(self.arch);
@@ -148,7 +142,7 @@ impl BootSpec {
     }
 
     /// Boot once. Call from the thread that will wait for QEMU (see `command`).
-    pub fn run(&self, root: &Path) -> Result<BootOutcome, String> {
+    pub fn run(&self, root: &Path) -> Result<Verdict, String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
         let qmp = QmpListener::new().map_err(|e| format!("failed to listen for QMP: {e}"))?;
         let cmd = self.command(root, &qmp.qemu_args());
@@ -247,7 +241,7 @@ impl BootSpec {
                     }
                 }
                 let _ = console.flush();
-                return Ok(BootOutcome { verdict, duration: start.elapsed(), command_line });
+                return Ok(verdict);
             }
             None => {
                 let _ = child.kill();
@@ -256,7 +250,7 @@ impl BootSpec {
             }
         };
         let _ = console.flush();
-        Ok(BootOutcome { verdict, duration: start.elapsed(), command_line })
+        Ok(verdict)
     }
 }
 

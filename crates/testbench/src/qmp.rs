@@ -9,7 +9,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,10 +35,6 @@ impl QmpListener {
         Ok(QmpListener { listener, path })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// QEMU's arguments that connect its QMP monitor to this socket.
     pub fn qemu_args(&self) -> Vec<String> {
         vec![
@@ -53,13 +50,18 @@ impl QmpListener {
     pub fn watch(self, deadline: Duration) -> QmpWatch {
         let shutdown = Arc::new(Mutex::new(Shutdown::Unknown));
         let seen = shutdown.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
         let handle = std::thread::spawn(move || {
             let start = Instant::now();
             let stream = loop {
+                // Read the flag before trying: a connection QEMU made before it exited is
+                // still in the backlog, and one more accept takes it.
+                let give_up = stopped.load(Ordering::Acquire) || start.elapsed() > deadline;
                 match self.listener.accept() {
                     Ok((stream, _)) => break stream,
                     Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                        if start.elapsed() > deadline {
+                        if give_up {
                             return;
                         }
                         std::thread::sleep(Duration::from_millis(5));
@@ -69,7 +71,7 @@ impl QmpListener {
             };
             let _ = read_events(stream, &seen);
         });
-        QmpWatch { shutdown, handle: Some(handle) }
+        QmpWatch { shutdown, stop, handle: Some(handle) }
     }
 }
 
@@ -113,12 +115,15 @@ pub fn shutdown_from_event(data: &serde_json::Value) -> Shutdown {
 
 pub struct QmpWatch {
     shutdown: Arc<Mutex<Shutdown>>,
+    /// Set once QEMU has exited: a connection not made by then never will be.
+    stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl QmpWatch {
     /// How the guest ended, once QEMU has exited (waits at most `bound` for the reader).
     pub fn finish(mut self, bound: Duration) -> Shutdown {
+        self.stop.store(true, Ordering::Release);
         if let Some(handle) = self.handle.take() {
             let start = Instant::now();
             while !handle.is_finished() && start.elapsed() < bound {

@@ -58,6 +58,7 @@ pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
         }
     }
     if errors.is_empty() {
+        cases.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(cases)
     } else {
         Err(errors)
@@ -415,7 +416,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             let result = match spec {
                 Err(blocked) => Err(blocked),
                 Ok(spec) => match spec.run(&root) {
-                    Ok(outcome) => Ok(outcome.verdict),
+                    Ok(verdict) => Ok(verdict),
                     Err(trouble) => Err(Blocked::Build(format!("the bench could not boot: {trouble}"))),
                 },
             };
