@@ -144,11 +144,7 @@ pub struct BootCase {
 impl BootCase {
     /// The hart counts this case boots on `arch` (the case's own; `--smp` is the bench's).
     pub fn smp_for(&self, arch: Arch) -> &[u32] {
-        self.smp
-            .iter()
-            .find(|(a, _)| *a == arch)
-            .map(|(_, counts)| counts.as_slice())
-            .unwrap_or(&[1])
+        self.smp.iter().find(|(a, _)| *a == arch).map(|(_, counts)| counts.as_slice()).unwrap_or(&[1])
     }
 }
 
@@ -216,7 +212,10 @@ pub struct ExternalGuest {
 
 #[derive(Clone, Debug)]
 pub enum GuestImage {
-    Files { kernel: PathBuf, initrd: Option<PathBuf> },
+    Files {
+        kernel: PathBuf,
+        initrd: Option<PathBuf>,
+    },
     /// A guest recipe (TOML) the bench builds into a kernel and an initramfs.
     Recipe(PathBuf),
 }
@@ -258,19 +257,17 @@ impl Case {
                     }
                 }
             }
-            Guest::External(guest) => {
-                match &guest.image {
-                    GuestImage::Files { kernel, initrd } => {
-                        paths.push(NamedPath { field: "guest.kernel".into(), path: kernel.clone() });
-                        if let Some(initrd) = initrd {
-                            paths.push(NamedPath { field: "guest.initrd".into(), path: initrd.clone() });
-                        }
-                    }
-                    GuestImage::Recipe(recipe) => {
-                        paths.push(NamedPath { field: "guest.recipe".into(), path: recipe.clone() })
+            Guest::External(guest) => match &guest.image {
+                GuestImage::Files { kernel, initrd } => {
+                    paths.push(NamedPath { field: "guest.kernel".into(), path: kernel.clone() });
+                    if let Some(initrd) = initrd {
+                        paths.push(NamedPath { field: "guest.initrd".into(), path: initrd.clone() });
                     }
                 }
-            }
+                GuestImage::Recipe(recipe) => {
+                    paths.push(NamedPath { field: "guest.recipe".into(), path: recipe.clone() })
+                }
+            },
         }
         paths
     }

@@ -8,8 +8,7 @@ use regex::Regex;
 
 use crate::raw::{RawCase, RawGuest};
 use crate::{
-    Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind,
-    Pattern, Program, SMP_MAX,
+    Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind, Pattern, Program, SMP_MAX,
 };
 
 /// The kinds of case the seed knows. Only `boot` is built today.
@@ -64,7 +63,9 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .filter(|stem| !stem.is_empty())
         .ok_or_else(|| ctx.err("file name", "a case file is named <case>.toml"))?;
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only")));
+        return Err(
+            ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only"))
+        );
     }
     let raw: RawCase = toml::from_str(text).map_err(|error| {
         let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
@@ -75,13 +76,20 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         ctx.err(field, error.message().trim().to_string())
     })?;
 
-    let description = raw.description.clone().filter(|d| !d.trim().is_empty()).ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
+    let description = raw
+        .description
+        .clone()
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
     let kind = raw.kind.as_deref().ok_or_else(|| ctx.err("kind", "required: \"boot\""))?;
     if LATER_KINDS.contains(&kind) {
         return Err(ctx.err("kind", format!("{kind:?} is not supported yet; accepted: \"boot\"")));
     }
     if kind != "boot" {
-        return Err(ctx.err("kind", format!("{kind:?} is not accepted: \"boot\" (later: \"host-tests\", \"build\", \"scripts\")")));
+        return Err(ctx.err(
+            "kind",
+            format!("{kind:?} is not accepted: \"boot\" (later: \"host-tests\", \"build\", \"scripts\")"),
+        ));
     }
     if let Some(field) = raw.later_fields().first() {
         return Err(ctx.err(*field, "not supported yet by this bench"));
@@ -93,11 +101,16 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
 fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
     let arch_names = raw.arch.as_ref().ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
     if arch_names.is_empty() {
-        return Err(ctx.err("arch", "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)"));
+        return Err(ctx.err(
+            "arch",
+            "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)",
+        ));
     }
     let mut arch = Vec::new();
     for (index, name) in arch_names.iter().enumerate() {
-        let one = Arch::from_name(name).ok_or_else(|| ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\"")))?;
+        let one = Arch::from_name(name).ok_or_else(|| {
+            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\""))
+        })?;
         if arch.contains(&one) {
             return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));
         }
@@ -124,7 +137,10 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
     let kernel_features = raw.kernel_features.clone().unwrap_or_default();
     for (index, feature) in kernel_features.iter().enumerate() {
         if !is_feature_name(feature) {
-            return Err(ctx.err(format!("kernel_features[{index}]"), format!("{feature:?} is not accepted: a Cargo feature name")));
+            return Err(ctx.err(
+                format!("kernel_features[{index}]"),
+                format!("{feature:?} is not accepted: a Cargo feature name"),
+            ));
         }
     }
 
@@ -133,9 +149,15 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
     let poweroff = raw.poweroff.unwrap_or(false);
     let poweroff_status = match (raw.poweroff_status, poweroff) {
         (None, _) => 0,
-        (Some(_), false) => return Err(ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give")),
+        (Some(_), false) => {
+            return Err(
+                ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give")
+            )
+        }
         (Some(status @ 0..=255), true) => status as i32,
-        (Some(status), true) => return Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255"))),
+        (Some(status), true) => {
+            return Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255")))
+        }
     };
     if expect.is_empty() && !poweroff {
         return Err(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
@@ -143,9 +165,12 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
     let mut inputs = Vec::new();
     for (index, input) in raw.input.as_deref().unwrap_or(&[]).iter().enumerate() {
         if input.send.is_empty() {
-            return Err(ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)"));
+            return Err(
+                ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)")
+            );
         }
-        inputs.push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
+        inputs
+            .push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
     }
     let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
 
@@ -196,7 +221,9 @@ fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, Cas
     let accepted = format!("a list of hart counts, each 1 to {SMP_MAX}, such as [1, 2]");
     let list = value.as_array().ok_or_else(|| ctx.err(field, format!("not accepted: {accepted}")))?;
     if list.is_empty() {
-        return Err(ctx.err(field, format!("empty: {accepted} (leave a width out of arch rather than booting it zero times)")));
+        return Err(
+            ctx.err(field, format!("empty: {accepted} (leave a width out of arch rather than booting it zero times)"))
+        );
     }
     let mut counts = Vec::new();
     for (index, count) in list.iter().enumerate() {
@@ -222,7 +249,10 @@ fn smp(ctx: &Ctx, value: Option<&toml::Value>, arch: &[Arch]) -> Result<Vec<(Arc
                     Some(one) if arch.contains(&one) => {}
                     _ => {
                         let names: Vec<_> = arch.iter().map(|a| a.name()).collect();
-                        return Err(ctx.err(format!("smp.{key}"), format!("not one of the case's arch: accepted keys are {}", names.join(", "))));
+                        return Err(ctx.err(
+                            format!("smp.{key}"),
+                            format!("not one of the case's arch: accepted keys are {}", names.join(", ")),
+                        ));
                     }
                 }
             }
@@ -258,8 +288,13 @@ fn path_field(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError>
 
 fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest, CaseError> {
     let image = match (&raw.kernel, &raw.recipe) {
-        (Some(_), Some(_)) => return Err(ctx.err("guest.recipe", "a [guest] names either kernel (an image) or recipe (a guest recipe), not both")),
-        (None, None) => return Err(ctx.err("guest.kernel", "required: the kernel image's path (or guest.recipe, a guest recipe)")),
+        (Some(_), Some(_)) => {
+            return Err(ctx
+                .err("guest.recipe", "a [guest] names either kernel (an image) or recipe (a guest recipe), not both"))
+        }
+        (None, None) => {
+            return Err(ctx.err("guest.kernel", "required: the kernel image's path (or guest.recipe, a guest recipe)"))
+        }
         (Some(kernel), None) => GuestImage::Files {
             kernel: path_field(ctx, "guest.kernel", kernel)?,
             initrd: raw.initrd.as_deref().map(|initrd| path_field(ctx, "guest.initrd", initrd)).transpose()?,
@@ -273,18 +308,40 @@ fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest, CaseError>
     };
     let machine = raw.machine.clone().unwrap_or_else(|| "virt".to_string());
     if machine.trim().is_empty() || machine.contains(char::is_whitespace) {
-        return Err(ctx.err("guest.machine", format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\"")));
+        return Err(ctx.err(
+            "guest.machine",
+            format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\""),
+        ));
     }
     let qemu_args = raw.qemu_args.clone().unwrap_or_default();
     // The bench owns these: letting a case set them would break the verdict's plumbing.
-    const OWNED: [&str; 12] = ["-serial", "-chardev", "-qmp", "-mon", "-monitor", "-nographic", "-daemonize", "-kernel", "-bios", "-initrd", "-append", "-no-reboot"];
+    const OWNED: [&str; 12] = [
+        "-serial",
+        "-chardev",
+        "-qmp",
+        "-mon",
+        "-monitor",
+        "-nographic",
+        "-daemonize",
+        "-kernel",
+        "-bios",
+        "-initrd",
+        "-append",
+        "-no-reboot",
+    ];
     for (index, arg) in qemu_args.iter().enumerate() {
         let flag = arg.strip_prefix('-').map(|rest| format!("-{}", rest.trim_start_matches('-'))).unwrap_or_default();
         if OWNED.contains(&flag.as_str()) {
             return Err(ctx.err(format!("guest.qemu_args[{index}]"), format!("{arg:?} is set by the bench (console, monitor and the guest's images are its own); use guest.kernel, guest.initrd, guest.append, guest.firmware")));
         }
     }
-    Ok(ExternalGuest { image, append: raw.append.clone(), firmware: firmware(ctx, "guest.firmware", raw.firmware.as_deref())?, machine, qemu_args })
+    Ok(ExternalGuest {
+        image,
+        append: raw.append.clone(),
+        firmware: firmware(ctx, "guest.firmware", raw.firmware.as_deref())?,
+        machine,
+        qemu_args,
+    })
 }
 
 fn program(ctx: &Ctx, index: usize, value: &toml::Value) -> Result<Program, CaseError> {
@@ -292,7 +349,9 @@ fn program(ctx: &Ctx, index: usize, value: &toml::Value) -> Result<Program, Case
     let accepted = "a test-program name (\"sample\"), { package, bin, features }, or { path }";
     match value {
         toml::Value::String(name) if is_feature_name(name) => Ok(Program::TestProgram(name.clone())),
-        toml::Value::String(name) => Err(ctx.err(field, format!("{name:?} is not a binary name; accepted: {accepted}"))),
+        toml::Value::String(name) => {
+            Err(ctx.err(field, format!("{name:?} is not a binary name; accepted: {accepted}")))
+        }
         toml::Value::Table(table) => {
             let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
             keys.sort();
@@ -312,11 +371,18 @@ fn program(ctx: &Ctx, index: usize, value: &toml::Value) -> Result<Program, Case
                 ["bin", "package"] | ["bin", "features", "package"] => {
                     let mut features = Vec::new();
                     if let Some(list) = table.get("features") {
-                        let items = list.as_array().ok_or_else(|| ctx.err(format!("{field}.features"), "not accepted: a list of Cargo feature names"))?;
+                        let items = list.as_array().ok_or_else(|| {
+                            ctx.err(format!("{field}.features"), "not accepted: a list of Cargo feature names")
+                        })?;
                         for (i, item) in items.iter().enumerate() {
                             match item.as_str() {
                                 Some(name) if is_feature_name(name) => features.push(name.to_string()),
-                                _ => return Err(ctx.err(format!("{field}.features[{i}]"), format!("{item} is not accepted: a Cargo feature name"))),
+                                _ => {
+                                    return Err(ctx.err(
+                                        format!("{field}.features[{i}]"),
+                                        format!("{item} is not accepted: a Cargo feature name"),
+                                    ))
+                                }
                             }
                         }
                     }

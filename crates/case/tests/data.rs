@@ -39,10 +39,17 @@ fn describe(case: &Case) -> String {
         }
         Guest::External(guest) => {
             match &guest.image {
-                GuestImage::Files { kernel, initrd } => writeln!(out, "external: kernel {kernel:?} initrd {initrd:?}").unwrap(),
+                GuestImage::Files { kernel, initrd } => {
+                    writeln!(out, "external: kernel {kernel:?} initrd {initrd:?}").unwrap()
+                }
                 GuestImage::Recipe(recipe) => writeln!(out, "external: recipe {recipe:?}").unwrap(),
             }
-            writeln!(out, "  append {:?} firmware {:?} machine {} qemu_args {:?}", guest.append, guest.firmware, guest.machine, guest.qemu_args).unwrap();
+            writeln!(
+                out,
+                "  append {:?} firmware {:?} machine {} qemu_args {:?}",
+                guest.append, guest.firmware, guest.machine, guest.qemu_args
+            )
+            .unwrap();
         }
     }
     for path in case.paths() {
@@ -55,7 +62,11 @@ fn describe(case: &Case) -> String {
 fn case_files_parse_or_are_refused_as_expected() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let update = std::env::var_os("UPDATE_EXPECT").is_some();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
     entries.sort();
     assert!(entries.len() >= 20, "the data set shrank: {} files", entries.len());
     let mut mismatches = Vec::new();
@@ -71,7 +82,8 @@ fn case_files_parse_or_are_refused_as_expected() {
             std::fs::write(&expected_path, &actual).unwrap();
             continue;
         }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_EXPECT=1", expected_path.display()));
+        let expected = std::fs::read_to_string(&expected_path)
+            .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_EXPECT=1", expected_path.display()));
         if expected != actual {
             mismatches.push(format!("{}:\n--- expected\n{expected}--- actual\n{actual}", path.display()));
         }

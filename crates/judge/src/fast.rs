@@ -31,10 +31,7 @@ fn line_mode(h: Hir) -> Hir {
         HirKind::Look(Look::Start) => Hir::look(Look::StartLF),
         HirKind::Look(Look::End) => Hir::look(Look::EndLF),
         HirKind::Look(l) => Hir::look(l),
-        HirKind::Repetition(r) => Hir::repetition(Repetition {
-            sub: Box::new(line_mode(*r.sub)),
-            ..r
-        }),
+        HirKind::Repetition(r) => Hir::repetition(Repetition { sub: Box::new(line_mode(*r.sub)), ..r }),
         HirKind::Capture(c) => line_mode(*c.sub),
         HirKind::Concat(v) => Hir::concat(v.into_iter().map(line_mode).collect()),
         HirKind::Alternation(v) => Hir::alternation(v.into_iter().map(line_mode).collect()),
@@ -43,19 +40,13 @@ fn line_mode(h: Hir) -> Hir {
 
 fn parse(re: &regex::Regex) -> Option<Hir> {
     // The same syntax options as `regex::Regex::new`.
-    let hir = regex_syntax::ParserBuilder::new()
-        .build()
-        .parse(re.as_str())
-        .ok()?;
+    let hir = regex_syntax::ParserBuilder::new().build().parse(re.as_str()).ok()?;
     Some(line_mode(hir))
 }
 
 fn build(hir: &Hir) -> Option<meta::Regex> {
     meta::Regex::builder()
-        .configure(
-            meta::Regex::config()
-                .which_captures(regex_automata::nfa::thompson::WhichCaptures::Implicit),
-        )
+        .configure(meta::Regex::config().which_captures(regex_automata::nfa::thompson::WhichCaptures::Implicit))
         .build_from_hir(hir)
         .ok()
 }
@@ -64,29 +55,13 @@ impl Engine {
     /// None when a pattern cannot be rewritten or built (the judge then uses the
     /// per-line path for everything, which is always right).
     pub fn new(cfg: &crate::Config) -> Option<Engine> {
-        let forbid_hirs: Vec<Hir> = cfg
-            .forbid
-            .iter()
-            .chain(&cfg.always_forbidden)
-            .map(|p| parse(&p.regex))
-            .collect::<Option<_>>()?;
-        let forbid = if forbid_hirs.is_empty() {
-            None
-        } else {
-            Some(build(&Hir::alternation(forbid_hirs))?)
-        };
+        let forbid_hirs: Vec<Hir> =
+            cfg.forbid.iter().chain(&cfg.always_forbidden).map(|p| parse(&p.regex)).collect::<Option<_>>()?;
+        let forbid = if forbid_hirs.is_empty() { None } else { Some(build(&Hir::alternation(forbid_hirs))?) };
         let one = |p: &crate::Pattern| build(&parse(&p.regex)?);
         let expects = cfg.expect.iter().map(one).collect::<Option<_>>()?;
-        let inputs = cfg
-            .inputs
-            .iter()
-            .map(|i| one(&i.after))
-            .collect::<Option<_>>()?;
-        Some(Engine {
-            forbid,
-            expects,
-            inputs,
-        })
+        let inputs = cfg.inputs.iter().map(|i| one(&i.after)).collect::<Option<_>>()?;
+        Some(Engine { forbid, expects, inputs })
     }
 }
 
@@ -105,12 +80,7 @@ pub(crate) fn line_end(buf: &[u8], p: usize) -> usize {
 /// The leftmost match of `re` in `buf[from..to]` (seeing the whole of `buf` for
 /// assertions), as the start of the line it starts in, and the end of that line.
 #[inline]
-pub(crate) fn candidate(
-    re: &meta::Regex,
-    buf: &[u8],
-    from: usize,
-    to: usize,
-) -> Option<(usize, usize)> {
+pub(crate) fn candidate(re: &meta::Regex, buf: &[u8], from: usize, to: usize) -> Option<(usize, usize)> {
     if from >= to || to > buf.len() {
         return None;
     }
@@ -118,8 +88,5 @@ pub(crate) fn candidate(
     if m.start() >= to {
         return None;
     }
-    Some((
-        line_start(buf, m.start()).max(from),
-        line_end(buf, m.start()),
-    ))
+    Some((line_start(buf, m.start()).max(from), line_end(buf, m.start())))
 }

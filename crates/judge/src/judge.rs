@@ -18,10 +18,7 @@ pub struct Pattern {
 
 impl Pattern {
     pub fn new(label: impl Into<String>, regex: &str) -> Result<Pattern, regex::Error> {
-        Ok(Pattern {
-            label: label.into(),
-            regex: regex::Regex::new(regex)?,
-        })
+        Ok(Pattern { label: label.into(), regex: regex::Regex::new(regex)? })
     }
 }
 
@@ -254,8 +251,7 @@ impl Judge {
         if self.cfg.poweroff {
             return None;
         }
-        self.last_expect_at
-            .map(|t| t.saturating_add(self.cfg.settle))
+        self.last_expect_at.map(|t| t.saturating_add(self.cfg.settle))
     }
 
     /// When the runner should call [`Judge::poll`] even if no bytes arrive, or None.
@@ -290,10 +286,7 @@ impl Judge {
         if self.verdict.is_none() {
             self.take(now, bytes, &mut send);
         }
-        Step {
-            send,
-            verdict: self.verdict.clone(),
-        }
+        Step { send, verdict: self.verdict.clone() }
     }
 
     fn take(&mut self, now: Duration, bytes: &[u8], send: &mut Vec<Vec<u8>>) {
@@ -335,16 +328,10 @@ impl Judge {
         }
         if !self.partial.is_empty() {
             self.partial_at = now;
-            if !self.line_fired
-                && self.partial.len() <= PARTIAL_INPUT_LIMIT
-                && self.next_input < self.cfg.inputs.len()
+            if !self.line_fired && self.partial.len() <= PARTIAL_INPUT_LIMIT && self.next_input < self.cfg.inputs.len()
             {
                 let shown = normalize::shown(&self.partial);
-                if self.cfg.inputs[self.next_input]
-                    .after
-                    .regex
-                    .is_match(&shown)
-                {
+                if self.cfg.inputs[self.next_input].after.regex.is_match(&shown) {
                     self.fire(send);
                 }
             }
@@ -376,23 +363,10 @@ impl Judge {
 
     fn fail_forbidden(&mut self, which: usize, at: Duration, shown: &str) {
         let n = self.cfg.forbid.len();
-        let p = if which < n {
-            &self.cfg.forbid[which]
-        } else {
-            &self.cfg.always_forbidden[which - n]
-        };
-        let message = format!(
-            "forbidden line at {:.2}s matched {} '{}': {}",
-            at.as_secs_f64(),
-            p.label,
-            p.regex.as_str(),
-            shown
-        );
-        self.verdict = Some(Verdict::Fail(Failure {
-            kind: FailureKind::Forbidden,
-            at,
-            message,
-        }));
+        let p = if which < n { &self.cfg.forbid[which] } else { &self.cfg.always_forbidden[which - n] };
+        let message =
+            format!("forbidden line at {:.2}s matched {} '{}': {}", at.as_secs_f64(), p.label, p.regex.as_str(), shown);
+        self.verdict = Some(Verdict::Fail(Failure { kind: FailureKind::Forbidden, at, message }));
     }
 
     /// Judges one whole line (without its '\n') that ended at `at`: the reference rules.
@@ -408,21 +382,10 @@ impl Judge {
         if self.fail_line.is_none() && self.fail_re.is_match(&shown) {
             self.fail_line = Some(shown.clone());
         }
-        if self
-            .cfg
-            .expect
-            .get(self.next_expect)
-            .is_some_and(|p| p.regex.is_match(&shown))
-        {
+        if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
             self.expect_matched(at);
         }
-        if !fired
-            && self
-                .cfg
-                .inputs
-                .get(self.next_input)
-                .is_some_and(|i| i.after.regex.is_match(&shown))
-        {
+        if !fired && self.cfg.inputs.get(self.next_input).is_some_and(|i| i.after.regex.is_match(&shown)) {
             self.fire(send);
             self.line_fired = false;
         }
@@ -485,13 +448,7 @@ impl Judge {
     }
 
     /// The raw text of the line whose shown form starts at `ls` in `shown`.
-    fn raw_of<'a>(
-        shown: &'a [u8],
-        raw: &'a [u8],
-        dirty: &[(usize, usize)],
-        ls: usize,
-        le: usize,
-    ) -> &'a [u8] {
+    fn raw_of<'a>(shown: &'a [u8], raw: &'a [u8], dirty: &[(usize, usize)], ls: usize, le: usize) -> &'a [u8] {
         match dirty.binary_search_by_key(&ls, |d| d.0) {
             Ok(d) => {
                 let rs = dirty[d].1;
@@ -555,15 +512,10 @@ impl Judge {
         // 3. Expects, in order, one per line.
         let mut from = 0;
         while self.next_expect < engine.expects.len() {
-            let Some((ls, le)) =
-                fast::candidate(&engine.expects[self.next_expect], shown, from, limit)
-            else {
+            let Some((ls, le)) = fast::candidate(&engine.expects[self.next_expect], shown, from, limit) else {
                 break;
             };
-            if self.cfg.expect[self.next_expect]
-                .regex
-                .is_match(&text(&shown[ls..le]))
-            {
+            if self.cfg.expect[self.next_expect].regex.is_match(&text(&shown[ls..le])) {
                 self.expect_matched(at);
             }
             from = le + 1;
@@ -571,16 +523,10 @@ impl Judge {
         // 4. Inputs, in order, one per line.
         let mut from = 0;
         while self.next_input < engine.inputs.len() {
-            let Some((ls, le)) =
-                fast::candidate(&engine.inputs[self.next_input], shown, from, limit)
-            else {
+            let Some((ls, le)) = fast::candidate(&engine.inputs[self.next_input], shown, from, limit) else {
                 break;
             };
-            if self.cfg.inputs[self.next_input]
-                .after
-                .regex
-                .is_match(&text(&shown[ls..le]))
-            {
+            if self.cfg.inputs[self.next_input].after.regex.is_match(&text(&shown[ls..le])) {
                 self.fire(send);
                 self.line_fired = false;
             }
@@ -618,36 +564,19 @@ impl Judge {
     }
 
     fn ending(&self, now: Duration, ending: Ending) -> Verdict {
-        let fail = |kind, message: String| {
-            Verdict::Fail(Failure {
-                kind,
-                at: now,
-                message,
-            })
-        };
+        let fail = |kind, message: String| Verdict::Fail(Failure { kind, at: now, message });
         if let Some(p) = self.cfg.expect.get(self.next_expect) {
             let waiting = format!("waiting for {} '{}'", p.label, p.regex.as_str());
             let what = match ending {
-                Ending::TimedOut { deadline } => (
-                    FailureKind::TimedOut,
-                    format!("timed out after {} {waiting}", secs(deadline)),
-                ),
-                Ending::Exited {
-                    status,
-                    shutdown,
-                    stderr_tail,
-                } => {
-                    let stderr = if stderr_tail.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        stderr_tail.join(" | ")
-                    };
+                Ending::TimedOut { deadline } => {
+                    (FailureKind::TimedOut, format!("timed out after {} {waiting}", secs(deadline)))
+                }
+                Ending::Exited { status, shutdown, stderr_tail } => {
+                    let stderr = if stderr_tail.is_empty() { "(none)".to_string() } else { stderr_tail.join(" | ") };
                     if self.bytes_seen == 0 {
                         return fail(
                             FailureKind::NoOutput,
-                            format!(
-                                "qemu exited with {status} before the guest printed a line; stderr: {stderr}"
-                            ),
+                            format!("qemu exited with {status} before the guest printed a line; stderr: {stderr}"),
                         );
                     }
                     let how = match (shutdown, status) {
@@ -666,39 +595,24 @@ impl Judge {
                 }
             };
             return match &self.fail_line {
-                Some(line) => fail(
-                    FailureKind::ProgramFailed,
-                    format!("{line}; then {}", what.1),
-                ),
+                Some(line) => fail(FailureKind::ProgramFailed, format!("{line}; then {}", what.1)),
                 None => fail(what.0, what.1),
             };
         }
         if self.cfg.poweroff {
             return match ending {
-                Ending::TimedOut { deadline } => fail(
-                    FailureKind::NoPowerOff,
-                    format!("timed out after {} waiting for power-off", secs(deadline)),
-                ),
-                Ending::Exited {
-                    shutdown: Shutdown::Reset,
-                    ..
-                } => fail(
-                    FailureKind::Reset,
-                    "guest reset instead of powering off".into(),
-                ),
-                Ending::Exited {
-                    status: ExitStatus::Signal(n),
-                    ..
-                } => fail(FailureKind::Killed, format!("qemu killed by signal {n}")),
-                Ending::Exited {
-                    status: ExitStatus::Code(n),
-                    ..
-                } if n != self.cfg.poweroff_status => fail(
+                Ending::TimedOut { deadline } => {
+                    fail(FailureKind::NoPowerOff, format!("timed out after {} waiting for power-off", secs(deadline)))
+                }
+                Ending::Exited { shutdown: Shutdown::Reset, .. } => {
+                    fail(FailureKind::Reset, "guest reset instead of powering off".into())
+                }
+                Ending::Exited { status: ExitStatus::Signal(n), .. } => {
+                    fail(FailureKind::Killed, format!("qemu killed by signal {n}"))
+                }
+                Ending::Exited { status: ExitStatus::Code(n), .. } if n != self.cfg.poweroff_status => fail(
                     FailureKind::WrongStatus,
-                    format!(
-                        "powered off with status {n}, expected {}",
-                        self.cfg.poweroff_status
-                    ),
+                    format!("powered off with status {n}, expected {}", self.cfg.poweroff_status),
                 ),
                 Ending::Exited { .. } => Verdict::Pass,
             };
@@ -708,26 +622,17 @@ impl Judge {
         }
         match ending {
             Ending::TimedOut { .. } => Verdict::Pass,
-            Ending::Exited {
-                status: ExitStatus::Code(0),
-                ..
-            } => Verdict::Pass,
-            Ending::Exited { status, .. } => fail(
-                FailureKind::ExitStatus,
-                format!("qemu exited with {status} after the last expect"),
-            ),
+            Ending::Exited { status: ExitStatus::Code(0), .. } => Verdict::Pass,
+            Ending::Exited { status, .. } => {
+                fail(FailureKind::ExitStatus, format!("qemu exited with {status} after the last expect"))
+            }
         }
     }
 }
 
 /// Builds the shown forms of a block's lines into `shown` (each followed by '\n'), and
 /// the raw texts of the lines where they differ into `raw`, listed in `dirty`.
-fn build_shown(
-    block: &[u8],
-    shown: &mut Vec<u8>,
-    raw: &mut Vec<u8>,
-    dirty: &mut Vec<(usize, usize)>,
-) {
+fn build_shown(block: &[u8], shown: &mut Vec<u8>, raw: &mut Vec<u8>, dirty: &mut Vec<(usize, usize)>) {
     shown.clear();
     raw.clear();
     dirty.clear();
@@ -740,10 +645,7 @@ fn build_shown(
         if has_ctrl(line) {
             normalize::shown_into(line, shown);
         } else {
-            let kept = line
-                .iter()
-                .rposition(|&b| b != b' ' && b != b'\t')
-                .map_or(0, |p| p + 1);
+            let kept = line.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(0, |p| p + 1);
             shown.extend_from_slice(&line[..kept]);
         }
         let r = strip_cr(line);

@@ -87,7 +87,6 @@ mod judge;
 mod normalize;
 
 pub use judge::{
-    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, Shutdown, Step,
-    Verdict,
+    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, Shutdown, Step, Verdict,
 };
 pub use normalize::{raw_text, shown, shown_into};

@@ -25,10 +25,7 @@ pub(crate) fn has_ctrl(bytes: &[u8]) -> bool {
             return true;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| ((b < 0x20) & (b != b'\t') & (b != b'\n')) | (b == 0x7f))
+    chunks.remainder().iter().any(|&b| ((b < 0x20) & (b != b'\t') & (b != b'\n')) | (b == 0x7f))
 }
 
 /// The length of the UTF-8 character that starts at `bytes[0]`, or 1 when the bytes
@@ -69,10 +66,7 @@ pub fn shown_into(raw: &[u8], out: &mut Vec<u8>) {
     let mut i = 0;
     while i < raw.len() {
         // Copy the run of ordinary bytes up to the next control byte at once.
-        let run = raw[i..]
-            .iter()
-            .position(|&b| is_removed_ctrl(b))
-            .unwrap_or(raw.len() - i);
+        let run = raw[i..].iter().position(|&b| is_removed_ctrl(b)).unwrap_or(raw.len() - i);
         out.extend_from_slice(&raw[i..i + run]);
         i += run;
         if i >= raw.len() {
@@ -98,10 +92,7 @@ pub fn shown_into(raw: &[u8], out: &mut Vec<u8>) {
             i += char_len(&raw[i..]);
         }
     }
-    let kept = out[start..]
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .map_or(0, |p| p + 1);
+    let kept = out[start..].iter().rposition(|&b| b != b' ' && b != b'\t').map_or(0, |p| p + 1);
     out.truncate(start + kept);
 }
 
@@ -176,10 +167,7 @@ mod tests {
 
     #[test]
     fn carriage_return_is_only_removed() {
-        assert_eq!(
-            shown(b"progress 10%\rprogress 20%\r"),
-            "progress 10%progress 20%"
-        );
+        assert_eq!(shown(b"progress 10%\rprogress 20%\r"), "progress 10%progress 20%");
     }
 
     #[test]

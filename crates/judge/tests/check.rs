@@ -78,10 +78,7 @@ fn escape(bytes: &[u8]) -> String {
 }
 
 fn secs(s: &str) -> Duration {
-    Duration::from_secs_f64(
-        s.parse::<f64>()
-            .unwrap_or_else(|_| panic!("bad time {s:?}")),
-    )
+    Duration::from_secs_f64(s.parse::<f64>().unwrap_or_else(|_| panic!("bad time {s:?}")))
 }
 
 enum Event {
@@ -117,9 +114,7 @@ fn parse(text: &str) -> Case {
                 split = false;
                 continue;
             }
-            let (key, value) = line
-                .split_once(": ")
-                .unwrap_or_else(|| panic!("bad line {line:?}"));
+            let (key, value) = line.split_once(": ").unwrap_or_else(|| panic!("bad line {line:?}"));
             match key {
                 "expect" => {
                     let label = format!("expect[{}]", config.expect.len());
@@ -129,16 +124,11 @@ fn parse(text: &str) -> Case {
                     let label = format!("forbid[{}]", config.forbid.len());
                     config.forbid.push(Pattern::new(label, value).unwrap());
                 }
-                "always" => config
-                    .always_forbidden
-                    .push(Pattern::new("always-forbidden", value).unwrap()),
+                "always" => config.always_forbidden.push(Pattern::new("always-forbidden", value).unwrap()),
                 "input" => {
                     let (after, send) = value.split_once(" => ").expect("input: RE => BYTES");
                     let label = format!("input[{}]", config.inputs.len());
-                    config.inputs.push(Input {
-                        after: Pattern::new(label, after).unwrap(),
-                        send: unescape(send),
-                    });
+                    config.inputs.push(Input { after: Pattern::new(label, after).unwrap(), send: unescape(send) });
                 }
                 "poweroff" => {
                     config.poweroff = true;
@@ -158,9 +148,7 @@ fn parse(text: &str) -> Case {
             let words: Vec<&str> = rest.splitn(5, ' ').collect();
             let now = secs(words[0]);
             let ending = match words[1] {
-                "timeout" => Ending::TimedOut {
-                    deadline: secs(words[2]),
-                },
+                "timeout" => Ending::TimedOut { deadline: secs(words[2]) },
                 "exit" => {
                     let n: i32 = words[3].parse().unwrap();
                     let status = match words[2] {
@@ -180,11 +168,7 @@ fn parse(text: &str) -> Case {
                         Some(s) => s.split(" | ").map(str::to_string).collect(),
                         None => Vec::new(),
                     };
-                    Ending::Exited {
-                        status,
-                        shutdown,
-                        stderr_tail,
-                    }
+                    Ending::Exited { status, shutdown, stderr_tail }
                 }
                 other => panic!("bad ending {other}"),
             };
@@ -193,23 +177,14 @@ fn parse(text: &str) -> Case {
             panic!("bad event line {line:?}");
         }
     }
-    Case {
-        config,
-        split,
-        events,
-    }
+    Case { config, split, events }
 }
 
 fn verdict_line(v: &Option<Verdict>) -> String {
     match v {
         None => "verdict: none yet".to_string(),
         Some(Verdict::Pass) => "verdict: pass".to_string(),
-        Some(Verdict::Fail(f)) => format!(
-            "verdict: {:?} at {:.2}s: {}",
-            f.kind,
-            f.at.as_secs_f64(),
-            f.message
-        ),
+        Some(Verdict::Fail(f)) => format!("verdict: {:?} at {:.2}s: {}", f.kind, f.at.as_secs_f64(), f.message),
     }
 }
 
@@ -220,11 +195,7 @@ fn run(case: &Case, mut judge: Judge, bytewise: bool) -> String {
     for event in &case.events {
         match event {
             Event::Feed(t, bytes) => {
-                let pieces: Vec<&[u8]> = if bytewise {
-                    bytes.chunks(1).collect()
-                } else {
-                    vec![bytes]
-                };
+                let pieces: Vec<&[u8]> = if bytewise { bytes.chunks(1).collect() } else { vec![bytes] };
                 for piece in pieces {
                     let step = judge.feed(*t, piece);
                     for s in &step.send {
@@ -276,17 +247,13 @@ fn check() {
         let reference = run(&case, Judge::reference(case.config.clone()), false);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if got != reference {
-            failed.push(format!(
-                "{name}: fast and reference differ:\n{got}---\n{reference}"
-            ));
+            failed.push(format!("{name}: fast and reference differ:\n{got}---\n{reference}"));
         }
         if case.split {
             let split = run(&case, Judge::new(case.config.clone()), true);
             let last = |s: &str| s.lines().last().unwrap_or("").to_string();
             if last(&split) != last(&got) {
-                failed.push(format!(
-                    "{name}: byte-by-byte feeding gives another verdict:\n{split}---\n{got}"
-                ));
+                failed.push(format!("{name}: byte-by-byte feeding gives another verdict:\n{split}---\n{got}"));
             }
         }
         let head = text.split("=== expected\n").next().unwrap_or("");
@@ -297,11 +264,5 @@ fn check() {
             failed.push(format!("{name}: expected\n{want}got\n{got}"));
         }
     }
-    assert!(
-        failed.is_empty(),
-        "{} of {} cases failed:\n\n{}",
-        failed.len(),
-        paths.len(),
-        failed.join("\n")
-    );
+    assert!(failed.is_empty(), "{} of {} cases failed:\n\n{}", failed.len(), paths.len(), failed.join("\n"));
 }

@@ -14,40 +14,20 @@ const MARKER: &str = "testbench-guest: init reached";
 fn main() {
     let mut args = std::env::args().skip(1);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let recipe_path = args
-        .next()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("guests/debian-busybox.toml"));
-    let cache = args
-        .next()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/guest-cache"));
+    let recipe_path = args.next().map(PathBuf::from).unwrap_or_else(|| root.join("guests/debian-busybox.toml"));
+    let cache = args.next().map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
 
     let recipe = testbench_recipe::load(&recipe_path).unwrap_or_else(|e| die(&e.to_string()));
     let t = Instant::now();
     let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}"))
         .unwrap_or_else(|e| die(&e.to_string()));
-    eprintln!(
-        "[recipe] build took {:.3}s (from_cache: {})",
-        t.elapsed().as_secs_f64(),
-        image.from_cache
-    );
+    eprintln!("[recipe] build took {:.3}s (from_cache: {})", t.elapsed().as_secs_f64(), image.from_cache);
     let t = Instant::now();
     let out = Command::new("timeout")
         .arg("300")
         .arg(image.arch.qemu())
-        .args([
-            "-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1",
-        ])
-        .args([
-            "-display",
-            "none",
-            "-serial",
-            "stdio",
-            "-monitor",
-            "none",
-            "-no-reboot",
-        ])
+        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1"])
+        .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
         .arg("-kernel")
         .arg(&image.kernel)
         .arg("-initrd")
@@ -64,10 +44,7 @@ fn main() {
     }
     eprintln!("[boot] qemu exited {} after {secs:.2}s", out.status);
     if !serial.contains(MARKER) || !out.status.success() {
-        eprintln!(
-            "--- serial ---\n{serial}\n--- stderr ---\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        eprintln!("--- serial ---\n{serial}\n--- stderr ---\n{}", String::from_utf8_lossy(&out.stderr));
         die("the guest did not reach init and power off cleanly");
     }
 }

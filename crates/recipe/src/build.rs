@@ -34,11 +34,7 @@ pub struct Image {
 }
 
 /// Builds (or finds) the image for `recipe` under `cache_root`, downloading over HTTP.
-pub fn build(
-    recipe: &Recipe,
-    cache_root: &Path,
-    log: &mut dyn FnMut(&str),
-) -> Result<Image, RecipeError> {
+pub fn build(recipe: &Recipe, cache_root: &Path, log: &mut dyn FnMut(&str)) -> Result<Image, RecipeError> {
     build_with(recipe, cache_root, &mut HttpFetch::default(), log)
 }
 
@@ -59,10 +55,7 @@ pub fn build_with(
         log(&format!("image cached in {}", dir.display()));
         return Ok(image(recipe, &dir, true));
     }
-    fs::create_dir_all(cache_root).map_err(RecipeError::io(format!(
-        "creating {}",
-        cache_root.display()
-    )))?;
+    fs::create_dir_all(cache_root).map_err(RecipeError::io(format!("creating {}", cache_root.display())))?;
     let tmp = cache_root.join(format!(".tmp-{}-{}", &recipe.key[..16], unique_suffix()));
     fs::create_dir(&tmp).map_err(RecipeError::io(format!("creating {}", tmp.display())))?;
     let guard = RemoveOnDrop(Some(tmp.clone()));
@@ -76,10 +69,7 @@ pub fn build_with(
             return Ok(image(recipe, &dir, false));
         }
         Err(_) if is_complete(&dir) => {
-            log(&format!(
-                "another process finished {} first; using its image",
-                dir.display()
-            ));
+            log(&format!("another process finished {} first; using its image", dir.display()));
             return Ok(image(recipe, &dir, false));
         }
         Err(_) => {}
@@ -96,18 +86,12 @@ pub fn build_with(
             Ok(image(recipe, &dir, false))
         }
         Err(_) if is_complete(&dir) => Ok(image(recipe, &dir, false)),
-        Err(e) => Err(RecipeError::io(format!(
-            "renaming {} to {}",
-            tmp.display(),
-            dir.display()
-        ))(e)),
+        Err(e) => Err(RecipeError::io(format!("renaming {} to {}", tmp.display(), dir.display()))(e)),
     }
 }
 
 fn is_complete(dir: &Path) -> bool {
-    dir.join(DONE_FILE).is_file()
-        && dir.join(KERNEL_FILE).is_file()
-        && dir.join(INITRD_FILE).is_file()
+    dir.join(DONE_FILE).is_file() && dir.join(KERNEL_FILE).is_file() && dir.join(INITRD_FILE).is_file()
 }
 
 fn image(recipe: &Recipe, dir: &Path, from_cache: bool) -> Image {
@@ -164,25 +148,20 @@ fn build_into(
                 Target::Kernel => {
                     let kernel = kernel_image(pkg, &f.from, data, log)?;
                     let dest = tmp.join(KERNEL_FILE);
-                    fs::write(&dest, kernel)
-                        .map_err(RecipeError::io(format!("writing {}", dest.display())))?;
+                    fs::write(&dest, kernel).map_err(RecipeError::io(format!("writing {}", dest.display())))?;
                     kernel_written = true;
                 }
-                Target::Initramfs(to) => taken.push(Taken {
-                    to: to.clone(),
-                    mode: f.mode.unwrap_or(pkg_mode & 0o7777),
-                    data,
-                }),
+                Target::Initramfs(to) => {
+                    taken.push(Taken { to: to.clone(), mode: f.mode.unwrap_or(pkg_mode & 0o7777), data })
+                }
             }
         }
-        fs::remove_dir_all(&root)
-            .map_err(RecipeError::io(format!("removing {}", root.display())))?;
+        fs::remove_dir_all(&root).map_err(RecipeError::io(format!("removing {}", root.display())))?;
     }
     debug_assert!(kernel_written, "validation guarantees one kernel");
 
     let initrd = tmp.join(INITRD_FILE);
-    let file =
-        File::create(&initrd).map_err(RecipeError::io(format!("creating {}", initrd.display())))?;
+    let file = File::create(&initrd).map_err(RecipeError::io(format!("creating {}", initrd.display())))?;
     let mut w = NewcWriter::new(BufWriter::new(file));
     for d in &recipe.init.directories {
         w.dir(d, 0o755)?;
@@ -196,38 +175,25 @@ fn build_into(
     w.file("init", 0o755, recipe.init.script.as_bytes())?;
     let size = w.written();
     let out = w.finish()?;
-    let file = out
-        .into_inner()
-        .map_err(|e| RecipeError::io(format!("writing {}", initrd.display()))(e.into_error()))?;
-    file.sync_all()
-        .map_err(RecipeError::io(format!("syncing {}", initrd.display())))?;
-    log(&format!(
-        "initramfs: {} files, {size} bytes",
-        taken.len() + 1
-    ));
+    let file =
+        out.into_inner().map_err(|e| RecipeError::io(format!("writing {}", initrd.display()))(e.into_error()))?;
+    file.sync_all().map_err(RecipeError::io(format!("syncing {}", initrd.display())))?;
+    log(&format!("initramfs: {} files, {size} bytes", taken.len() + 1));
 
     let done = tmp.join(DONE_FILE);
-    fs::write(
-        &done,
-        format!("recipe {}\nsha256 {}\n", recipe.path.display(), recipe.key),
-    )
-    .map_err(RecipeError::io(format!("writing {}", done.display())))?;
+    fs::write(&done, format!("recipe {}\nsha256 {}\n", recipe.path.display(), recipe.key))
+        .map_err(RecipeError::io(format!("writing {}", done.display())))?;
     Ok(())
 }
 
 /// Unpacks `deb` into `root` with `dpkg-deb -x`.
 pub fn unpack(pkg: &Package, deb: &Path, root: &Path) -> Result<(), RecipeError> {
-    let out = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(deb)
-        .arg(root)
-        .output()
-        .map_err(|e| RecipeError::Unpack {
-            package: pkg.name.clone(),
-            deb: deb.to_path_buf(),
-            status: "not started".into(),
-            stderr: format!("cannot run dpkg-deb (is the dpkg package installed?): {e}"),
-        })?;
+    let out = Command::new("dpkg-deb").arg("-x").arg(deb).arg(root).output().map_err(|e| RecipeError::Unpack {
+        package: pkg.name.clone(),
+        deb: deb.to_path_buf(),
+        status: "not started".into(),
+        stderr: format!("cannot run dpkg-deb (is the dpkg package installed?): {e}"),
+    })?;
     if !out.status.success() {
         return Err(RecipeError::Unpack {
             package: pkg.name.clone(),
@@ -244,10 +210,7 @@ fn read_taken(pkg: &Package, from: &str, src: &Path) -> Result<(Vec<u8>, u32), R
     let meta = match fs::symlink_metadata(src) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RecipeError::MissingFile {
-                package: pkg.name.clone(),
-                path: from.to_string(),
-            })
+            return Err(RecipeError::MissingFile { package: pkg.name.clone(), path: from.to_string() })
         }
         Err(e) => return Err(RecipeError::io(format!("reading {}", src.display()))(e)),
     };
@@ -256,10 +219,7 @@ fn read_taken(pkg: &Package, from: &str, src: &Path) -> Result<(Vec<u8>, u32), R
         return Err(RecipeError::NotAFile {
             package: pkg.name.clone(),
             path: from.to_string(),
-            what: format!(
-                "a symlink to {} (name its target instead)",
-                target.display()
-            ),
+            what: format!("a symlink to {} (name its target instead)", target.display()),
         });
     }
     if !meta.is_file() {
@@ -282,22 +242,13 @@ pub fn kernel_image(
     data: Vec<u8>,
     log: &mut dyn FnMut(&str),
 ) -> Result<Vec<u8>, RecipeError> {
-    let err = |message: String| RecipeError::Kernel {
-        package: pkg.name.clone(),
-        path: from.to_string(),
-        message,
-    };
+    let err = |message: String| RecipeError::Kernel { package: pkg.name.clone(), path: from.to_string(), message };
     let data = if data.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&data[..])
             .read_to_end(&mut out)
             .map_err(|e| err(format!("is gzip'd but does not decompress: {e}")))?;
-        log(&format!(
-            "{}: {from} is gzip'd; decompressed {} to {} bytes",
-            pkg.name,
-            data.len(),
-            out.len()
-        ));
+        log(&format!("{}: {from} is gzip'd; decompressed {} to {} bytes", pkg.name, data.len(), out.len()));
         out
     } else {
         data
@@ -319,11 +270,7 @@ pub fn kernel_format(data: &[u8]) -> Option<&'static str> {
         return Some("an ELF file");
     }
     if data.len() >= 64 && &data[56..60] == b"RSC\x05" {
-        return Some(if data.starts_with(b"MZ") {
-            "a RISC-V Image with an EFI stub"
-        } else {
-            "a RISC-V Image"
-        });
+        return Some(if data.starts_with(b"MZ") { "a RISC-V Image with an EFI stub" } else { "a RISC-V Image" });
     }
     if data.len() >= 64 && &data[48..56] == b"RISCV\0\0\0" {
         return Some("a RISC-V Image (old magic)");

@@ -4,60 +4,29 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum RecipeError {
     #[error("recipe {path}: cannot read it: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     /// TOML syntax, a missing field, an unknown field or a value of the wrong type.
     #[error("recipe {path}: {message}")]
     Parse { path: PathBuf, message: String },
     /// A field that parsed but holds a value the recipe cannot use.
     #[error("recipe {path}: field `{field}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        field: String,
-        message: String,
-    },
+    Invalid { path: PathBuf, field: String, message: String },
     #[error("package {package}: downloading {url}: {message}")]
-    Fetch {
-        package: String,
-        url: String,
-        message: String,
-    },
+    Fetch { package: String, url: String, message: String },
     #[error("package {package}: sha256 mismatch: the recipe expects {expected}, the download is {got} (the file was not kept)")]
-    Checksum {
-        package: String,
-        expected: String,
-        got: String,
-    },
+    Checksum { package: String, expected: String, got: String },
     #[error("package {package}: dpkg-deb -x {deb} failed ({status}): {stderr}")]
-    Unpack {
-        package: String,
-        deb: PathBuf,
-        status: String,
-        stderr: String,
-    },
+    Unpack { package: String, deb: PathBuf, status: String, stderr: String },
     #[error("package {package}: has no file {path}")]
     MissingFile { package: String, path: String },
     #[error("package {package}: {path} is {what}, not a regular file")]
-    NotAFile {
-        package: String,
-        path: String,
-        what: String,
-    },
+    NotAFile { package: String, path: String, what: String },
     #[error("package {package}: kernel file {path}: {message}")]
-    Kernel {
-        package: String,
-        path: String,
-        message: String,
-    },
+    Kernel { package: String, path: String, message: String },
     #[error("building the initramfs: {0}")]
     Newc(#[from] crate::newc::NewcError),
     #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    Io { context: String, source: std::io::Error },
 }
 
 impl RecipeError {

@@ -30,32 +30,20 @@ pub struct HttpFetch {
 
 impl Default for HttpFetch {
     fn default() -> Self {
-        HttpFetch {
-            connect_timeout: Duration::from_secs(30),
-            deadline: Duration::from_secs(900),
-        }
+        HttpFetch { connect_timeout: Duration::from_secs(30), deadline: Duration::from_secs(900) }
     }
 }
 
 impl Fetch for HttpFetch {
     fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String> {
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(self.connect_timeout)
-            .timeout(self.deadline)
-            .build();
+        let agent = ureq::AgentBuilder::new().timeout_connect(self.connect_timeout).timeout(self.deadline).build();
         let start = Instant::now();
         let describe = |e: &dyn std::fmt::Display, got: u64| {
             let waited = start.elapsed();
             if waited >= self.deadline {
-                format!(
-                    "the overall deadline of {}s passed after {got} bytes: {e}",
-                    self.deadline.as_secs()
-                )
+                format!("the overall deadline of {}s passed after {got} bytes: {e}", self.deadline.as_secs())
             } else {
-                format!(
-                    "failed after {:.1}s and {got} bytes: {e}",
-                    waited.as_secs_f64()
-                )
+                format!("failed after {:.1}s and {got} bytes: {e}", waited.as_secs_f64())
             }
         };
         let resp = match agent.get(url).call() {
@@ -90,14 +78,10 @@ impl Fetch for HttpFetch {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(describe(&e, got)),
             };
-            out.write_all(&buf[..n])
-                .map_err(|e| format!("writing the download: {e}"))?;
+            out.write_all(&buf[..n]).map_err(|e| format!("writing the download: {e}"))?;
             got += n as u64;
             if start.elapsed() > self.deadline {
-                return Err(format!(
-                    "the overall deadline of {}s passed after {got} bytes",
-                    self.deadline.as_secs()
-                ));
+                return Err(format!("the overall deadline of {}s passed after {got} bytes", self.deadline.as_secs()));
             }
         }
         Ok(got)
@@ -139,15 +123,9 @@ impl<W: Write> Write for HashingWriter<W> {
 pub(crate) fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{nanos}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Gives the path of `pkg`'s .deb in `debs_dir` (named `<sha256>.deb`), downloading it
@@ -163,48 +141,31 @@ pub fn fetch_deb(
 ) -> Result<PathBuf, RecipeError> {
     let dest = debs_dir.join(format!("{}.deb", pkg.sha256));
     if dest.exists() {
-        let got =
-            sha256_file(&dest).map_err(RecipeError::io(format!("hashing {}", dest.display())))?;
+        let got = sha256_file(&dest).map_err(RecipeError::io(format!("hashing {}", dest.display())))?;
         if got == pkg.sha256 {
             log(&format!("{}: cached {}", pkg.name, dest.display()));
             return Ok(dest);
         }
-        log(&format!(
-            "{}: cached {} has sha256 {got}; removing it and downloading again",
-            pkg.name,
-            dest.display()
-        ));
+        log(&format!("{}: cached {} has sha256 {got}; removing it and downloading again", pkg.name, dest.display()));
         fs::remove_file(&dest).map_err(RecipeError::io(format!("removing {}", dest.display())))?;
     }
-    fs::create_dir_all(debs_dir)
-        .map_err(RecipeError::io(format!("creating {}", debs_dir.display())))?;
+    fs::create_dir_all(debs_dir).map_err(RecipeError::io(format!("creating {}", debs_dir.display())))?;
     let url = pkg.url(mirror);
     let part = debs_dir.join(format!(".{}.{}.part", pkg.sha256, unique_suffix()));
     log(&format!("{}: downloading {url}", pkg.name));
     let start = Instant::now();
     let result = (|| {
-        let file =
-            File::create(&part).map_err(RecipeError::io(format!("creating {}", part.display())))?;
-        let mut w = HashingWriter {
-            inner: BufWriter::new(file),
-            hash: Sha256::new(),
-        };
-        let n = fetch
-            .fetch(&url, &mut w)
-            .map_err(|message| RecipeError::Fetch {
-                package: pkg.name.clone(),
-                url: url.clone(),
-                message,
-            })?;
-        w.flush()
-            .map_err(RecipeError::io(format!("writing {}", part.display())))?;
+        let file = File::create(&part).map_err(RecipeError::io(format!("creating {}", part.display())))?;
+        let mut w = HashingWriter { inner: BufWriter::new(file), hash: Sha256::new() };
+        let n = fetch.fetch(&url, &mut w).map_err(|message| RecipeError::Fetch {
+            package: pkg.name.clone(),
+            url: url.clone(),
+            message,
+        })?;
+        w.flush().map_err(RecipeError::io(format!("writing {}", part.display())))?;
         let got = hex(&w.hash.finalize());
         if got != pkg.sha256 {
-            return Err(RecipeError::Checksum {
-                package: pkg.name.clone(),
-                expected: pkg.sha256.clone(),
-                got,
-            });
+            return Err(RecipeError::Checksum { package: pkg.name.clone(), expected: pkg.sha256.clone(), got });
         }
         Ok(n)
     })();
@@ -214,11 +175,7 @@ pub fn fetch_deb(
                 let _ = fs::remove_file(&part);
                 RecipeError::io(format!("renaming {} to {}", part.display(), dest.display()))(e)
             })?;
-            log(&format!(
-                "{}: {n} bytes in {:.1}s, sha256 ok",
-                pkg.name,
-                start.elapsed().as_secs_f64()
-            ));
+            log(&format!("{}: {n} bytes in {:.1}s, sha256 ok", pkg.name, start.elapsed().as_secs_f64()));
             Ok(dest)
         }
         Err(e) => {

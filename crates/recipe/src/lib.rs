@@ -14,11 +14,8 @@ pub mod newc;
 mod recipe;
 
 pub use build::{
-    build, build_with, kernel_format, kernel_image, unpack, Image, DEBS_DIR, DONE_FILE,
-    INITRD_FILE, KERNEL_FILE,
+    build, build_with, kernel_format, kernel_image, unpack, Image, DEBS_DIR, DONE_FILE, INITRD_FILE, KERNEL_FILE,
 };
 pub use error::RecipeError;
 pub use fetch::{fetch_deb, sha256_file, Fetch, HttpFetch};
-pub use recipe::{
-    hex, load, parse, Arch, FileMap, Init, Package, Recipe, Symlink, Target, DEFAULT_MIRROR,
-};
+pub use recipe::{hex, load, parse, Arch, FileMap, Init, Package, Recipe, Symlink, Target, DEFAULT_MIRROR};

@@ -33,11 +33,7 @@ pub const TRAILER: &str = "TRAILER!!!";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     /// A regular file; `mode` holds the permission bits only (e.g. `0o755`).
-    File {
-        name: String,
-        mode: u32,
-        data: Vec<u8>,
-    },
+    File { name: String, mode: u32, data: Vec<u8> },
     /// A directory; `mode` holds the permission bits only.
     Dir { name: String, mode: u32 },
     /// A symbolic link pointing at `target` (stored as the link's data).
@@ -47,32 +43,20 @@ pub enum Entry {
 impl Entry {
     /// A regular file.
     pub fn file(name: impl Into<String>, mode: u32, data: impl Into<Vec<u8>>) -> Entry {
-        Entry::File {
-            name: name.into(),
-            mode,
-            data: data.into(),
-        }
+        Entry::File { name: name.into(), mode, data: data.into() }
     }
     /// A directory.
     pub fn dir(name: impl Into<String>, mode: u32) -> Entry {
-        Entry::Dir {
-            name: name.into(),
-            mode,
-        }
+        Entry::Dir { name: name.into(), mode }
     }
     /// A symbolic link.
     pub fn symlink(name: impl Into<String>, target: impl Into<String>) -> Entry {
-        Entry::Symlink {
-            name: name.into(),
-            target: target.into(),
-        }
+        Entry::Symlink { name: name.into(), target: target.into() }
     }
     /// The entry's name as given.
     pub fn name(&self) -> &str {
         match self {
-            Entry::File { name, .. } | Entry::Dir { name, .. } | Entry::Symlink { name, .. } => {
-                name
-            }
+            Entry::File { name, .. } | Entry::Dir { name, .. } | Entry::Symlink { name, .. } => name,
         }
     }
 }
@@ -97,10 +81,7 @@ pub enum NewcError {
 /// Checks and normalises an entry name: drops a leading `/` or `./`, refuses empty
 /// names, empty components, `.` and `..` components, NUL bytes and the trailer's name.
 pub fn normalize_name(name: &str) -> Result<String, NewcError> {
-    let bad = |why| NewcError::BadName {
-        name: name.to_string(),
-        why,
-    };
+    let bad = |why| NewcError::BadName { name: name.to_string(), why };
     let mut s = name;
     while let Some(rest) = s.strip_prefix("./") {
         s = rest;
@@ -139,13 +120,7 @@ pub struct NewcWriter<W: Write> {
 impl<W: Write> NewcWriter<W> {
     /// A writer with nothing written yet.
     pub fn new(out: W) -> Self {
-        NewcWriter {
-            out,
-            next_ino: 1,
-            dirs: BTreeSet::new(),
-            names: BTreeSet::new(),
-            written: 0,
-        }
+        NewcWriter { out, next_ino: 1, dirs: BTreeSet::new(), names: BTreeSet::new(), written: 0 }
     }
 
     /// Writes one entry, after any parent directories it needs that are not yet written.
@@ -180,10 +155,7 @@ impl<W: Write> NewcWriter<W> {
     pub fn symlink(&mut self, name: &str, target: &str) -> Result<(), NewcError> {
         let name = self.prepare(name, 0o777)?;
         if target.is_empty() || target.contains('\0') {
-            return Err(NewcError::BadName {
-                name,
-                why: "has an empty symlink target or one with a NUL byte",
-            });
+            return Err(NewcError::BadName { name, why: "has an empty symlink target or one with a NUL byte" });
         }
         self.names.insert(name.clone());
         self.entry(&name, S_IFLNK | 0o777, 1, target.as_bytes())
@@ -228,10 +200,7 @@ impl<W: Write> NewcWriter<W> {
             let parent = &name[..end + i];
             if !self.dirs.contains(parent) {
                 if self.names.contains(parent) {
-                    return Err(NewcError::ParentNotDir {
-                        name: name.to_string(),
-                        parent: parent.to_string(),
-                    });
+                    return Err(NewcError::ParentNotDir { name: name.to_string(), parent: parent.to_string() });
                 }
                 self.dirs.insert(parent.to_string());
                 self.names.insert(parent.to_string());
@@ -243,10 +212,8 @@ impl<W: Write> NewcWriter<W> {
     }
 
     fn entry(&mut self, name: &str, mode: u32, nlink: u32, data: &[u8]) -> Result<(), NewcError> {
-        let size = u32::try_from(data.len()).map_err(|_| NewcError::TooLarge {
-            name: name.to_string(),
-            len: data.len(),
-        })?;
+        let size =
+            u32::try_from(data.len()).map_err(|_| NewcError::TooLarge { name: name.to_string(), len: data.len() })?;
         let ino = self.next_ino;
         self.next_ino += 1;
         self.header(ino, mode, nlink, size, name)?;
@@ -257,14 +224,7 @@ impl<W: Write> NewcWriter<W> {
         Ok(())
     }
 
-    fn header(
-        &mut self,
-        ino: u32,
-        mode: u32,
-        nlink: u32,
-        size: u32,
-        name: &str,
-    ) -> Result<(), NewcError> {
+    fn header(&mut self, ino: u32, mode: u32, nlink: u32, size: u32, name: &str) -> Result<(), NewcError> {
         let namesize = name.len() + 1;
         let fields: [u32; 13] = [
             ino,
@@ -298,10 +258,7 @@ impl<W: Write> NewcWriter<W> {
 
 fn check_mode(name: &str, mode: u32) -> Result<(), NewcError> {
     if mode & !0o7777 != 0 {
-        return Err(NewcError::BadMode {
-            name: name.to_string(),
-            mode,
-        });
+        return Err(NewcError::BadMode { name: name.to_string(), mode });
     }
     Ok(())
 }
@@ -359,9 +316,7 @@ mod tests {
             let name_start = pos + HEADER_LEN;
             let name_bytes = &buf[name_start..name_start + namesize];
             assert_eq!(*name_bytes.last().unwrap(), 0, "name not NUL-terminated");
-            let name = std::str::from_utf8(&name_bytes[..namesize - 1])
-                .unwrap()
-                .to_string();
+            let name = std::str::from_utf8(&name_bytes[..namesize - 1]).unwrap().to_string();
             let mut data_start = name_start + namesize;
             while data_start & 3 != 0 {
                 assert_eq!(buf[data_start], 0, "name padding not NUL");
@@ -453,11 +408,7 @@ mod tests {
                 let second = dlen + pad4(dlen);
                 let trailer = HEADER_LEN + TRAILER.len() + 1;
                 let trailer = trailer + pad4(trailer);
-                assert_eq!(
-                    buf.len(),
-                    first + second + trailer,
-                    "nlen {nlen} dlen {dlen}"
-                );
+                assert_eq!(buf.len(), first + second + trailer, "nlen {nlen} dlen {dlen}");
                 let got = read_newc(&buf);
                 assert_eq!(got.len(), 1);
                 assert_eq!(got[0].name, name);
@@ -470,8 +421,8 @@ mod tests {
     fn exact_header_bytes() {
         let buf = write_newc(&[Entry::file("a", 0o644, b"xyz".to_vec())]).unwrap();
         let fields = [
-            "00000001", "000081A4", "00000000", "00000000", "00000001", "00000000", "00000003",
-            "00000000", "00000000", "00000000", "00000000", "00000002", "00000000",
+            "00000001", "000081A4", "00000000", "00000000", "00000001", "00000000", "00000003", "00000000", "00000000",
+            "00000000", "00000000", "00000002", "00000000",
         ];
         let expect_head = format!("070701{}", fields.concat());
         assert_eq!(&buf[..HEADER_LEN], expect_head.as_bytes());
@@ -506,33 +457,12 @@ mod tests {
         let cases: &[(&[Entry], &str)] = &[
             (&[Entry::file("", 0o644, vec![])], "is empty"),
             (&[Entry::file("a/../b", 0o644, vec![])], "`..`"),
-            (
-                &[Entry::file("a//b", 0o644, vec![])],
-                "empty path component",
-            ),
-            (
-                &[Entry::file("TRAILER!!!", 0o644, vec![])],
-                "end of the archive",
-            ),
+            (&[Entry::file("a//b", 0o644, vec![])], "empty path component"),
+            (&[Entry::file("TRAILER!!!", 0o644, vec![])], "end of the archive"),
             (&[Entry::file("a", 0o100644, vec![])], "outside 0o7777"),
-            (
-                &[
-                    Entry::file("a", 0o644, vec![]),
-                    Entry::file("a", 0o644, vec![]),
-                ],
-                "written twice",
-            ),
-            (
-                &[
-                    Entry::file("a", 0o644, vec![]),
-                    Entry::file("a/b", 0o644, vec![]),
-                ],
-                "not a directory",
-            ),
-            (
-                &[Entry::file("a", 0o644, vec![]), Entry::dir("a", 0o755)],
-                "written twice",
-            ),
+            (&[Entry::file("a", 0o644, vec![]), Entry::file("a", 0o644, vec![])], "written twice"),
+            (&[Entry::file("a", 0o644, vec![]), Entry::file("a/b", 0o644, vec![])], "not a directory"),
+            (&[Entry::file("a", 0o644, vec![]), Entry::dir("a", 0o755)], "written twice"),
             (&[Entry::symlink("l", "")], "empty symlink target"),
         ];
         for (entries, want) in cases {
@@ -570,11 +500,7 @@ mod tests {
         let buf = write_newc(&sample()).unwrap();
         child.stdin.take().unwrap().write_all(&buf).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let listed = String::from_utf8(out.stdout).unwrap();
         let names: Vec<_> = read_newc(&buf).into_iter().map(|r| r.name).collect();
         assert_eq!(listed.lines().collect::<Vec<_>>(), names);

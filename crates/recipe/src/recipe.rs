@@ -163,30 +163,20 @@ pub struct Symlink {
 
 /// Reads and validates a recipe; touches no network.
 pub fn load(path: &Path) -> Result<Recipe, RecipeError> {
-    let bytes = std::fs::read(path).map_err(|source| RecipeError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| RecipeError::Read { path: path.to_path_buf(), source })?;
     parse(path, &bytes)
 }
 
 /// Validates recipe text; `path` names it in errors. The cache key is the sha256 of
 /// `bytes` exactly.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Recipe, RecipeError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| RecipeError::Parse {
-        path: path.to_path_buf(),
-        message: format!("not UTF-8 text: {e}"),
-    })?;
-    let raw: raw::Recipe = toml::from_str(text).map_err(|e| RecipeError::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
-    })?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| RecipeError::Parse { path: path.to_path_buf(), message: format!("not UTF-8 text: {e}") })?;
+    let raw: raw::Recipe = toml::from_str(text)
+        .map_err(|e| RecipeError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
     let v = Validator { path };
     let recipe = v.recipe(raw)?;
-    Ok(Recipe {
-        key: hex(&Sha256::digest(bytes)),
-        ..recipe
-    })
+    Ok(Recipe { key: hex(&Sha256::digest(bytes)), ..recipe })
 }
 
 /// Lower-case hex of `bytes`.
@@ -205,11 +195,7 @@ struct Validator<'a> {
 
 impl Validator<'_> {
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> RecipeError {
-        RecipeError::Invalid {
-            path: self.path.to_path_buf(),
-            field: field.into(),
-            message: message.into(),
-        }
+        RecipeError::Invalid { path: self.path.to_path_buf(), field: field.into(), message: message.into() }
     }
 
     fn recipe(&self, raw: raw::Recipe) -> Result<Recipe, RecipeError> {
@@ -220,19 +206,12 @@ impl Validator<'_> {
             "rv64" => Arch::Rv64,
             "rv32" => Arch::Rv32,
             other => {
-                return Err(self.err(
-                    "arch",
-                    format!(
-                        "{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\""
-                    ),
-                ))
+                return Err(self
+                    .err("arch", format!("{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\"")))
             }
         };
         if raw.append.contains(['\n', '\r', '\0']) {
-            return Err(self.err(
-                "append",
-                "holds a newline or NUL; a kernel command line is one line",
-            ));
+            return Err(self.err("append", "holds a newline or NUL; a kernel command line is one line"));
         }
         let mirror = match raw.mirror {
             None => DEFAULT_MIRROR.to_string(),
@@ -244,18 +223,13 @@ impl Validator<'_> {
                     )
                 })?;
                 if rest.trim_end_matches('/').is_empty() || rest.contains(char::is_whitespace) {
-                    return Err(
-                        self.err("mirror", format!("{m:?} has no host, or holds whitespace"))
-                    );
+                    return Err(self.err("mirror", format!("{m:?} has no host, or holds whitespace")));
                 }
                 m.trim_end_matches('/').to_string()
             }
         };
         if raw.package.is_empty() {
-            return Err(self.err(
-                "package",
-                "no [[package]] tables; at least the one holding the kernel is needed",
-            ));
+            return Err(self.err("package", "no [[package]] tables; at least the one holding the kernel is needed"));
         }
         let mut packages = Vec::new();
         for (i, p) in raw.package.into_iter().enumerate() {
@@ -289,16 +263,11 @@ impl Validator<'_> {
                 ));
             }
             // A path cannot be both a file or link and the parent of another path.
-            if let Some((_, under)) = seen
-                .iter()
-                .find(|(p, _)| p.starts_with(&format!("{path}/")))
-            {
+            if let Some((_, under)) = seen.iter().find(|(p, _)| p.starts_with(&format!("{path}/"))) {
                 if !field.starts_with("init.directories") {
                     return Err(self.err(
                         field.clone(),
-                        format!(
-                            "{path:?} is a file or link, but `{under}` puts something inside it"
-                        ),
+                        format!("{path:?} is a file or link, but `{under}` puts something inside it"),
                     ));
                 }
             }
@@ -312,10 +281,9 @@ impl Validator<'_> {
                 ))
             }
             _ => {
-                return Err(self.err(
-                    kernels[1].clone(),
-                    format!("a second kernel; `{}` is already the kernel", kernels[0]),
-                ))
+                return Err(
+                    self.err(kernels[1].clone(), format!("a second kernel; `{}` is already the kernel", kernels[0]))
+                )
             }
         }
 
@@ -334,11 +302,8 @@ impl Validator<'_> {
     fn package(&self, i: usize, p: raw::Package) -> Result<Package, RecipeError> {
         let f = |name: &str| format!("package[{i}].{name}");
         let name_ok = p.name.len() >= 2
-            && p.name
-                .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && p.name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+            && p.name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && p.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
         if !name_ok {
             return Err(self.err(
                 f("name"),
@@ -347,53 +312,39 @@ impl Validator<'_> {
         }
         let version_ok = !p.version.is_empty()
             && p.version.starts_with(|c: char| c.is_ascii_digit())
-            && p.version
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".+-~:".contains(c));
+            && p.version.chars().all(|c| c.is_ascii_alphanumeric() || ".+-~:".contains(c));
         if !version_ok {
             return Err(self.err(
                 f("version"),
                 format!("{:?} is not a Debian version (accepted: [epoch:]upstream[-revision], starting with a digit, of A-Z a-z 0-9 . + - ~ :)", p.version),
             ));
         }
-        let arch_ok = !p.arch.is_empty()
-            && p.arch
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        let arch_ok =
+            !p.arch.is_empty() && p.arch.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !arch_ok {
             return Err(self.err(
                 f("arch"),
-                format!(
-                    "{:?} is not a Debian architecture (accepted: e.g. \"riscv64\", \"all\")",
-                    p.arch
-                ),
+                format!("{:?} is not a Debian architecture (accepted: e.g. \"riscv64\", \"all\")", p.arch),
             ));
         }
-        if p.sha256.len() != 64
-            || !p
-                .sha256
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-        {
+        if p.sha256.len() != 64 || !p.sha256.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
             return Err(self.err(
                 f("sha256"),
-                format!("{:?}: accepted is 64 lower-case hex digits (the SHA256 field of the Packages index)", p.sha256),
+                format!(
+                    "{:?}: accepted is 64 lower-case hex digits (the SHA256 field of the Packages index)",
+                    p.sha256
+                ),
             ));
         }
         // The pool path is the `Filename:` field of the Packages index. Its directory
         // depends on the source package, which the binary name does not tell, so the
         // recipe states it; its file name must agree with name, version and arch.
-        let upstream = p
-            .version
-            .split_once(':')
-            .map_or(p.version.as_str(), |(_, v)| v);
+        let upstream = p.version.split_once(':').map_or(p.version.as_str(), |(_, v)| v);
         let file = format!("{}_{}_{}.deb", p.name, upstream, p.arch);
         let pool_ok = p.pool.starts_with("pool/")
             && !p.pool.contains("//")
             && p.pool.split('/').all(|c| c != ".." && c != ".")
-            && !p
-                .pool
-                .contains(|c: char| c.is_whitespace() || c == '?' || c == '#');
+            && !p.pool.contains(|c: char| c.is_whitespace() || c == '?' || c == '#');
         if !pool_ok {
             return Err(self.err(
                 f("pool"),
@@ -413,33 +364,21 @@ impl Validator<'_> {
         for (j, raw) in p.files.into_iter().enumerate() {
             let ff = |name: &str| format!("package[{i}].files[{j}].{name}");
             let from = self
-                .rel_path(
-                    &ff("from"),
-                    raw.from.trim_start_matches("./").trim_start_matches('/'),
-                )
+                .rel_path(&ff("from"), raw.from.trim_start_matches("./").trim_start_matches('/'))
                 .map_err(|m| self.err(ff("from"), m))?;
             let to = if raw.to == "kernel" {
                 if raw.mode.is_some() {
-                    return Err(self.err(
-                        ff("mode"),
-                        "has no meaning for to = \"kernel\" (the kernel is not in the initramfs)",
-                    ));
+                    return Err(
+                        self.err(ff("mode"), "has no meaning for to = \"kernel\" (the kernel is not in the initramfs)")
+                    );
                 }
                 Target::Kernel
             } else {
                 let to = self.rel_path(&ff("to"), &raw.to).map_err(|m| {
-                    self.err(
-                        ff("to"),
-                        format!(
-                            "{m}; accepted: \"kernel\" or a relative path inside the initramfs"
-                        ),
-                    )
+                    self.err(ff("to"), format!("{m}; accepted: \"kernel\" or a relative path inside the initramfs"))
                 })?;
                 if to == "init" {
-                    return Err(self.err(
-                        ff("to"),
-                        "\"init\" is written from [init].script; take the file elsewhere",
-                    ));
+                    return Err(self.err(ff("to"), "\"init\" is written from [init].script; take the file elsewhere"));
                 }
                 Target::Initramfs(to)
             };
@@ -447,26 +386,13 @@ impl Validator<'_> {
                 if mode & !0o7777 != 0 {
                     return Err(self.err(
                         ff("mode"),
-                        format!(
-                            "{mode:#o}: accepted are permission bits 0o0 to 0o7777, e.g. 0o755"
-                        ),
+                        format!("{mode:#o}: accepted are permission bits 0o0 to 0o7777, e.g. 0o755"),
                     ));
                 }
             }
-            files.push(FileMap {
-                from,
-                to,
-                mode: raw.mode,
-            });
+            files.push(FileMap { from, to, mode: raw.mode });
         }
-        Ok(Package {
-            name: p.name,
-            version: p.version,
-            arch: p.arch,
-            sha256: p.sha256,
-            pool: p.pool,
-            files,
-        })
+        Ok(Package { name: p.name, version: p.version, arch: p.arch, sha256: p.sha256, pool: p.pool, files })
     }
 
     fn init(&self, raw: raw::Init) -> Result<Init, RecipeError> {
@@ -492,9 +418,7 @@ impl Validator<'_> {
             let field = format!("init.symlinks[{j}].path");
             let path = self
                 .rel_path(&field, s.path.trim_start_matches('/'))
-                .map_err(|m| {
-                    self.err(&field, format!("{m}; accepted: a path such as \"bin/sh\""))
-                })?;
+                .map_err(|m| self.err(&field, format!("{m}; accepted: a path such as \"bin/sh\"")))?;
             if path == "init" {
                 return Err(self.err(field, "\"init\" is the init script"));
             }
@@ -504,16 +428,9 @@ impl Validator<'_> {
                     "is empty or holds a NUL; accepted: any non-empty link target, e.g. \"busybox\"",
                 ));
             }
-            symlinks.push(Symlink {
-                path,
-                target: s.target.clone(),
-            });
+            symlinks.push(Symlink { path, target: s.target.clone() });
         }
-        Ok(Init {
-            script: raw.script,
-            directories,
-            symlinks,
-        })
+        Ok(Init { script: raw.script, directories, symlinks })
     }
 
     /// A relative path of plain components.

@@ -11,27 +11,15 @@ use std::process::{Command, Stdio};
 #[ignore = "downloads Debian packages and boots QEMU"]
 fn debian_busybox_reaches_init_and_powers_off() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cache = std::env::var_os("TESTBENCH_GUEST_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/guest-cache"));
+    let cache =
+        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
     let recipe = testbench_recipe::load(&root.join("guests/debian-busybox.toml")).unwrap();
-    let image =
-        testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
+    let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
     let out = Command::new("timeout")
         .arg("300")
         .arg(image.arch.qemu())
-        .args([
-            "-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1",
-        ])
-        .args([
-            "-display",
-            "none",
-            "-serial",
-            "stdio",
-            "-monitor",
-            "none",
-            "-no-reboot",
-        ])
+        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1"])
+        .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
         .arg("-kernel")
         .arg(&image.kernel)
         .arg("-initrd")
@@ -42,17 +30,7 @@ fn debian_busybox_reaches_init_and_powers_off() {
         .output()
         .unwrap();
     let serial = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        serial.contains("testbench-guest: init reached"),
-        "no marker; serial:\n{serial}"
-    );
-    assert!(
-        serial.contains("testbench-guest: kernel 6.12.117+deb13-riscv64 on riscv64"),
-        "{serial}"
-    );
-    assert!(
-        out.status.success(),
-        "qemu: {}; serial:\n{serial}",
-        out.status
-    );
+    assert!(serial.contains("testbench-guest: init reached"), "no marker; serial:\n{serial}");
+    assert!(serial.contains("testbench-guest: kernel 6.12.117+deb13-riscv64 on riscv64"), "{serial}");
+    assert!(out.status.success(), "qemu: {}; serial:\n{serial}", out.status);
 }

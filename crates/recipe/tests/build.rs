@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use testbench_recipe::{
-    build_with, fetch_deb, hex, newc, parse, sha256_file, Fetch, HttpFetch, Recipe, RecipeError,
-};
+use testbench_recipe::{build_with, fetch_deb, hex, newc, parse, sha256_file, Fetch, HttpFetch, Recipe, RecipeError};
 
 const MIRROR: &str = "http://mirror.invalid/debian";
 
@@ -46,17 +44,9 @@ fn make_deb(dir: &Path, name: &str, version: &str, files: &[(&str, u32, Vec<u8>)
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode)).unwrap();
     }
     let out = dir.join(format!("{name}.deb"));
-    let st = Command::new("dpkg-deb")
-        .args(["--root-owner-group", "-Zgzip", "-b"])
-        .arg(&root)
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let st =
+        Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "-b"]).arg(&root).arg(&out).output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     std::fs::read(out).unwrap()
 }
 
@@ -70,10 +60,7 @@ struct FakeFetch {
 impl Fetch for FakeFetch {
     fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String> {
         self.calls.lock().unwrap().push(url.to_string());
-        let body = self
-            .bodies
-            .get(url)
-            .ok_or("the server answered HTTP 404 Not Found")?;
+        let body = self.bodies.get(url).ok_or("the server answered HTTP 404 Not Found")?;
         out.write_all(body).map_err(|e| e.to_string())?;
         Ok(body.len() as u64)
     }
@@ -93,26 +80,14 @@ struct Fixture {
 
 fn fixture(name: &str, kernel: Vec<u8>) -> Fixture {
     let dir = scratch(name);
-    let kernel_deb = make_deb(
-        &dir,
-        "fake-kernel",
-        "6.1-1",
-        &[("boot/vmlinux-6.1", 0o644, kernel)],
-    );
+    let kernel_deb = make_deb(&dir, "fake-kernel", "6.1-1", &[("boot/vmlinux-6.1", 0o644, kernel)]);
     let tools_deb = make_deb(
         &dir,
         "fake-tools",
         "1.0-2",
-        &[
-            ("usr/bin/tool", 0o755, b"\x7fELF tool".to_vec()),
-            ("etc/tool.conf", 0o640, b"x = 1\n".to_vec()),
-        ],
+        &[("usr/bin/tool", 0o755, b"\x7fELF tool".to_vec()), ("etc/tool.conf", 0o640, b"x = 1\n".to_vec())],
     );
-    Fixture {
-        dir,
-        kernel_deb,
-        tools_deb,
-    }
+    Fixture { dir, kernel_deb, tools_deb }
 }
 
 fn pool(name: &str, version: &str) -> String {
@@ -150,7 +125,8 @@ script = "#!/bin/sh\necho hello\n"
     )
 }
 
-const TOOLS_FILES: &str = r#"{ from = "usr/bin/tool", to = "bin/tool" }, { from = "etc/tool.conf", to = "etc/tool.conf", mode = 0o600 }"#;
+const TOOLS_FILES: &str =
+    r#"{ from = "usr/bin/tool", to = "bin/tool" }, { from = "etc/tool.conf", to = "etc/tool.conf", mode = 0o600 }"#;
 
 fn sha(b: &[u8]) -> String {
     use sha2::Digest;
@@ -159,18 +135,9 @@ fn sha(b: &[u8]) -> String {
 
 fn fetcher(f: &Fixture) -> FakeFetch {
     let mut m = HashMap::new();
-    m.insert(
-        format!("{MIRROR}/{}", pool("fake-kernel", "6.1-1")),
-        f.kernel_deb.clone(),
-    );
-    m.insert(
-        format!("{MIRROR}/{}", pool("fake-tools", "1.0-2")),
-        f.tools_deb.clone(),
-    );
-    FakeFetch {
-        bodies: Arc::new(m),
-        ..Default::default()
-    }
+    m.insert(format!("{MIRROR}/{}", pool("fake-kernel", "6.1-1")), f.kernel_deb.clone());
+    m.insert(format!("{MIRROR}/{}", pool("fake-tools", "1.0-2")), f.tools_deb.clone());
+    FakeFetch { bodies: Arc::new(m), ..Default::default() }
 }
 
 fn recipe(f: &Fixture, text: &str) -> Recipe {
@@ -185,13 +152,10 @@ fn list_cpio(buf: &[u8]) -> Vec<(String, u32, Vec<u8>)> {
         let h = &buf[pos..pos + newc::HEADER_LEN];
         assert_eq!(&h[..6], newc::MAGIC);
         let field = |i: usize| {
-            u32::from_str_radix(std::str::from_utf8(&h[6 + 8 * i..14 + 8 * i]).unwrap(), 16)
-                .unwrap() as usize
+            u32::from_str_radix(std::str::from_utf8(&h[6 + 8 * i..14 + 8 * i]).unwrap(), 16).unwrap() as usize
         };
         let (size, namesize) = (field(6), field(11));
-        let name = std::str::from_utf8(&buf[pos + 110..pos + 110 + namesize - 1])
-            .unwrap()
-            .to_string();
+        let name = std::str::from_utf8(&buf[pos + 110..pos + 110 + namesize - 1]).unwrap().to_string();
         let data_at = pos + 110 + namesize;
         let data_at = data_at + newc::pad4(data_at);
         pos = data_at + size + newc::pad4(size);
@@ -210,10 +174,7 @@ fn leftovers(cache: &Path) -> Vec<String> {
         .filter(|n| n.starts_with('.'))
         .collect();
     if let Ok(rd) = std::fs::read_dir(cache.join("debs")) {
-        v.extend(
-            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with('.')),
-        );
+        v.extend(rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with('.')));
     }
     v
 }
@@ -284,11 +245,7 @@ fn sha_mismatch_names_package_expected_got_and_keeps_nothing() {
     let cache = f.dir.join("cache");
     let err = build_with(&r, &cache, &mut fetcher(&f), &mut |_| {}).unwrap_err();
     match &err {
-        RecipeError::Checksum {
-            package,
-            expected,
-            got,
-        } => {
+        RecipeError::Checksum { package, expected, got } => {
             assert_eq!(package, "fake-tools");
             assert_eq!(expected, &wrong);
             assert_eq!(got, &sha(&f.tools_deb));
@@ -299,10 +256,7 @@ fn sha_mismatch_names_package_expected_got_and_keeps_nothing() {
     assert!(msg.contains("fake-tools") && msg.contains(&wrong) && msg.contains(&sha(&f.tools_deb)));
     // The bad download is gone, the good one stays, no temp folders are left, no image.
     assert!(!cache.join("debs").join(format!("{wrong}.deb")).exists());
-    assert!(cache
-        .join("debs")
-        .join(format!("{}.deb", sha(&f.kernel_deb)))
-        .exists());
+    assert!(cache.join("debs").join(format!("{}.deb", sha(&f.kernel_deb))).exists());
     assert!(leftovers(&cache).is_empty(), "{:?}", leftovers(&cache));
     assert!(!cache.join(&r.key).exists());
     let _ = std::fs::remove_dir_all(&f.dir);
@@ -332,10 +286,7 @@ script = "#!/bin/sh"
     let pkg = &r.packages[0];
     let mut m = HashMap::new();
     m.insert(pkg.url(&r.mirror), body.clone());
-    let mut fetch = FakeFetch {
-        bodies: Arc::new(m),
-        ..Default::default()
-    };
+    let mut fetch = FakeFetch { bodies: Arc::new(m), ..Default::default() };
     let debs = dir.join("debs");
     let p = fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |_| {}).unwrap();
     assert_eq!(p, debs.join(format!("{good}.deb")));
@@ -346,22 +297,14 @@ script = "#!/bin/sh"
     // A corrupted cached copy is replaced.
     std::fs::write(&p, b"corrupt").unwrap();
     let mut logs = Vec::new();
-    fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |l| {
-        logs.push(l.to_string())
-    })
-    .unwrap();
+    fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |l| logs.push(l.to_string())).unwrap();
     assert_eq!(fetch.calls(), 2);
     assert_eq!(std::fs::read(&p).unwrap(), body);
-    assert!(
-        logs.iter().any(|l| l.contains("downloading again")),
-        "{logs:?}"
-    );
+    assert!(logs.iter().any(|l| l.contains("downloading again")), "{logs:?}");
     // A download failure names the package and the URL.
     let mut empty = FakeFetch::default();
     std::fs::remove_file(&p).unwrap();
-    let err = fetch_deb(&mut empty, pkg, &r.mirror, &debs, &mut |_| {})
-        .unwrap_err()
-        .to_string();
+    let err = fetch_deb(&mut empty, pkg, &r.mirror, &debs, &mut |_| {}).unwrap_err().to_string();
     assert_eq!(
         err,
         "package pk: downloading http://deb.debian.org/debian/pool/main/p/pk/pk_1_all.deb: the server answered HTTP 404 Not Found"
@@ -377,10 +320,7 @@ fn missing_file_names_package_and_path_only() {
     let r = recipe(&f, &recipe_text(&f, &sha(&f.tools_deb), files));
     let cache = f.dir.join("cache");
     let err = build_with(&r, &cache, &mut fetcher(&f), &mut |_| {}).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "package fake-tools: has no file usr/bin/nope"
-    );
+    assert_eq!(err.to_string(), "package fake-tools: has no file usr/bin/nope");
     assert!(leftovers(&cache).is_empty());
     assert!(!cache.join(&r.key).exists());
     let _ = std::fs::remove_dir_all(&f.dir);
@@ -391,13 +331,8 @@ fn directory_is_not_a_file() {
     let f = fixture("dir", fake_image());
     let files = r#"{ from = "usr/bin", to = "bin/x" }"#;
     let r = recipe(&f, &recipe_text(&f, &sha(&f.tools_deb), files));
-    let err = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("package fake-tools: usr/bin is a directory"),
-        "{err}"
-    );
+    let err = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("package fake-tools: usr/bin is a directory"), "{err}");
     let _ = std::fs::remove_dir_all(&f.dir);
 }
 
@@ -409,15 +344,9 @@ fn gzipped_kernel_is_decompressed() {
     let f = fixture("gzip", gz.finish().unwrap());
     let r = recipe(&f, &recipe_text(&f, &sha(&f.tools_deb), TOOLS_FILES));
     let mut logs = Vec::new();
-    let img = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |m| {
-        logs.push(m.to_string())
-    })
-    .unwrap();
+    let img = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |m| logs.push(m.to_string())).unwrap();
     assert_eq!(std::fs::read(&img.kernel).unwrap(), fake_image());
-    assert!(
-        logs.iter().any(|l| l.contains("gzip'd; decompressed")),
-        "{logs:?}"
-    );
+    assert!(logs.iter().any(|l| l.contains("gzip'd; decompressed")), "{logs:?}");
     let _ = std::fs::remove_dir_all(&f.dir);
 }
 
@@ -425,13 +354,8 @@ fn gzipped_kernel_is_decompressed() {
 fn unloadable_kernel_is_refused() {
     let f = fixture("badkernel", b"plain text, not a kernel".repeat(10));
     let r = recipe(&f, &recipe_text(&f, &sha(&f.tools_deb), TOOLS_FILES));
-    let err = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.starts_with("package fake-kernel: kernel file boot/vmlinux-6.1: is not an ELF"),
-        "{err}"
-    );
+    let err = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |_| {}).unwrap_err().to_string();
+    assert!(err.starts_with("package fake-kernel: kernel file boot/vmlinux-6.1: is not an ELF"), "{err}");
     let _ = std::fs::remove_dir_all(&f.dir);
 }
 
@@ -492,14 +416,9 @@ fn http_deadline_says_what_it_waited_for() {
         std::thread::sleep(Duration::from_millis(2500));
         drop(conn);
     });
-    let mut fetch = HttpFetch {
-        connect_timeout: Duration::from_secs(1),
-        deadline: Duration::from_secs(1),
-    };
+    let mut fetch = HttpFetch { connect_timeout: Duration::from_secs(1), deadline: Duration::from_secs(1) };
     let mut out = Vec::new();
-    let err = fetch
-        .fetch(&format!("http://{addr}/pool/x.deb"), &mut out)
-        .unwrap_err();
+    let err = fetch.fetch(&format!("http://{addr}/pool/x.deb"), &mut out).unwrap_err();
     assert!(err.contains("overall deadline of 1s passed"), "{err}");
     server.join().unwrap();
 }
@@ -517,12 +436,9 @@ fn http_status_is_reported() {
         while reader.read_line(&mut line).unwrap() > 2 {
             line.clear();
         }
-        conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
     });
-    let err = HttpFetch::default()
-        .fetch(&format!("http://{addr}/pool/x.deb"), &mut Vec::new())
-        .unwrap_err();
+    let err = HttpFetch::default().fetch(&format!("http://{addr}/pool/x.deb"), &mut Vec::new()).unwrap_err();
     assert!(err.contains("HTTP 404"), "{err}");
     server.join().unwrap();
 }

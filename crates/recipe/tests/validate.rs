@@ -43,10 +43,7 @@ fn good_recipe_validates() {
     assert_eq!(r.packages.len(), 2);
     assert_eq!(r.packages[0].files[0].to, Target::Kernel);
     assert_eq!(r.packages[1].files[0].from, "usr/bin/busybox");
-    assert_eq!(
-        r.packages[1].files[0].to,
-        Target::Initramfs("bin/busybox".into())
-    );
+    assert_eq!(r.packages[1].files[0].to, Target::Initramfs("bin/busybox".into()));
     assert_eq!(r.packages[1].files[0].mode, Some(0o755));
     assert_eq!(r.init.directories, ["proc", "sys"]);
     assert_eq!(r.key.len(), 64);
@@ -82,144 +79,44 @@ fn missing_file_is_a_read_error_naming_it() {
 /// (what to replace in GOOD, its replacement, the field the error must name (or "" for
 /// a parse error), words the message must hold).
 const BAD: &[(&str, &str, &str, &[&str])] = &[
-    (
-        "arch = \"rv64\"",
-        "arch = \"x86\"",
-        "arch",
-        &["\"rv64\"", "\"rv32\""],
-    ),
-    (
-        "description = \"test guest\"",
-        "description = \" \"",
-        "description",
-        &["empty"],
-    ),
-    (
-        "append = \"console=ttyS0 panic=-1\"",
-        "append = \"a\\nb\"",
-        "append",
-        &["one line"],
-    ),
+    ("arch = \"rv64\"", "arch = \"x86\"", "arch", &["\"rv64\"", "\"rv32\""]),
+    ("description = \"test guest\"", "description = \" \"", "description", &["empty"]),
+    ("append = \"console=ttyS0 panic=-1\"", "append = \"a\\nb\"", "append", &["one line"]),
     (
         "append = \"console=ttyS0 panic=-1\"",
         "append = \"x\"\nmirror = \"https://deb.debian.org/debian\"",
         "mirror",
         &["http://"],
     ),
-    (
-        "name = \"busybox-static\"",
-        "name = \"BusyBox\"",
-        "package[1].name",
-        &["a-z"],
-    ),
-    (
-        "version = \"1:1.37.0-6+b9\"",
-        "version = \"latest\"",
-        "package[1].version",
-        &["starting with a digit"],
-    ),
-    (
-        "arch = \"riscv64\"\nsha256 = \"4add",
-        "arch = \"RISC V\"\nsha256 = \"4add",
-        "package[1].arch",
-        &["riscv64"],
-    ),
-    (
-        "sha256 = \"4add476d",
-        "sha256 = \"4ADD476d",
-        "package[1].sha256",
-        &["64 lower-case hex"],
-    ),
-    (
-        "b9_riscv64.deb\"",
-        "b9_amd64.deb\"",
-        "package[1].pool",
-        &["busybox-static_1.37.0-6+b9_riscv64.deb"],
-    ),
-    (
-        "pool = \"pool/main/b/",
-        "pool = \"dists/../pool/main/b/",
-        "package[1].pool",
-        &["\"pool/\""],
-    ),
-    (
-        "to = \"bin/busybox\"",
-        "to = \"/bin/busybox\"",
-        "package[1].files[0].to",
-        &["absolute", "\"kernel\""],
-    ),
-    (
-        "to = \"bin/busybox\"",
-        "to = \"bin/../busybox\"",
-        "package[1].files[0].to",
-        &["`..`"],
-    ),
-    (
-        "to = \"bin/busybox\"",
-        "to = \"init\"",
-        "package[1].files[0].to",
-        &["[init].script"],
-    ),
-    (
-        "mode = 0o755",
-        "mode = 0o100755",
-        "package[1].files[0].mode",
-        &["0o7777"],
-    ),
-    (
-        "to = \"kernel\" }",
-        "to = \"kernel\", mode = 0o644 }",
-        "package[0].files[0].mode",
-        &["kernel"],
-    ),
+    ("name = \"busybox-static\"", "name = \"BusyBox\"", "package[1].name", &["a-z"]),
+    ("version = \"1:1.37.0-6+b9\"", "version = \"latest\"", "package[1].version", &["starting with a digit"]),
+    ("arch = \"riscv64\"\nsha256 = \"4add", "arch = \"RISC V\"\nsha256 = \"4add", "package[1].arch", &["riscv64"]),
+    ("sha256 = \"4add476d", "sha256 = \"4ADD476d", "package[1].sha256", &["64 lower-case hex"]),
+    ("b9_riscv64.deb\"", "b9_amd64.deb\"", "package[1].pool", &["busybox-static_1.37.0-6+b9_riscv64.deb"]),
+    ("pool = \"pool/main/b/", "pool = \"dists/../pool/main/b/", "package[1].pool", &["\"pool/\""]),
+    ("to = \"bin/busybox\"", "to = \"/bin/busybox\"", "package[1].files[0].to", &["absolute", "\"kernel\""]),
+    ("to = \"bin/busybox\"", "to = \"bin/../busybox\"", "package[1].files[0].to", &["`..`"]),
+    ("to = \"bin/busybox\"", "to = \"init\"", "package[1].files[0].to", &["[init].script"]),
+    ("mode = 0o755", "mode = 0o100755", "package[1].files[0].mode", &["0o7777"]),
+    ("to = \"kernel\" }", "to = \"kernel\", mode = 0o644 }", "package[0].files[0].mode", &["kernel"]),
     (
         "to = \"bin/busybox\", mode = 0o755",
         "to = \"kernel\"",
         "package[1].files[0].to",
         &["second kernel", "package[0].files[0].to"],
     ),
-    (
-        "to = \"kernel\" }",
-        "to = \"boot/vmlinux\" }",
-        "package[].files[].to",
-        &["exactly one"],
-    ),
+    ("to = \"kernel\" }", "to = \"boot/vmlinux\" }", "package[].files[].to", &["exactly one"]),
     (
         "path = \"bin/sh\"",
         "path = \"bin/busybox\"",
         "init.symlinks[0].path",
         &["already written by `package[1].files[0].to`"],
     ),
-    (
-        "path = \"bin/sh\"",
-        "path = \"bin/busybox/sh\"",
-        "package[1].files[0].to",
-        &["puts something inside it"],
-    ),
-    (
-        "target = \"busybox\"",
-        "target = \"\"",
-        "init.symlinks[0].target",
-        &["non-empty"],
-    ),
-    (
-        "[\"proc\", \"/sys/\"]",
-        "[\"proc\", \"proc\"]",
-        "init.directories[1]",
-        &["already written"],
-    ),
-    (
-        "[\"proc\", \"/sys/\"]",
-        "[\"\"]",
-        "init.directories[0]",
-        &["empty"],
-    ),
-    (
-        "#!/bin/busybox sh\n",
-        "echo no shebang\n",
-        "init.script",
-        &["#!"],
-    ),
+    ("path = \"bin/sh\"", "path = \"bin/busybox/sh\"", "package[1].files[0].to", &["puts something inside it"]),
+    ("target = \"busybox\"", "target = \"\"", "init.symlinks[0].target", &["non-empty"]),
+    ("[\"proc\", \"/sys/\"]", "[\"proc\", \"proc\"]", "init.directories[1]", &["already written"]),
+    ("[\"proc\", \"/sys/\"]", "[\"\"]", "init.directories[0]", &["empty"]),
+    ("#!/bin/busybox sh\n", "echo no shebang\n", "init.script", &["#!"]),
     (
         "files = [{ from = \"/usr/bin/busybox\", to = \"bin/busybox\", mode = 0o755 }]",
         "files = []",
@@ -227,24 +124,9 @@ const BAD: &[(&str, &str, &str, &[&str])] = &[
         &["at least one"],
     ),
     // Parse errors: unknown fields, missing fields, wrong types (toml names the key).
-    (
-        "arch = \"rv64\"",
-        "arch = \"rv64\"\nkernel = \"x\"",
-        "",
-        &["unknown field `kernel`", "expected one of"],
-    ),
-    (
-        "to = \"bin/busybox\"",
-        "to = \"bin/busybox\", owner = 0",
-        "",
-        &["unknown field `owner`"],
-    ),
-    (
-        "append = \"console=ttyS0 panic=-1\"\n",
-        "",
-        "",
-        &["missing field `append`"],
-    ),
+    ("arch = \"rv64\"", "arch = \"rv64\"\nkernel = \"x\"", "", &["unknown field `kernel`", "expected one of"]),
+    ("to = \"bin/busybox\"", "to = \"bin/busybox\", owner = 0", "", &["unknown field `owner`"]),
+    ("append = \"console=ttyS0 panic=-1\"\n", "", "", &["missing field `append`"]),
     (
         "sha256 = \"4add476d2b185c5b487c285b38d790f0881a7e4a8e2ddde835f917e770eb8633\"\n",
         "",

@@ -71,7 +71,8 @@ impl BuildKey {
     }
 
     pub fn describe(&self) -> String {
-        let features = if self.features.is_empty() { String::new() } else { format!(" --features {}", self.features.join(",")) };
+        let features =
+            if self.features.is_empty() { String::new() } else { format!(" --features {}", self.features.join(",")) };
         format!("{} {} ({}, {}{})", self.package, self.bin, self.arch, self.profile.name(), features)
     }
 }
@@ -114,7 +115,16 @@ impl Builder {
             .cwd(&self.root)
             .args(["build", "--manifest-path"])
             .arg(self.root.join(GUEST_MANIFEST))
-            .args(["--target", key.arch.target_triple(), "--profile", key.profile.name(), "-p", &key.package, "--bin", &key.bin])
+            .args([
+                "--target",
+                key.arch.target_triple(),
+                "--profile",
+                key.profile.name(),
+                "-p",
+                &key.package,
+                "--bin",
+                &key.bin,
+            ])
             .args(["--message-format", "json-render-diagnostics", "--target-dir"])
             .arg(&target_dir)
             // The bench's own `cargo run` must not steer the guest's build.
@@ -130,14 +140,21 @@ impl Builder {
         let output = cmd.output().map_err(|error| error.to_string())?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!("cargo failed to build {} ({}):\n{}", key.describe(), output.status, stderr.trim_end()));
+            return Err(format!(
+                "cargo failed to build {} ({}):\n{}",
+                key.describe(),
+                output.status,
+                stderr.trim_end()
+            ));
         }
-        let executable = executable_from_messages(&output.stdout, &key.bin)
-            .ok_or_else(|| format!("cargo built {} but its messages name no executable for bin {:?}", key.describe(), key.bin))?;
+        let executable = executable_from_messages(&output.stdout, &key.bin).ok_or_else(|| {
+            format!("cargo built {} but its messages name no executable for bin {:?}", key.describe(), key.bin)
+        })?;
         let dir = self.run_dir.join("build").join(key.arch.name()).join(key.slug());
         std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
         let copy = dir.join(&key.bin);
-        std::fs::copy(&executable, &copy).map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
+        std::fs::copy(&executable, &copy)
+            .map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
         log(&format!("built {} in {:.1}s", key.describe(), start.elapsed().as_secs_f64()));
         Ok(Artifact { path: copy })
     }
@@ -167,7 +184,8 @@ mod tests {
 
     #[test]
     fn the_executable_is_the_one_cargo_reports_for_the_bin() {
-        let messages = br#"{"reason":"compiler-artifact","target":{"name":"other","kind":["bin"]},"executable":"/t/other"}
+        let messages =
+            br#"{"reason":"compiler-artifact","target":{"name":"other","kind":["bin"]},"executable":"/t/other"}
 not json at all
 {"reason":"compiler-artifact","target":{"name":"smoke","kind":["lib"]},"executable":null}
 {"reason":"compiler-artifact","target":{"name":"smoke","kind":["bin"]},"executable":"/t/a/smoke"}

@@ -80,8 +80,12 @@ pub const SWEEP_MAX: usize = 10_000;
 pub fn parse_sweep(text: &str) -> Result<Vec<u64>, String> {
     let accepted = "a range such as 1..20 (both ends included) or a list such as 3,5,9";
     let seeds: Vec<u64> = if let Some((low, high)) = text.split_once("..") {
-        let low: u64 = low.trim().parse().map_err(|_| format!("--sweep {text:?}: {low:?} is not a seed; accepted: {accepted}"))?;
-        let high: u64 = high.trim().parse().map_err(|_| format!("--sweep {text:?}: {high:?} is not a seed; accepted: {accepted}"))?;
+        let low: u64 =
+            low.trim().parse().map_err(|_| format!("--sweep {text:?}: {low:?} is not a seed; accepted: {accepted}"))?;
+        let high: u64 = high
+            .trim()
+            .parse()
+            .map_err(|_| format!("--sweep {text:?}: {high:?} is not a seed; accepted: {accepted}"))?;
         if high < low {
             return Err(format!("--sweep {text:?}: the range is empty; accepted: {accepted}"));
         }
@@ -92,7 +96,10 @@ pub fn parse_sweep(text: &str) -> Result<Vec<u64>, String> {
     } else {
         let mut seeds = Vec::new();
         for item in text.split(',') {
-            let seed: u64 = item.trim().parse().map_err(|_| format!("--sweep {text:?}: {item:?} is not a seed; accepted: {accepted}"))?;
+            let seed: u64 = item
+                .trim()
+                .parse()
+                .map_err(|_| format!("--sweep {text:?}: {item:?} is not a seed; accepted: {accepted}"))?;
             if seeds.contains(&seed) {
                 return Err(format!("--sweep {text:?}: seed {seed} is named twice"));
             }
@@ -111,7 +118,9 @@ impl Flags {
     pub fn validate(self) -> Result<Options, String> {
         let arch = match self.arch.as_deref() {
             None => None,
-            Some(name) => Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64 or rv32"))?),
+            Some(name) => {
+                Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64 or rv32"))?)
+            }
         };
         let format = match self.message_format.as_str() {
             "human" => MessageFormat::Human,

@@ -137,7 +137,8 @@ impl Cmd {
             .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
-        let status = wait_deadline(&mut child, self.timeout).map_err(|source| CmdError::Wait { command: self.display(), source })?;
+        let status = wait_deadline(&mut child, self.timeout)
+            .map_err(|source| CmdError::Wait { command: self.display(), source })?;
         let Some(status) = status else {
             return Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() });
         };
@@ -152,7 +153,9 @@ impl Cmd {
             .stdin(Stdio::null())
             .spawn()
             .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
-        match wait_deadline(&mut child, self.timeout).map_err(|source| CmdError::Wait { command: self.display(), source })? {
+        match wait_deadline(&mut child, self.timeout)
+            .map_err(|source| CmdError::Wait { command: self.display(), source })?
+        {
             Some(status) => Ok(status),
             None => Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() }),
         }
@@ -210,7 +213,10 @@ mod tests {
 
     #[test]
     fn output_captures_both_streams() {
-        let out = Cmd::new("sh", "sh", Duration::from_secs(10)).args(["-c", "echo out; echo err >&2; exit 3"]).output().unwrap();
+        let out = Cmd::new("sh", "sh", Duration::from_secs(10))
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .output()
+            .unwrap();
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
         assert_eq!(out.status.code(), Some(3));
@@ -220,7 +226,10 @@ mod tests {
     fn quoting_round_trips_through_a_shell() {
         let words = ["plain", "with space", "it's", "", "a=b"];
         let line = words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ");
-        let out = Cmd::new("sh", "sh", Duration::from_secs(10)).args(["-c", &format!("for w in {line}; do printf '<%s>' \"$w\"; done")]).output().unwrap();
+        let out = Cmd::new("sh", "sh", Duration::from_secs(10))
+            .args(["-c", &format!("for w in {line}; do printf '<%s>' \"$w\"; done")])
+            .output()
+            .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "<plain><with space><it's><><a=b>");
     }
 }

@@ -8,6 +8,7 @@
 use testbench_recipe::newc::{write_newc, Entry};
 
 pub fn programs_archive(programs: &[(String, Vec<u8>)]) -> Result<Vec<u8>, String> {
-    let entries: Vec<Entry> = programs.iter().map(|(name, data)| Entry::file(name.clone(), 0o755, data.clone())).collect();
+    let entries: Vec<Entry> =
+        programs.iter().map(|(name, data)| Entry::file(name.clone(), 0o755, data.clone())).collect();
     write_newc(&entries).map_err(|e| format!("failed to pack the programs: {e}"))
 }

@@ -43,7 +43,11 @@ pub fn probe(arch: Arch) -> Result<String, String> {
         Err(error) => Err(format!("{qemu} cannot run ({}): {error}", how_to_replace(arch))),
         Ok(out) if !out.status.success() => {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            Err(format!("{qemu} -version failed ({}): {}", out.status, last_lines(&stderr, STDERR_TAIL_LINES).join(" | ")))
+            Err(format!(
+                "{qemu} -version failed ({}): {}",
+                out.status,
+                last_lines(&stderr, STDERR_TAIL_LINES).join(" | ")
+            ))
         }
         Ok(out) => Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string()),
     }
@@ -56,8 +60,15 @@ fn how_to_replace(arch: Arch) -> String {
 /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
 pub fn firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
     let qemu = qemu_binary(arch);
-    let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE).args(["-L", "help"]).output().map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&out.stdout).lines().map(|l| PathBuf::from(l.trim())).filter(|p| p.is_absolute()).collect())
+    let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE)
+        .args(["-L", "help"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| PathBuf::from(l.trim()))
+        .filter(|p| p.is_absolute())
+        .collect())
 }
 
 /// The image QEMU's `-bios default` loads on `virt` for this width.
@@ -87,7 +98,10 @@ pub fn check_firmware(arch: Arch, firmware: &Firmware, root: &Path, field: &str)
                 Ok(())
             } else {
                 let shown: Vec<_> = dirs.iter().map(|d| d.display().to_string()).collect();
-                Err(format!("firmware not found: QEMU's {name} is in none of its data directories ({})", shown.join(", ")))
+                Err(format!(
+                    "firmware not found: QEMU's {name} is in none of its data directories ({})",
+                    shown.join(", ")
+                ))
             }
         }
     }
@@ -138,7 +152,9 @@ impl BootSpec {
         if let Some(seed) = self.seed {
             cmd = cmd.args(["-seed", &seed.to_string()]);
         }
-        cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"]).args(qmp_args).args(&self.extra_args)
+        cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"])
+            .args(qmp_args)
+            .args(&self.extra_args)
     }
 
     /// Boot once. Call from the thread that will wait for QEMU (see `command`).
@@ -147,9 +163,13 @@ impl BootSpec {
         let qmp = QmpListener::new().map_err(|e| format!("failed to listen for QMP: {e}"))?;
         let cmd = self.command(root, &qmp.qemu_args());
         let command_line = cmd.display();
-        std::fs::write(self.dir.join("command-line"), format!("cd {} && {command_line}\n", shell_quote(&root.display().to_string())))
-            .map_err(|e| format!("failed to write the command line: {e}"))?;
-        let mut console = std::fs::File::create(self.dir.join("console.log")).map_err(|e| format!("failed to create console.log: {e}"))?;
+        std::fs::write(
+            self.dir.join("command-line"),
+            format!("cd {} && {command_line}\n", shell_quote(&root.display().to_string())),
+        )
+        .map_err(|e| format!("failed to write the command line: {e}"))?;
+        let mut console = std::fs::File::create(self.dir.join("console.log"))
+            .map_err(|e| format!("failed to create console.log: {e}"))?;
 
         let start = Instant::now();
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
@@ -219,12 +239,17 @@ impl BootSpec {
             }
             None if console_closed => {
                 drop(stdin.take());
-                let status = crate::command::wait_deadline(&mut child, EXIT_DEADLINE).map_err(|e| format!("failed to wait for QEMU: {e}"))?;
+                let status = crate::command::wait_deadline(&mut child, EXIT_DEADLINE)
+                    .map_err(|e| format!("failed to wait for QEMU: {e}"))?;
                 let stderr = stderr_thread.join().unwrap_or_default();
                 let stderr_text = String::from_utf8_lossy(&stderr).into_owned();
                 let status = match status {
                     Some(status) => status,
-                    None => return Err(format!("QEMU closed the console but had not exited {EXIT_DEADLINE:?} later; killed it")),
+                    None => {
+                        return Err(format!(
+                            "QEMU closed the console but had not exited {EXIT_DEADLINE:?} later; killed it"
+                        ))
+                    }
                 };
                 let shutdown = watch.finish(Duration::from_secs(2));
                 let status = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
@@ -233,7 +258,10 @@ impl BootSpec {
                     (None, None) => ExitStatus::Code(-1),
                 };
                 let tail = last_lines(&stderr_text, STDERR_TAIL_LINES);
-                let verdict = judge.end(Instant::now().duration_since(start), Ending::Exited { status, shutdown, stderr_tail: tail.clone() });
+                let verdict = judge.end(
+                    Instant::now().duration_since(start),
+                    Ending::Exited { status, shutdown, stderr_tail: tail.clone() },
+                );
                 if !tail.is_empty() && !matches!(verdict, Verdict::Pass) {
                     let _ = writeln!(console, "\n--- testbench: the last lines of QEMU's stderr ---");
                     for line in &tail {

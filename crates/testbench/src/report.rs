@@ -96,12 +96,16 @@ impl Reporter {
                 self.line(&format!("testbench: {boots} boots; logs in {}", run_dir.display()));
                 if std::io::stderr().is_terminal() && boots > 0 {
                     let bar = ProgressBar::new(boots as u64);
-                    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap());
+                    bar.set_style(
+                        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap(),
+                    );
                     bar.enable_steady_tick(Duration::from_millis(200));
                     self.progress = Some(bar);
                 }
             }
-            MessageFormat::Json => self.emit_json(json!({ "event": "run-started", "run_dir": run_dir, "boots": boots })),
+            MessageFormat::Json => {
+                self.emit_json(json!({ "event": "run-started", "run_dir": run_dir, "boots": boots }))
+            }
         }
     }
 
@@ -134,11 +138,21 @@ impl Reporter {
                 let head = format!("{:<40} {seed:<10}", report.label());
                 let text = match &report.outcome {
                     Outcome::Pass => format!("{head} PASS  {}", secs(report.duration)),
-                    Outcome::ExpectedFailure(reason) => format!("{head} PASS  {} (failed as it must: {reason})", secs(report.duration)),
+                    Outcome::ExpectedFailure(reason) => {
+                        format!("{head} PASS  {} (failed as it must: {reason})", secs(report.duration))
+                    }
                     Outcome::Skip(reason) => format!("{head} SKIP  {reason}"),
                     Outcome::Fail(reason) => {
-                        let mut text = format!("{head} FAIL  {}\n    reason: {}", secs(report.duration), reason.replace('\n', "\n      "));
-                        text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay, report.dir.display()));
+                        let mut text = format!(
+                            "{head} FAIL  {}\n    reason: {}",
+                            secs(report.duration),
+                            reason.replace('\n', "\n      ")
+                        );
+                        text.push_str(&format!(
+                            "\n    replay: {}\n    logs:   {}",
+                            report.replay,
+                            report.dir.display()
+                        ));
                         text
                     }
                 };
@@ -178,7 +192,9 @@ impl Reporter {
         );
         match self.format {
             MessageFormat::Human => self.line(&text),
-            MessageFormat::Json => self.emit_json(json!({ "event": "sweep-finished", "case": case, "seeds": seeds, "failed": failed })),
+            MessageFormat::Json => {
+                self.emit_json(json!({ "event": "sweep-finished", "case": case, "seeds": seeds, "failed": failed }))
+            }
         }
     }
 

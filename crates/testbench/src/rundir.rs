@@ -73,7 +73,11 @@ mod tests {
         // A live run, older than all: our own PID.
         std::fs::create_dir(base.join(format!("run-{}-0", std::process::id()))).unwrap();
         let dir = create(tmp.path()).unwrap();
-        let mut left: Vec<String> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("run-")).collect();
+        let mut left: Vec<String> = std::fs::read_dir(&base)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("run-"))
+            .collect();
         left.sort();
         assert!(left.contains(&format!("run-{}-0", std::process::id())), "a live run was pruned: {left:?}");
         assert!(left.contains(&dir.file_name().unwrap().to_string_lossy().into_owned()));

@@ -43,7 +43,11 @@ pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
         Ok(entries) => entries,
         Err(error) => return Err(vec![format!("{}: cannot read the cases directory: {error}", dir.display())]),
     };
-    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
     files.sort();
     let mut cases = Vec::new();
     let mut errors = Vec::new();
@@ -69,13 +73,20 @@ pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
 pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, String> {
     match filter {
         Filter::All => Ok(cases.iter().filter(|c| c.whole_run).collect()),
-        Filter::Contains(text) => Ok(cases.iter().filter(|c| c.name == *text || (c.whole_run && c.name.contains(text.as_str()))).collect()),
+        Filter::Contains(text) => {
+            Ok(cases.iter().filter(|c| c.name == *text || (c.whole_run && c.name.contains(text.as_str()))).collect())
+        }
         Filter::Exact(name) => match cases.iter().find(|c| c.name == *name) {
             Some(case) => Ok(vec![case]),
             None => {
-                let mut near: Vec<&str> = cases.iter().map(|c| c.name.as_str()).filter(|n| n.contains(name.as_str()) || name.contains(n)).collect();
+                let mut near: Vec<&str> = cases
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .filter(|n| n.contains(name.as_str()) || name.contains(n))
+                    .collect();
                 near.truncate(5);
-                let hint = if near.is_empty() { String::new() } else { format!(" (names like it: {})", near.join(", ")) };
+                let hint =
+                    if near.is_empty() { String::new() } else { format!(" (names like it: {})", near.join(", ")) };
                 Err(format!("--exact {name:?}: no case has that name{hint}"))
             }
         },
@@ -87,7 +98,13 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     let mut errors = Vec::new();
     for named in case.paths() {
         if !root.join(&named.path).exists() {
-            errors.push(format!("{}: {}: {} does not exist (paths are relative to the workspace root {})", case.file.display(), named.field, named.path.display(), root.display()));
+            errors.push(format!(
+                "{}: {}: {} does not exist (paths are relative to the workspace root {})",
+                case.file.display(),
+                named.field,
+                named.path.display(),
+                root.display()
+            ));
         }
     }
     let boot = case.boot();
@@ -101,7 +118,12 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
                         Ok(recipe) => {
                             for arch in &boot.arch {
                                 if arch.name() != recipe.arch.to_string() {
-                                    errors.push(format!("{}: arch: the recipe {} boots {} only, not {arch}", case.file.display(), full.display(), recipe.arch));
+                                    errors.push(format!(
+                                        "{}: arch: the recipe {} boots {} only, not {arch}",
+                                        case.file.display(),
+                                        full.display(),
+                                        recipe.arch
+                                    ));
                                 }
                             }
                         }
@@ -114,7 +136,10 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
             for (index, program) in programs.iter().enumerate() {
                 let name = program.entry_name();
                 if names.contains(&name) {
-                    errors.push(format!("{}: programs[{index}]: the entry name {name:?} is packed twice", case.file.display()));
+                    errors.push(format!(
+                        "{}: programs[{index}]: the entry name {name:?} is packed twice",
+                        case.file.display()
+                    ));
                 }
                 names.push(name);
             }
@@ -170,7 +195,15 @@ fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64
                         (SeedFrom::Sweep, true) => format!("seed-{}-{arch}-smp{smp}", seed.unwrap_or(0)),
                         _ => format!("{arch}-smp{smp}"),
                     };
-                    boots.push(PlannedBoot { case: index, arch, smp, seed, seed_from, timeout, dir: run_dir.join(&case.name).join(leaf) });
+                    boots.push(PlannedBoot {
+                        case: index,
+                        arch,
+                        smp,
+                        seed,
+                        seed_from,
+                        timeout,
+                        dir: run_dir.join(&case.name).join(leaf),
+                    });
                 }
             }
         }
@@ -225,9 +258,16 @@ fn judge_config(case: &Case, config: &Config) -> JudgeConfig {
         always_forbidden: config
             .always_forbidden
             .iter()
-            .map(|text| JudgePattern { label: "always-forbidden".into(), regex: regex::Regex::new(&regex::escape(text)).expect("an escaped literal is a regex") })
+            .map(|text| JudgePattern {
+                label: "always-forbidden".into(),
+                regex: regex::Regex::new(&regex::escape(text)).expect("an escaped literal is a regex"),
+            })
             .collect(),
-        inputs: boot.inputs.iter().map(|i| JudgeInput { after: pattern(&i.after), send: i.send.as_bytes().to_vec() }).collect(),
+        inputs: boot
+            .inputs
+            .iter()
+            .map(|i| JudgeInput { after: pattern(&i.after), send: i.send.as_bytes().to_vec() })
+            .collect(),
         poweroff: boot.poweroff,
         poweroff_status: boot.poweroff_status,
         settle: if is_checked(boot) { SETTLE_CHECKED } else { SETTLE },
@@ -242,12 +282,16 @@ fn outcome_of(case: &Case, verdict: Result<Verdict, Blocked>, allow_skip: bool) 
     let must_fail = case.boot().must_fail.as_ref();
     match (verdict, must_fail) {
         (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
-        (Err(Blocked::HostLack(message)), Some(pattern)) if pattern.regex.is_match(&message) => Outcome::ExpectedFailure(message),
+        (Err(Blocked::HostLack(message)), Some(pattern)) if pattern.regex.is_match(&message) => {
+            Outcome::ExpectedFailure(message)
+        }
         (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
         (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
         (Ok(Verdict::Pass), None) => Outcome::Pass,
         (Ok(Verdict::Fail(failure)), None) => Outcome::Fail(failure.to_string()),
-        (Ok(Verdict::Pass), Some(pattern)) => Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source())),
+        (Ok(Verdict::Pass), Some(pattern)) => {
+            Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source()))
+        }
         (Ok(Verdict::Fail(failure)), Some(pattern)) => {
             let message = failure.to_string();
             if pattern.regex.is_match(&message) {
@@ -263,7 +307,11 @@ fn parse_env_seed() -> Result<Option<u64>, String> {
     match std::env::var("TESTBENCH_QEMU_SEED") {
         Err(_) => Ok(None),
         Ok(text) if text.is_empty() => Ok(None),
-        Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("TESTBENCH_QEMU_SEED={text:?} is not accepted: a number from 0")),
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("TESTBENCH_QEMU_SEED={text:?} is not accepted: a number from 0")),
     }
 }
 
@@ -308,7 +356,11 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     }
     if options.sweep.is_some() && selected.len() != 1 {
         let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
-        eprintln!("error: --sweep runs one case; the filter took {}: {} (name one with --exact)", names.len(), names.join(", "));
+        eprintln!(
+            "error: --sweep runs one case; the filter took {}: {} (name one with --exact)",
+            names.len(),
+            names.join(", ")
+        );
         return EXIT_BAD_INPUT;
     }
     let env_seed = match parse_env_seed() {
@@ -452,7 +504,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             });
             next_to_print += 1;
             if let Some(next) = boots.get(next_to_print) {
-                reporter.boot_started(&format!("{} {} smp{}", selected[next.case].name, next.arch, next.smp), next.seed);
+                reporter
+                    .boot_started(&format!("{} {} smp{}", selected[next.case].name, next.arch, next.smp), next.seed);
             }
         }
     }
@@ -508,24 +561,45 @@ fn prepare(
                 let mut entries = Vec::new();
                 for program in programs {
                     let path = match program {
-                        Program::TestProgram(bin) => builder.get(&BuildKey::new(arch, PROGRAMS_PACKAGE, bin, Profile::Release, &[]), &mut log).map_err(Blocked::Build)?.path,
-                        Program::Package { package, bin, features } => builder.get(&BuildKey::new(arch, package, bin, Profile::Release, features), &mut log).map_err(Blocked::Build)?.path,
+                        Program::TestProgram(bin) => {
+                            builder
+                                .get(&BuildKey::new(arch, PROGRAMS_PACKAGE, bin, Profile::Release, &[]), &mut log)
+                                .map_err(Blocked::Build)?
+                                .path
+                        }
+                        Program::Package { package, bin, features } => {
+                            builder
+                                .get(&BuildKey::new(arch, package, bin, Profile::Release, features), &mut log)
+                                .map_err(Blocked::Build)?
+                                .path
+                        }
                         Program::Path(path) => ws.root.join(path),
                     };
-                    let data = std::fs::read(&path).map_err(|e| Blocked::Build(format!("failed to read {}: {e}", path.display())))?;
+                    let data = std::fs::read(&path)
+                        .map_err(|e| Blocked::Build(format!("failed to read {}: {e}", path.display())))?;
                     entries.push((program.entry_name(), data));
                 }
                 let archive = crate::pack::programs_archive(&entries).map_err(Blocked::Build)?;
                 let path = run_dir.join("build").join(arch.name()).join(format!("{}-programs.cpio", case.name));
                 std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| Blocked::Build(e.to_string()))?;
-                std::fs::write(&path, archive).map_err(|e| Blocked::Build(format!("failed to write {}: {e}", path.display())))?;
+                std::fs::write(&path, archive)
+                    .map_err(|e| Blocked::Build(format!("failed to write {}: {e}", path.display())))?;
                 Some(path)
             };
-            Ok(Prepared { kernel: kernel.path, initrd, append: None, firmware: firmware.clone(), machine: "virt".into(), extra_args: Vec::new() })
+            Ok(Prepared {
+                kernel: kernel.path,
+                initrd,
+                append: None,
+                firmware: firmware.clone(),
+                machine: "virt".into(),
+                extra_args: Vec::new(),
+            })
         }
         Guest::External(guest) => {
             let (kernel, initrd, recipe_append) = match &guest.image {
-                GuestImage::Files { kernel, initrd } => (ws.root.join(kernel), initrd.as_ref().map(|i| ws.root.join(i)), None),
+                GuestImage::Files { kernel, initrd } => {
+                    (ws.root.join(kernel), initrd.as_ref().map(|i| ws.root.join(i)), None)
+                }
                 GuestImage::Recipe(recipe) => {
                     let full = ws.root.join(recipe);
                     let image = recipes
@@ -533,7 +607,8 @@ fn prepare(
                         .or_insert_with(|| {
                             let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
                             let mut recipe_log = |line: &str| reporter.note("guest-image", line);
-                            testbench_recipe::build(&recipe, &ws.root.join("target/testbench/guests"), &mut recipe_log).map_err(|e| format!("guest recipe {}: {e}", full.display()))
+                            testbench_recipe::build(&recipe, &ws.root.join("target/testbench/guests"), &mut recipe_log)
+                                .map_err(|e| format!("guest recipe {}: {e}", full.display()))
                         })
                         .clone()
                         .map_err(Blocked::Build)?;
@@ -557,14 +632,17 @@ mod tests {
     use super::*;
 
     fn case(name: &str, whole_run: bool) -> Case {
-        let text = format!("description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nwhole_run = {whole_run}\n");
+        let text = format!(
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nwhole_run = {whole_run}\n"
+        );
         testbench_case::parse(&format!("tests/{name}.toml"), &text).unwrap()
     }
 
     #[test]
     fn a_case_out_of_the_whole_run_runs_only_by_name() {
         let cases = vec![case("timer", true), case("timer-long", false), case("other", true)];
-        let names = |filter: Filter| select(&cases, &filter).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        let names =
+            |filter: Filter| select(&cases, &filter).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(Filter::All), ["timer", "other"]);
         assert_eq!(names(Filter::Contains("timer".into())), ["timer"]);
         assert_eq!(names(Filter::Contains("timer-long".into())), ["timer-long"]);

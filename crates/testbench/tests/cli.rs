@@ -22,7 +22,10 @@ struct Run {
 
 impl Run {
     fn explain(&self) -> String {
-        format!("command: {}\nstatus: {:?}\n--- stdout\n{}--- stderr\n{}", self.command, self.status, self.stdout, self.stderr)
+        format!(
+            "command: {}\nstatus: {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.command, self.status, self.stdout, self.stderr
+        )
     }
 
     fn expect_status(&self, status: i32) -> &Run {
@@ -46,17 +49,26 @@ impl Run {
     }
 
     fn events(&self) -> Vec<serde_json::Value> {
-        self.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{}", self.explain()))).collect()
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{}", self.explain())))
+            .collect()
     }
 }
 
 fn bench(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_testbench"));
-    command.args(args).current_dir(root()).env("TESTBENCH_NO_SETUP", "1").env_remove("TESTBENCH_QEMU_SEED").stdin(Stdio::null());
+    command
+        .args(args)
+        .current_dir(root())
+        .env("TESTBENCH_NO_SETUP", "1")
+        .env_remove("TESTBENCH_QEMU_SEED")
+        .stdin(Stdio::null());
     for (key, value) in env {
         command.env(key, value);
     }
-    let shown = format!("{} testbench {}", env.iter().map(|(k, v)| format!("{k}={v} ")).collect::<String>(), args.join(" "));
+    let shown =
+        format!("{} testbench {}", env.iter().map(|(k, v)| format!("{k}={v} ")).collect::<String>(), args.join(" "));
     eprintln!("running: {shown}");
     let output = command.output().expect("the testbench binary starts");
     Run {
@@ -114,27 +126,47 @@ fn a_missing_path_and_an_unknown_exact_name_are_refused() {
     let cases = dir.path().to_str().unwrap();
     let run = bench(&["--cases", cases], &[]);
     run.expect_status(2);
-    assert!(run.stderr.contains("missing-kernel.toml: guest.kernel: no/such/kernel does not exist"), "{}", run.explain());
+    assert!(
+        run.stderr.contains("missing-kernel.toml: guest.kernel: no/such/kernel does not exist"),
+        "{}",
+        run.explain()
+    );
     let run = bench(&["--cases", cases, "--exact", "missing"], &[]);
     run.expect_status(2);
-    assert!(run.stderr.contains("--exact \"missing\": no case has that name (names like it: missing-kernel)"), "{}", run.explain());
+    assert!(
+        run.stderr.contains("--exact \"missing\": no case has that name (names like it: missing-kernel)"),
+        "{}",
+        run.explain()
+    );
 }
 
 #[test]
 fn sweep_boots_have_their_own_files_and_print_in_seed_order() {
-    let case = SMOKE_DONE.replace("timeout_secs = 30", "timeout_secs = 30\nicount = \"shift=3,sleep=off\"\nqemu_seed = 1");
+    let case =
+        SMOKE_DONE.replace("timeout_secs = 30", "timeout_secs = 30\nicount = \"shift=3,sleep=off\"\nqemu_seed = 1");
     let dir = cases_dir(&[("sweepy", &case), ("other", SMOKE_DONE)]);
     let cases = dir.path().to_str().unwrap();
     let refused = bench(&["--cases", cases, "--sweep", "1..3"], &[]);
     refused.expect_status(2);
-    assert!(refused.stderr.contains("--sweep runs one case; the filter took 2: other, sweepy"), "{}", refused.explain());
+    assert!(
+        refused.stderr.contains("--sweep runs one case; the filter took 2: other, sweepy"),
+        "{}",
+        refused.explain()
+    );
 
-    let run = bench(&["--cases", cases, "--exact", "sweepy", "--sweep", "5,1,3", "--jobs", "2", "--message-format", "json"], &[]);
+    let run = bench(
+        &["--cases", cases, "--exact", "sweepy", "--sweep", "5,1,3", "--jobs", "2", "--message-format", "json"],
+        &[],
+    );
     run.expect_status(0);
     let events = run.events();
-    let seeds: Vec<u64> = events.iter().filter(|e| e["event"] == "boot-finished").map(|e| e["seed"].as_u64().unwrap()).collect();
+    let seeds: Vec<u64> =
+        events.iter().filter(|e| e["event"] == "boot-finished").map(|e| e["seed"].as_u64().unwrap()).collect();
     assert_eq!(seeds, [1, 3, 5], "{}", run.explain());
-    let builds = events.iter().filter(|e| e["event"] == "build" && e["message"].as_str().unwrap().starts_with("build: ")).count();
+    let builds = events
+        .iter()
+        .filter(|e| e["event"] == "build" && e["message"].as_str().unwrap().starts_with("build: "))
+        .count();
     assert_eq!(builds, 1, "one build serves every seed\n{}", run.explain());
     assert!(events.iter().any(|e| e["event"] == "sweep-finished"), "{}", run.explain());
     let run_dir = run.run_dir();
@@ -154,10 +186,17 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
     let second = bench(&["--exact", "bench-seed-pinned"], &[]);
     second.expect_status(0);
     for arch in ["rv64", "rv32"] {
-        let log = |run: &Run| std::fs::read(run.run_dir().join(format!("bench-seed-pinned/{arch}-smp1/console.log"))).unwrap();
+        let log = |run: &Run| {
+            std::fs::read(run.run_dir().join(format!("bench-seed-pinned/{arch}-smp1/console.log"))).unwrap()
+        };
         let (a, b) = (log(&first), log(&second));
         assert!(String::from_utf8_lossy(&a).contains("smoke: ticks "), "{arch}: no ticks line");
-        assert!(a == b, "{arch}: two boots differ\n--- first\n{}\n--- second\n{}", String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+        assert!(
+            a == b,
+            "{arch}: two boots differ\n--- first\n{}\n--- second\n{}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
     }
     assert!(first.stdout.contains("seed 7"), "the seed is printed with the result\n{}", first.explain());
 }
@@ -168,7 +207,8 @@ fn each_width_boots_its_own_hart_count() {
     run.expect_status(0);
     let dir = run.run_dir();
     for (arch, harts) in [("rv64", 3), ("rv32", 2)] {
-        let log = std::fs::read_to_string(dir.join(format!("bench-smp-per-width/{arch}-smp{harts}/console.log"))).unwrap();
+        let log =
+            std::fs::read_to_string(dir.join(format!("bench-smp-per-width/{arch}-smp{harts}/console.log"))).unwrap();
         assert!(log.contains(&format!("smoke: harts {harts}\r\n")), "{arch} did not boot {harts} harts:\n{log}");
     }
     // --smp replaces every case's counts.
@@ -184,7 +224,9 @@ fn programs_reach_the_guest_whole() {
     run.expect_status(0);
     let dir = run.run_dir();
     let log = std::fs::read_to_string(dir.join("bench-programs/rv64-smp1/console.log")).unwrap();
-    for (name, built) in [("sample", "build/rv64/programs-release-default/sample"), ("smoke", "build/rv64/smoke-release-echo/smoke")] {
+    for (name, built) in
+        [("sample", "build/rv64/programs-release-default/sample"), ("smoke", "build/rv64/smoke-release-echo/smoke")]
+    {
         let bytes = std::fs::read(dir.join(built)).unwrap();
         let line = format!("smoke: program {name} {} bytes fnv1a64 {:016x}", bytes.len(), fnv1a64(&bytes));
         assert!(log.contains(&line), "expected {line:?} in\n{log}");
@@ -193,15 +235,30 @@ fn programs_reach_the_guest_whole() {
 
 #[test]
 fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
-    let failing = SMOKE_DONE.replace("'^smoke: done$'", "'^smoke: never printed$'").replace("timeout_secs = 30", "timeout_secs = 20");
+    let failing = SMOKE_DONE
+        .replace("'^smoke: done$'", "'^smoke: never printed$'")
+        .replace("timeout_secs = 30", "timeout_secs = 20");
     let dir = cases_dir(&[("doomed", &failing)]);
     let cases = dir.path().to_str().unwrap();
     let keep = tempfile::tempdir().unwrap();
     let junit = keep.path().join("report.xml");
-    let run = bench(&["--cases", cases, "--keep-failed", keep.path().to_str().unwrap(), "--junit", junit.to_str().unwrap()], &[]);
+    let run = bench(
+        &["--cases", cases, "--keep-failed", keep.path().to_str().unwrap(), "--junit", junit.to_str().unwrap()],
+        &[],
+    );
     run.expect_status(1);
-    assert!(run.stdout.contains("reason: guest ended (powered off, status 0) while waiting for expect[0] '^smoke: never printed$'"), "{}", run.explain());
-    assert!(run.stdout.contains(&format!("replay: cargo testbench --exact doomed --arch rv64 --smp 1 --cases {cases}")), "{}", run.explain());
+    assert!(
+        run.stdout.contains(
+            "reason: guest ended (powered off, status 0) while waiting for expect[0] '^smoke: never printed$'"
+        ),
+        "{}",
+        run.explain()
+    );
+    assert!(
+        run.stdout.contains(&format!("replay: cargo testbench --exact doomed --arch rv64 --smp 1 --cases {cases}")),
+        "{}",
+        run.explain()
+    );
     let kept = std::fs::read_to_string(keep.path().join("rv64-doomed.smp1.log")).unwrap();
     assert!(kept.contains("smoke: done"), "{kept}");
     assert!(keep.path().join("rv64-doomed.smp1.command-line").exists());
@@ -211,7 +268,9 @@ fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
 
 #[test]
 fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_cargos_message() {
-    let same = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"status-3\"]").replace("poweroff = true", "poweroff = true\npoweroff_status = 3");
+    let same = SMOKE_DONE
+        .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"status-3\"]")
+        .replace("poweroff = true", "poweroff = true\npoweroff_status = 3");
     let broken = SMOKE_DONE
         .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"no-such-feature\"]")
         .replace("poweroff = true", "poweroff = true\nmust_fail = '.*'");
@@ -219,9 +278,18 @@ fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_car
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &[]);
     run.expect_status(1);
     let events = run.events();
-    let builds: Vec<&str> = events.iter().filter(|e| e["event"] == "build").filter_map(|e| e["message"].as_str()).filter(|m| m.starts_with("build: ")).collect();
+    let builds: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "build")
+        .filter_map(|e| e["message"].as_str())
+        .filter(|m| m.starts_with("build: "))
+        .collect();
     assert_eq!(builds.len(), 2, "status-3 built once, the broken one once: {builds:#?}");
-    let verdicts: Vec<(&str, &str)> = events.iter().filter(|e| e["event"] == "boot-finished").map(|e| (e["case"].as_str().unwrap(), e["verdict"].as_str().unwrap())).collect();
+    let verdicts: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["event"] == "boot-finished")
+        .map(|e| (e["case"].as_str().unwrap(), e["verdict"].as_str().unwrap()))
+        .collect();
     assert_eq!(verdicts, [("one", "pass"), ("three-broken", "fail"), ("two", "pass")], "{}", run.explain());
     let reason = events.iter().find(|e| e["case"] == "three-broken").unwrap()["reason"].as_str().unwrap().to_string();
     // A build error is a failure even for a must_fail case, and it is cargo's own words.
@@ -243,7 +311,11 @@ fn a_guest_the_bench_did_not_build_boots_from_an_absolute_path() {
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(0);
     let command_line = std::fs::read_to_string(run.run_dir().join("external/rv64-smp2/command-line")).unwrap();
-    assert!(command_line.contains(&format!("-kernel {}", kernel.display())) && command_line.contains("-device virtio-rng-device"), "{command_line}");
+    assert!(
+        command_line.contains(&format!("-kernel {}", kernel.display()))
+            && command_line.contains("-device virtio-rng-device"),
+        "{command_line}"
+    );
 }
 
 #[test]
@@ -257,7 +329,13 @@ fn a_qemu_that_cannot_run_fails_every_boot_of_its_width_or_is_skipped() {
         .events()
         .iter()
         .filter(|e| e["event"] == "boot-finished")
-        .map(|e| (e["arch"].as_str().unwrap().into(), e["verdict"].as_str().unwrap().into(), e["reason"].as_str().unwrap_or("").into()))
+        .map(|e| {
+            (
+                e["arch"].as_str().unwrap().into(),
+                e["verdict"].as_str().unwrap().into(),
+                e["reason"].as_str().unwrap_or("").into(),
+            )
+        })
         .collect();
     assert_eq!(verdicts[0].0, "rv64");
     assert_eq!(verdicts[0].1, "pass");
@@ -284,7 +362,9 @@ fn qemu_pids_with(needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_bench_killed_outright_takes_its_qemu_with_it() {
-    let hang = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"no-poweroff\"]").replace("timeout_secs = 30", "timeout_secs = 300");
+    let hang = SMOKE_DONE
+        .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"no-poweroff\"]")
+        .replace("timeout_secs = 30", "timeout_secs = 300");
     let dir = cases_dir(&[("hangs", &hang)]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_testbench"))
         .args(["--cases", dir.path().to_str().unwrap(), "--message-format", "json"])
@@ -304,7 +384,11 @@ fn a_bench_killed_outright_takes_its_qemu_with_it() {
     let console = Path::new(&run_dir).join("hangs/rv64-smp1/console.log");
     let start = Instant::now();
     while !std::fs::read_to_string(&console).unwrap_or_default().contains("smoke: done") {
-        assert!(start.elapsed() < Duration::from_secs(120), "the guest did not reach done within 120 s: {}", console.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the guest did not reach done within 120 s: {}",
+            console.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // The kernel QEMU boots is the run's own copy, so the run directory names its QEMU.

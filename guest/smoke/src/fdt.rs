@@ -88,13 +88,10 @@ pub fn chosen(fdt: &[u8]) -> Result<Chosen<'_>, Error> {
     else {
         return err("short header", 0);
     };
-    let Some(structs) = off_struct.checked_add(size_struct).and_then(|e| fdt.get(off_struct..e))
-    else {
+    let Some(structs) = off_struct.checked_add(size_struct).and_then(|e| fdt.get(off_struct..e)) else {
         return err("struct block out of bounds", 8);
     };
-    let Some(strings) =
-        off_strings.checked_add(size_strings).and_then(|e| fdt.get(off_strings..e))
-    else {
+    let Some(strings) = off_strings.checked_add(size_strings).and_then(|e| fdt.get(off_strings..e)) else {
         return err("strings block out of bounds", 12);
     };
 
@@ -132,14 +129,11 @@ pub fn chosen(fdt: &[u8]) -> Result<Chosen<'_>, Error> {
                 depth -= 1;
             }
             FDT_PROP => {
-                let (Some(len), Some(nameoff)) = (be32(structs, pos), be32(structs, pos + 4))
-                else {
+                let (Some(len), Some(nameoff)) = (be32(structs, pos), be32(structs, pos + 4)) else {
                     return err("short property header", at);
                 };
                 let start = pos + 8;
-                let Some(value) =
-                    start.checked_add(len as usize).and_then(|end| structs.get(start..end))
-                else {
+                let Some(value) = start.checked_add(len as usize).and_then(|end| structs.get(start..end)) else {
                     return err("property value out of bounds", at);
                 };
                 let Some(next) = align4(start + value.len()) else {

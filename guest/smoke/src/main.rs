@@ -201,8 +201,7 @@ fn report_programs(start: Option<u64>, end: Option<u64>) {
         return;
     };
     let range = usize::try_from(start).ok().zip(usize::try_from(end).ok());
-    let Some((start, end)) = range.filter(|&(s, e)| s <= e && (e - s) as u64 <= MAX_INITRD)
-    else {
+    let Some((start, end)) = range.filter(|&(s, e)| s <= e && (e - s) as u64 <= MAX_INITRD) else {
         say!("initrd malformed at offset 0");
         return;
     };
