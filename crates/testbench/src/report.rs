@@ -72,13 +72,16 @@ impl Reporter {
     }
 
     fn line(&self, text: &str) {
+        let print = || {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        };
+        // The progress line lives on stderr; results stay on stdout, printed while the
+        // bar is lifted so the two never interleave on one terminal.
         match &self.progress {
-            Some(bar) => bar.println(text),
-            None => {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
-                let _ = out.flush();
-            }
+            Some(bar) => bar.suspend(print),
+            None => print(),
         }
     }
 
