@@ -33,7 +33,7 @@ pub(crate) struct Finder {
 }
 
 enum Literals {
-    One(memchr::memmem::Finder<'static>),
+    One(Box<memchr::memmem::Finder<'static>>),
     Many(aho_corasick::AhoCorasick),
 }
 
@@ -42,9 +42,9 @@ impl Literals {
         lits.sort();
         lits.dedup();
         if lits.len() == 1 {
-            return Some(Literals::One(
+            return Some(Literals::One(Box::new(
                 memchr::memmem::Finder::new(&lits[0]).into_owned(),
-            ));
+            )));
         }
         // Leftmost-first: the packed (SIMD) searchers support it, and a hit is the
         // leftmost one, which is what the candidate search needs.

@@ -23,8 +23,8 @@ impl Rng {
     fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 }
 
@@ -107,7 +107,7 @@ const NOISE: &[&[u8]] = &[
 ];
 
 fn pattern(rng: &mut Rng, label: String) -> Pattern {
-    Pattern::new(label, *rng.pick(PATTERNS)).unwrap()
+    Pattern::new(label, rng.pick(PATTERNS)).unwrap()
 }
 
 fn config(rng: &mut Rng) -> Config {
@@ -124,7 +124,7 @@ fn config(rng: &mut Rng) -> Config {
     }
     for i in 0..rng.below(3) {
         c.inputs.push(Input {
-            after: Pattern::new(format!("input[{i}]"), *rng.pick(TRIGGERS)).unwrap(),
+            after: Pattern::new(format!("input[{i}]"), rng.pick(TRIGGERS)).unwrap(),
             send: format!("reply {i}\n").into_bytes(),
         });
     }
@@ -139,7 +139,7 @@ fn log(rng: &mut Rng, lines: usize) -> Vec<u8> {
     for _ in 0..lines {
         for _ in 0..rng.below(6) {
             if rng.chance(25) {
-                out.extend_from_slice(*rng.pick(NOISE));
+                out.extend_from_slice(rng.pick(NOISE));
             }
             out.extend_from_slice(rng.pick(WORDS).as_bytes());
             if rng.chance(80) {
@@ -147,7 +147,7 @@ fn log(rng: &mut Rng, lines: usize) -> Vec<u8> {
             }
         }
         if rng.chance(10) {
-            out.extend_from_slice(*rng.pick(NOISE));
+            out.extend_from_slice(rng.pick(NOISE));
         }
         if rng.chance(10) {
             out.push(b'\r');
@@ -172,7 +172,7 @@ fn ending(rng: &mut Rng) -> Ending {
         } else {
             ExitStatus::Signal(9)
         },
-        shutdown: *rng.pick(&[Shutdown::PowerOff, Shutdown::Reset, Shutdown::Unknown]),
+        shutdown: rng.pick(&[Shutdown::PowerOff, Shutdown::Reset, Shutdown::Unknown]),
         stderr_tail: vec!["err".into()],
     }
 }
@@ -282,7 +282,7 @@ fn fast_path_agrees_without_forbids_on_clean_text() {
             cfg.expect.push(
                 Pattern::new(
                     format!("expect[{i}]"),
-                    *rng.pick(&["ok$", r"\bdone\b", "^boot"]),
+                    rng.pick(&["ok$", r"\bdone\b", "^boot"]),
                 )
                 .unwrap(),
             );
