@@ -428,16 +428,10 @@ impl Judge {
         let mut shown_buf = std::mem::take(&mut self.shown_buf);
         let mut raw_buf = std::mem::take(&mut self.raw_buf);
         let mut dirty = std::mem::take(&mut self.dirty);
-        let clean = !has_ctrl(block)
-            && memchr::memmem::find(block, b" \n").is_none()
-            && memchr::memmem::find(block, b"\t\n").is_none();
-        let shown: &[u8] = if clean {
+        let shown: &[u8] = if build_shown(block, &mut shown_buf, &mut raw_buf, &mut dirty) {
             // Every line's raw text and shown form are the line itself.
-            dirty.clear();
-            raw_buf.clear();
             block
         } else {
-            build_shown(block, &mut shown_buf, &mut raw_buf, &mut dirty);
             &shown_buf
         };
         self.scan(&engine, shown, &raw_buf, &dirty, at, send);
@@ -474,7 +468,8 @@ impl Judge {
         let mut forbidden: Option<(usize, usize, usize)> = None; // (start, end, pattern)
         if let Some(re) = &engine.forbid {
             let mut from = 0;
-            while let Some((ls, le)) = fast::candidate(re, shown, from, shown.len()) {
+            let mut scan = fast::Scan::default();
+            while let Some((ls, le)) = scan.next(re, shown, from, shown.len()) {
                 let r = Self::raw_of(shown, raw, dirty, ls, le);
                 if let Some(which) = self.forbidden(&text(r), &text(&shown[ls..le])) {
                     forbidden = Some((ls, le, which));
@@ -486,7 +481,8 @@ impl Judge {
             let upto = forbidden.map_or(dirty.len(), |f| dirty.partition_point(|d| d.0 < f.0));
             let raw_end = dirty.get(upto).map_or(raw.len(), |d| d.1);
             let mut from = 0;
-            while let Some((rs, re_)) = fast::candidate(re, raw, from, raw_end) {
+            let mut scan = fast::Scan::default();
+            while let Some((rs, re_)) = scan.next(re, raw, from, raw_end) {
                 let d = dirty.partition_point(|d| d.1 <= rs).saturating_sub(1);
                 let ls = dirty[d].0;
                 let le = fast::line_end(shown, ls);
@@ -511,24 +507,28 @@ impl Judge {
         }
         // 3. Expects, in order, one per line.
         let mut from = 0;
+        let mut scan = fast::Scan::default();
         while self.next_expect < engine.expects.len() {
-            let Some((ls, le)) = fast::candidate(&engine.expects[self.next_expect], shown, from, limit) else {
+            let Some((ls, le)) = scan.next(&engine.expects[self.next_expect], shown, from, limit) else {
                 break;
             };
             if self.cfg.expect[self.next_expect].regex.is_match(&text(&shown[ls..le])) {
                 self.expect_matched(at);
+                scan = fast::Scan::default();
             }
             from = le + 1;
         }
         // 4. Inputs, in order, one per line.
         let mut from = 0;
+        let mut scan = fast::Scan::default();
         while self.next_input < engine.inputs.len() {
-            let Some((ls, le)) = fast::candidate(&engine.inputs[self.next_input], shown, from, limit) else {
+            let Some((ls, le)) = scan.next(&engine.inputs[self.next_input], shown, from, limit) else {
                 break;
             };
             if self.cfg.inputs[self.next_input].after.regex.is_match(&text(&shown[ls..le])) {
                 self.fire(send);
                 self.line_fired = false;
+                scan = fast::Scan::default();
             }
             from = le + 1;
         }
@@ -630,24 +630,63 @@ impl Judge {
     }
 }
 
+/// The first byte at or after `from` that [`normalize::shown`] would not keep as it is:
+/// an ASCII control other than TAB and '\n', or DEL.
+fn find_ctrl(buf: &[u8], from: usize) -> Option<usize> {
+    let is_ctrl = |b: &u8| (*b < 0x20 && *b != b'\t' && *b != b'\n') || *b == 0x7f;
+    let mut i = from;
+    while i + 64 <= buf.len() {
+        let chunk = &buf[i..i + 64];
+        if has_ctrl(chunk) {
+            return chunk.iter().position(is_ctrl).map(|p| i + p);
+        }
+        i += 64;
+    }
+    buf.get(i..)?.iter().position(is_ctrl).map(|p| i + p)
+}
+
 /// Builds the shown forms of a block's lines into `shown` (each followed by '\n'), and
 /// the raw texts of the lines where they differ into `raw`, listed in `dirty`.
-fn build_shown(block: &[u8], shown: &mut Vec<u8>, raw: &mut Vec<u8>, dirty: &mut Vec<(usize, usize)>) {
+/// Returns true, leaving `shown` empty, when every line is its own shown form and raw
+/// text (no controls, no trailing blanks): the block itself can then be searched.
+///
+/// Only the lines that hold a control byte or end with a blank are looked at one by
+/// one; the runs of lines between them are copied whole.
+fn build_shown(block: &[u8], shown: &mut Vec<u8>, raw: &mut Vec<u8>, dirty: &mut Vec<(usize, usize)>) -> bool {
     shown.clear();
     raw.clear();
     dirty.clear();
-    shown.reserve(block.len());
-    let mut start = 0;
-    for nl in memchr::memchr_iter(b'\n', block) {
-        let line = &block[start..nl];
-        start = nl + 1;
-        let s0 = shown.len();
-        if has_ctrl(line) {
-            normalize::shown_into(line, shown);
-        } else {
-            let kept = line.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(0, |p| p + 1);
-            shown.extend_from_slice(&line[..kept]);
+    let space = memchr::memmem::Finder::new(b" \n");
+    let tab = memchr::memmem::Finder::new(b"\t\n");
+    // Next hits, cached: (searched from, hit or usize::MAX).
+    let mut next_space = (0, space.find(block).unwrap_or(usize::MAX));
+    let mut next_tab = (0, tab.find(block).unwrap_or(usize::MAX));
+    let mut next_ctrl = (0, find_ctrl(block, 0).unwrap_or(usize::MAX));
+    if next_space.1 == usize::MAX && next_tab.1 == usize::MAX && next_ctrl.1 == usize::MAX {
+        return true;
+    }
+    shown.reserve(block.len() + block.len() / 8);
+    let mut copied = 0; // block[..copied] is in `shown`
+    loop {
+        let refresh = |cache: &mut (usize, usize), f: &dyn Fn(usize) -> Option<usize>| {
+            if cache.1 < copied {
+                *cache = (copied, f(copied).unwrap_or(usize::MAX));
+            }
+            cache.1
+        };
+        let a = refresh(&mut next_space, &|from| space.find(&block[from..]).map(|p| from + p));
+        let b = refresh(&mut next_tab, &|from| tab.find(&block[from..]).map(|p| from + p));
+        let c = refresh(&mut next_ctrl, &|from| find_ctrl(block, from));
+        let hit = a.min(b).min(c);
+        if hit >= block.len() {
+            break;
         }
+        let ls = fast::line_start(block, hit).max(copied);
+        let le = fast::line_end(block, hit);
+        shown.extend_from_slice(&block[copied..ls]);
+        let line = &block[ls..le];
+        let s0 = shown.len();
+        normalize::shown_into(line, shown);
         let r = strip_cr(line);
         if r != &shown[s0..] {
             dirty.push((s0, raw.len()));
@@ -655,5 +694,11 @@ fn build_shown(block: &[u8], shown: &mut Vec<u8>, raw: &mut Vec<u8>, dirty: &mut
             raw.push(b'\n');
         }
         shown.push(b'\n');
+        copied = le + 1;
+        if copied >= block.len() {
+            break;
+        }
     }
+    shown.extend_from_slice(&block[copied.min(block.len())..]);
+    false
 }
