@@ -11,9 +11,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use testbench_judge::{
-    raw_text, shown, Config, Ending, ExitStatus, Input, Judge, Pattern, Shutdown, Verdict,
-};
+use testbench_judge::{raw_text, shown, Config, Ending, ExitStatus, Input, Judge, Pattern, Shutdown, Verdict};
 
 fn pattern(label: &str, re: &str) -> Pattern {
     Pattern::new(label, re).expect("a valid pattern")
@@ -22,15 +20,9 @@ fn pattern(label: &str, re: &str) -> Pattern {
 fn config() -> Config {
     Config {
         expect: vec![pattern("expect[0]", "^ok"), pattern("expect[1]", r"done\b")],
-        forbid: vec![
-            pattern("forbid[0]", "PANIC"),
-            pattern("forbid[1]", r"\x1b\[5m"),
-        ],
+        forbid: vec![pattern("forbid[0]", "PANIC"), pattern("forbid[1]", r"\x1b\[5m")],
         always_forbidden: vec![pattern("always-forbidden", r"^\[[^\]]*\] TEST FAILED")],
-        inputs: vec![Input {
-            after: pattern("input[0]", "login:"),
-            send: b"root\n".to_vec(),
-        }],
+        inputs: vec![Input { after: pattern("input[0]", "login:"), send: b"root\n".to_vec() }],
         poweroff: false,
         poweroff_status: 0,
         settle: Duration::from_millis(50),
@@ -41,11 +33,7 @@ fn run(judge: &mut Judge, data: &[u8], cuts: &[u8]) -> Verdict {
     let mut rest = data;
     let mut i = 0;
     while !rest.is_empty() {
-        let n = if cuts.is_empty() {
-            rest.len()
-        } else {
-            (cuts[i % cuts.len()] as usize + 1).min(rest.len())
-        };
+        let n = if cuts.is_empty() { rest.len() } else { (cuts[i % cuts.len()] as usize + 1).min(rest.len()) };
         i += 1;
         // A few cuts share an instant; the time moves on every 4th cut.
         let now = Duration::from_millis((i / 4) as u64);
@@ -54,11 +42,7 @@ fn run(judge: &mut Judge, data: &[u8], cuts: &[u8]) -> Verdict {
     }
     judge.end(
         Duration::from_secs(1),
-        Ending::Exited {
-            status: ExitStatus::Code(0),
-            shutdown: Shutdown::PowerOff,
-            stderr_tail: vec![],
-        },
+        Ending::Exited { status: ExitStatus::Code(0), shutdown: Shutdown::PowerOff, stderr_tail: vec![] },
     )
 }
 
