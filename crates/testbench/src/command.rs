@@ -76,6 +76,11 @@ impl Cmd {
         self
     }
 
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
     pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cmd {
         self.env_remove.push(key.as_ref().to_owned());
         self

@@ -8,6 +8,8 @@ mod build;
 mod cli;
 mod command;
 mod config;
+mod gates;
+mod host;
 mod pack;
 mod qemu;
 mod qmp;
