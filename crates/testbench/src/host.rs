@@ -33,7 +33,6 @@ const FAILURES_BLOCK_MAX_LINES: usize = 400;
 pub struct HostContext<'a> {
     pub root: &'a Path,
     pub dir: PathBuf,
-    pub allow_skip: bool,
 }
 
 pub type HostResult = Result<Result<(), String>, Blocked>;
@@ -298,7 +297,7 @@ pub fn run_host_tests(case_name: &str, host: &HostTestsCase, ctx: &HostContext, 
     if problems.is_empty() {
         Ok(Ok(()))
     } else {
-        Ok(Err(format!("{} of {} jobs failed: {}", problems.len(), jobs.len(), problems.join("\n"))))
+        Ok(Err(format!("{} of {} jobs failed:\n{}", problems.len(), jobs.len(), problems.join("\n"))))
     }
 }
 
@@ -471,9 +470,18 @@ pub fn run_scripts(case: &ScriptsCase, ctx: &HostContext, log: &mut dyn FnMut(&s
         let started = Instant::now();
         let out = Cmd::new(ctx.root.join(script), format!("scripts[{index}] {script}"), left).cwd(ctx.root).output();
         match out {
+            Err(crate::command::CmdError::Deadline { .. }) => {
+                let message = format!(
+                    "scripts[{index}] {script}: no end within timeout_secs = {} (counted from the end of the build); killed it",
+                    testbench_judge::secs(case.timeout)
+                );
+                record.push_str(&format!("{message}\n"));
+                verdict = Err(message);
+                break;
+            }
             Err(error) => {
                 record.push_str(&format!("scripts[{index}] {script}: {error}\n"));
-                verdict = Err(format!("scripts[{index}] {script}: {error} (timeout_secs, counted from the end of the build)"));
+                verdict = Err(format!("scripts[{index}] {script}: {error}"));
                 break;
             }
             Ok(out) => {

@@ -304,12 +304,20 @@ fn must_fail_takes(pattern: &testbench_case::Pattern, message: &str) -> bool {
     pattern.regex.is_match(message) || message.lines().any(|line| pattern.regex.is_match(line))
 }
 
+/// What a passing self-check quotes: the one line its pattern took, or the whole reason.
+fn evidence(pattern: &testbench_case::Pattern, message: String) -> String {
+    if pattern.regex.is_match(&message) && !message.contains('\n') {
+        return message;
+    }
+    message.lines().find(|line| pattern.regex.is_match(line)).map(str::to_string).unwrap_or(message)
+}
+
 fn outcome_of(case: &Case, verdict: Result<Result<(), String>, Blocked>, allow_skip: bool) -> Outcome {
     let must_fail = case.must_fail.as_ref();
     match (verdict, must_fail) {
         (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
         (Err(Blocked::HostLack(message)), Some(pattern)) if must_fail_takes(pattern, &message) => {
-            Outcome::ExpectedFailure(message)
+            Outcome::ExpectedFailure(evidence(pattern, message))
         }
         (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
         (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
@@ -320,7 +328,7 @@ fn outcome_of(case: &Case, verdict: Result<Result<(), String>, Blocked>, allow_s
         }
         (Ok(Err(message)), Some(pattern)) => {
             if must_fail_takes(pattern, &message) {
-                Outcome::ExpectedFailure(message)
+                Outcome::ExpectedFailure(evidence(pattern, message))
             } else {
                 Outcome::Fail(format!("{message}\n(must_fail wanted a failure matching '{}')", pattern.source()))
             }
@@ -422,6 +430,16 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     reporter.run_started(&run_dir, boots.len() + host_runs.len());
     let mut builder = Builder::new(&ws.root, &run_dir);
 
+    // Probe each width's QEMU once, before its first boot, on threads of their own while
+    // the host cases run and the guests build.
+    let mut probe_threads = Vec::new();
+    for boot in &boots {
+        if !probe_threads.iter().any(|(arch, _)| *arch == boot.arch) {
+            let arch = boot.arch;
+            probe_threads.push((arch, std::thread::spawn(move || crate::qemu::probe(arch))));
+        }
+    }
+
     // The cases that boot nothing run first, one after another, in name order.
     for (index, arch) in &host_runs {
         let case = selected[*index];
@@ -431,7 +449,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         };
         reporter.boot_started(&label, None);
         let started_case = Instant::now();
-        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name), allow_skip: options.allow_skip };
+        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
         let mut log = |line: &str| reporter.note("host", line);
         let result = match (&case.kind, arch) {
             (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
@@ -461,42 +479,44 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         });
     }
 
-    // Probe each width's QEMU once, before its first boot.
-    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
-    for boot in &boots {
-        probes.entry(boot.arch).or_insert_with(|| match crate::qemu::probe(boot.arch) {
-            Ok(version) => {
-                reporter.note("qemu-probed", &format!("qemu {}: {version}", boot.arch));
-                Ok(())
-            }
-            Err(complaint) => Err(complaint),
-        });
-    }
-
-    // Build what the boots need, each distinct build once.
+    // Build what the boots need, each distinct build once, while the probes run.
     let mut prepared: HashMap<(usize, Arch), Result<Prepared, Blocked>> = HashMap::new();
     let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
-    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
     for boot in &boots {
         let key = (boot.case, boot.arch);
-        if prepared.contains_key(&key) {
-            continue;
+        if !prepared.contains_key(&key) {
+            let case = selected[boot.case];
+            prepared.insert(key, prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter));
         }
-        let case = selected[boot.case];
-        let result = if let Err(complaint) = &probes[&boot.arch] {
-            Err(Blocked::HostLack(complaint.clone()))
-        } else {
-            let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
-            let check = firmware_checks
-                .entry((boot.arch, firmware.clone()))
-                .or_insert_with(|| crate::qemu::check_firmware(boot.arch, firmware, &ws.root, field))
-                .clone();
-            match check {
-                Err(lack) => Err(Blocked::HostLack(lack)),
-                Ok(()) => prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter),
+    }
+
+    // A width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
+    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
+    for (arch, thread) in probe_threads {
+        let result = thread.join().unwrap_or_else(|_| Err(format!("the probe of {arch}'s QEMU panicked")));
+        if let Ok(version) = &result {
+            reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
+        }
+        probes.insert(arch, result.map(|_| ()));
+    }
+    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
+    for ((index, arch), result) in prepared.iter_mut() {
+        let case = selected[*index];
+        let lack = match &probes[arch] {
+            Err(complaint) => Some(complaint.clone()),
+            Ok(()) => {
+                let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
+                firmware_checks
+                    .entry((*arch, firmware.clone()))
+                    .or_insert_with(|| crate::qemu::check_firmware(*arch, firmware, &ws.root, field))
+                    .clone()
+                    .err()
             }
         };
-        prepared.insert(key, result);
+        // A failed build stays the verdict: a host lack must not hide a broken build.
+        if let (Some(lack), Ok(_)) = (lack, &*result) {
+            *result = Err(Blocked::HostLack(lack));
+        }
     }
 
     // Boot, up to --jobs at once; report in the planned order.
