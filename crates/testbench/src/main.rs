@@ -54,13 +54,21 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
             _ => return false,
         }
     }
-    // cargo runs the bench with CARGO set to the toolchain's own cargo: its sysroot holds
-    // the installed targets.
-    let Some(sysroot) = std::env::var_os("CARGO").map(PathBuf::from).and_then(|c| c.ancestors().nth(2).map(PathBuf::from))
-    else {
-        return false;
+    // cargo runs the bench with CARGO set to the toolchain's own cargo, whose sysroot holds
+    // the installed targets; run directly, any rustup toolchain holding both will do.
+    let has_targets = |sysroot: &std::path::Path| {
+        testbench_case::Arch::ALL.iter().all(|arch| sysroot.join("lib/rustlib").join(arch.target_triple()).is_dir())
     };
-    testbench_case::Arch::ALL.iter().all(|arch| sysroot.join("lib/rustlib").join(arch.target_triple()).is_dir())
+    match std::env::var_os("CARGO").map(PathBuf::from).and_then(|c| c.ancestors().nth(2).map(PathBuf::from)) {
+        Some(sysroot) => has_targets(&sysroot),
+        None => {
+            let rustup = std::env::var_os("RUSTUP_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".rustup")));
+            let toolchains = rustup.and_then(|r| std::fs::read_dir(r.join("toolchains")).ok());
+            toolchains.is_some_and(|dir| dir.flatten().any(|entry| has_targets(&entry.path())))
+        }
+    }
 }
 
 fn setup(root: &std::path::Path) -> Result<(), String> {
