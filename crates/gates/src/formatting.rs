@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::nocruft::{considered_files, is_under, line_at, tree_path, ConfigFile};
+use crate::nocruft::{considered_files, is_under, line_at, one_line, tree_path, ConfigFile};
 use crate::{ConfigError, Finding};
 
 /// How long one `cargo fmt` may take when the file does not say.
@@ -115,7 +115,10 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
                 path: PathBuf::from(&path),
                 line: error.span().map(|s| line_at(&manifest, s.start)),
                 code: "unparsable-manifest".into(),
-                message: format!("not TOML ({}), so whether it is a workspace cannot be told", error.message().trim()),
+                message: format!(
+                    "not TOML ({}), so whether it is a workspace cannot be told",
+                    one_line(error.message())
+                ),
             }),
             Err(_) => {}
         }
@@ -194,7 +197,7 @@ fn parse(shown: &str, text: &str) -> Result<(Duration, Vec<Entry>, Vec<Entry>), 
             Some(span) => format!("line {}", line_at(text, span.start)),
             None => "toml".to_string(),
         };
-        err(field, error.message().trim().to_string())
+        err(field, one_line(error.message()))
     })?;
     let timeout = match raw.timeout_secs {
         None => DEFAULT_TIMEOUT_SECS,
@@ -319,11 +322,16 @@ fn run_cargo_fmt(tree: &Path, manifest: &str, timeout: Duration) -> Vec<Finding>
         }
     }
     if !status.success() {
-        let errors: Vec<&str> =
+        // rustfmt's and cargo's errors; else the first line it wrote (cargo-fmt follows
+        // some failures with its whole usage text).
+        let mut detail: Vec<&str> =
             stderr.lines().map(str::trim).filter(|l| l.starts_with("error") || l.starts_with("-->")).collect();
-        if findings.is_empty() || !errors.is_empty() {
-            let detail = if errors.is_empty() { stderr.trim().lines().collect::<Vec<_>>() } else { errors };
-            findings.push(failed(format!("`{shown}` failed ({status}): {}", detail.join(" | "))));
+        if findings.is_empty() || !detail.is_empty() {
+            if detail.is_empty() {
+                detail.extend(stderr.lines().map(str::trim).find(|l| !l.is_empty()));
+            }
+            let detail = if detail.is_empty() { "it wrote nothing on stderr".into() } else { detail.join(" | ") };
+            findings.push(failed(format!("`{shown}` failed ({status}): {detail}")));
         }
     }
     findings

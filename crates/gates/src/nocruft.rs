@@ -448,7 +448,7 @@ fn parse(shown: &str, text: &str) -> Result<Config, ConfigError> {
             Some(span) => format!("line {}", line_at(text, span.start)),
             None => "toml".to_string(),
         };
-        err(field, error.message().trim().to_string())
+        err(field, one_line(error.message()))
     })?;
     let scoped = |field: &str, list: &[Spanned<String>]| -> Result<Vec<Scoped>, ConfigError> {
         list.iter()
@@ -574,6 +574,11 @@ pub(crate) fn tree_path(value: &str) -> Result<String, String> {
 /// Whether the `/`-separated `path` is `dir` or under it (`.` holds everything).
 pub(crate) fn is_under(path: &str, dir: &str) -> bool {
     dir == "." || path == dir || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
+}
+
+/// A message of several lines (as TOML's are) on one, so a finding stays one line.
+pub(crate) fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// The 1-based line a byte offset of `text` is on.
