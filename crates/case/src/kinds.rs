@@ -60,7 +60,8 @@ const CORES_MAX: i64 = 256;
 /// A relative path that stays below the workspace root.
 fn below_root(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
     let path = path_field(ctx, field, value)?;
-    let escapes = path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+    let escapes =
+        path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
     if escapes {
         return Err(ctx.err(field, format!("{value:?} is not accepted: a relative path below the workspace root")));
     }
@@ -83,7 +84,9 @@ fn features(ctx: &Ctx, list: Option<&Vec<String>>) -> Result<Vec<String>, CaseEr
     let list = list.cloned().unwrap_or_default();
     for (index, feature) in list.iter().enumerate() {
         if !is_feature_name(feature) {
-            return Err(ctx.err(format!("features[{index}]"), format!("{feature:?} is not accepted: a Cargo feature name")));
+            return Err(
+                ctx.err(format!("features[{index}]"), format!("{feature:?} is not accepted: a Cargo feature name"))
+            );
         }
     }
     Ok(list)
@@ -120,7 +123,10 @@ pub(crate) fn host_tests(ctx: &Ctx, raw: &RawCase) -> Result<HostTestsCase, Case
                     ("skip", raw.skip.is_some()),
                 ] {
                     if set && !allowed.contains(&field) {
-                        return Err(ctx.err(field, format!("not a field of fanout = {mode:?}; its fields: {}", allowed.join(", "))));
+                        return Err(ctx.err(
+                            field,
+                            format!("not a field of fanout = {mode:?}; its fields: {}", allowed.join(", ")),
+                        ));
                     }
                 }
                 Ok(())
@@ -129,7 +135,10 @@ pub(crate) fn host_tests(ctx: &Ctx, raw: &RawCase) -> Result<HostTestsCase, Case
                 "value" => {
                     only(&["values", "env", "test"])?;
                     let values = raw.values.clone().filter(|v| !v.trim().is_empty()).ok_or_else(|| {
-                        ctx.err("values", "required with fanout = \"value\": a shell command printing one value per line")
+                        ctx.err(
+                            "values",
+                            "required with fanout = \"value\": a shell command printing one value per line",
+                        )
                     })?;
                     let env = raw.env.clone().filter(|e| is_env_name(e)).ok_or_else(|| {
                         ctx.err("env", "required with fanout = \"value\": the variable each job's value is passed in")
@@ -196,7 +205,11 @@ pub(crate) fn build(ctx: &Ctx, raw: &RawCase) -> Result<BuildCase, CaseError> {
         .clone()
         .filter(|p| is_feature_name(p))
         .ok_or_else(|| ctx.err("package", "required: a package of the guest workspace"))?;
-    let bin = raw.bin.clone().filter(|b| is_feature_name(b)).ok_or_else(|| ctx.err("bin", "required: the binary to build"))?;
+    let bin = raw
+        .bin
+        .clone()
+        .filter(|b| is_feature_name(b))
+        .ok_or_else(|| ctx.err("bin", "required: the binary to build"))?;
     let profile = raw.profile.clone().unwrap_or_else(|| "release".into());
     if profile != "release" && profile != "checked" {
         return Err(ctx.err("profile", format!("{profile:?} is not accepted: \"release\" or \"checked\"")));

@@ -206,7 +206,8 @@ pub enum Gate {
 }
 
 impl Gate {
-    pub const ALL: [Gate; 6] = [Gate::UnsafeBudget, Gate::SizeBudget, Gate::NoCruft, Gate::Formatting, Gate::Vendor, Gate::Docs];
+    pub const ALL: [Gate; 6] =
+        [Gate::UnsafeBudget, Gate::SizeBudget, Gate::NoCruft, Gate::Formatting, Gate::Vendor, Gate::Docs];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -89,10 +89,14 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}", quoted(&KINDS))));
     }
     // Which fields the file sets, to refuse one that belongs to another kind by name.
-    let table: toml::Table = toml::from_str(text).map_err(|error| ctx.err("toml", error.message().trim().to_string()))?;
+    let table: toml::Table =
+        toml::from_str(text).map_err(|error| ctx.err("toml", error.message().trim().to_string()))?;
     let own = crate::kinds::fields_of(kind);
     for key in table.keys() {
-        if !COMMON_FIELDS.contains(&key.as_str()) && !own.contains(&key.as_str()) && !raw.later_fields().contains(&key.as_str()) {
+        if !COMMON_FIELDS.contains(&key.as_str())
+            && !own.contains(&key.as_str())
+            && !raw.later_fields().contains(&key.as_str())
+        {
             return Err(ctx.err(key.as_str(), format!("not a field of kind {kind:?}; its fields: {}", own.join(", "))));
         }
     }

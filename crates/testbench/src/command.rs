@@ -194,7 +194,8 @@ pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Op
             return Ok(None);
         }
         std::thread::sleep(nap);
-        let cap = if start.elapsed() < Duration::from_secs(1) { Duration::from_millis(1) } else { Duration::from_millis(5) };
+        let cap =
+            if start.elapsed() < Duration::from_secs(1) { Duration::from_millis(1) } else { Duration::from_millis(5) };
         nap = (nap * 2).min(cap);
     }
 }

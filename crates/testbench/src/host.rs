@@ -88,7 +88,8 @@ fn test_binaries(stdout: &[u8]) -> Vec<TestBinary> {
         if message["reason"] != "compiler-artifact" || message["profile"]["test"] != true {
             continue;
         }
-        let (Some(executable), Some(manifest)) = (message["executable"].as_str(), message["manifest_path"].as_str()) else {
+        let (Some(executable), Some(manifest)) = (message["executable"].as_str(), message["manifest_path"].as_str())
+        else {
             continue;
         };
         binaries.push(TestBinary {
@@ -107,11 +108,16 @@ pub fn failures_block(stdout: &str, stderr: &str) -> String {
     let lines: Vec<&str> = stdout.lines().collect();
     let mut block: Vec<&str> = Vec::new();
     if let Some(start) = lines.iter().position(|l| *l == "failures:") {
-        let end = lines[start..].iter().position(|l| l.starts_with("test result:")).map(|e| start + e).unwrap_or(lines.len() - 1);
+        let end = lines[start..]
+            .iter()
+            .position(|l| l.starts_with("test result:"))
+            .map(|e| start + e)
+            .unwrap_or(lines.len() - 1);
         block = lines[start..=end].to_vec();
         if block.len() > FAILURES_BLOCK_MAX_LINES {
             // Keep the first panics, then the names list (the second `failures:`) and the result.
-            let names_at = block.iter().skip(1).position(|l| *l == "failures:").map(|p| p + 1).unwrap_or(block.len() - 1);
+            let names_at =
+                block.iter().skip(1).position(|l| *l == "failures:").map(|p| p + 1).unwrap_or(block.len() - 1);
             let tail: Vec<&str> = block[names_at..].to_vec();
             let head_len = FAILURES_BLOCK_MAX_LINES.saturating_sub(tail.len()).max(20);
             let mut kept: Vec<&str> = block[..head_len.min(names_at)].to_vec();
@@ -135,21 +141,28 @@ fn substitute_cores(value: &str, cores: u32) -> String {
     value.replace("{cores}", &cores.to_string())
 }
 
-pub fn run_host_tests(case_name: &str, host: &HostTestsCase, ctx: &HostContext, log: &mut dyn FnMut(&str)) -> HostResult {
+pub fn run_host_tests(
+    case_name: &str,
+    host: &HostTestsCase,
+    ctx: &HostContext,
+    log: &mut dyn FnMut(&str),
+) -> HostResult {
     if let Some(tool) = missing_tool(&host.tools) {
         return Err(Blocked::HostLack(format!("tool {tool:?} is not an executable on the path (tools)")));
     }
-    std::fs::create_dir_all(&ctx.dir).map_err(|e| Blocked::Build(format!("failed to create {}: {e}", ctx.dir.display())))?;
+    std::fs::create_dir_all(&ctx.dir)
+        .map_err(|e| Blocked::Build(format!("failed to create {}: {e}", ctx.dir.display())))?;
     let workspace = ctx.root.join(&host.workspace);
     let features: Vec<String> =
         if host.features.is_empty() { Vec::new() } else { vec!["--features".into(), host.features.join(",")] };
 
     // Build every test once, first.
     let start = Instant::now();
-    let build = Cmd::new(cargo(), format!("cargo to build the tests of {}", host.workspace.display()), TEST_BUILD_DEADLINE)
-        .cwd(&workspace)
-        .args(["test", "--no-run", "--message-format", "json-render-diagnostics"])
-        .args(&features);
+    let build =
+        Cmd::new(cargo(), format!("cargo to build the tests of {}", host.workspace.display()), TEST_BUILD_DEADLINE)
+            .cwd(&workspace)
+            .args(["test", "--no-run", "--message-format", "json-render-diagnostics"])
+            .args(&features);
     log(&format!("build: {}", build.display()));
     let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
     if !output.status.success() {
@@ -223,7 +236,10 @@ pub fn run_host_tests(case_name: &str, host: &HostTestsCase, ctx: &HostContext, 
         Fanout::File { tests } => {
             for test in tests {
                 let binary = find(test).ok_or_else(|| {
-                    Blocked::Build(format!("tests: cargo built no test target {test:?} in {}", host.workspace.display()))
+                    Blocked::Build(format!(
+                        "tests: cargo built no test target {test:?} in {}",
+                        host.workspace.display()
+                    ))
                 })?;
                 jobs.push(Job { value: test.clone(), binary, args: Vec::new(), env: Vec::new(), late: false });
             }
@@ -338,7 +354,9 @@ fn run_jobs(jobs: &[Job], host: &HostTestsCase, ctx: &HostContext) -> Vec<(JobRe
         }
     });
     let mut results = Arc::try_unwrap(results).ok().expect("every job thread has ended").into_inner().unwrap();
-    (0..jobs.len()).map(|i| results.remove(&i).unwrap_or((JobResult::Trouble("never ran".into()), Duration::ZERO))).collect()
+    (0..jobs.len())
+        .map(|i| results.remove(&i).unwrap_or((JobResult::Trouble("never ran".into()), Duration::ZERO)))
+        .collect()
 }
 
 fn run_job(job: &Job, host: &HostTestsCase, ctx: &HostContext) -> JobResult {
@@ -375,9 +393,12 @@ fn run_job(job: &Job, host: &HostTestsCase, ctx: &HostContext) -> JobResult {
             match (out.status.success(), job.late) {
                 (true, true) if took > host.timeout => JobResult::PassLate,
                 (true, _) => JobResult::Pass,
-                (false, _) => {
-                    JobResult::Fail(format!("{}\n(exit {}; log {})", failures_block(&stdout, &stderr), out.status, log_path.display()))
-                }
+                (false, _) => JobResult::Fail(format!(
+                    "{}\n(exit {}; log {})",
+                    failures_block(&stdout, &stderr),
+                    out.status,
+                    log_path.display()
+                )),
             }
         }
     }
@@ -439,7 +460,9 @@ pub fn context_around(bytes: &[u8], offset: usize, len: usize) -> String {
 pub fn run_scripts(case: &ScriptsCase, ctx: &HostContext, log: &mut dyn FnMut(&str)) -> HostResult {
     // A missing tool fails even under --allow-skip: an oracle that does not run catches nothing.
     if let Some(tool) = missing_tool(&case.tools) {
-        return Err(Blocked::Build(format!("tool {tool:?} is not an executable on the path (tools); an oracle that does not run catches nothing")));
+        return Err(Blocked::Build(format!(
+            "tool {tool:?} is not an executable on the path (tools); an oracle that does not run catches nothing"
+        )));
     }
     std::fs::create_dir_all(&ctx.dir).map_err(|e| Blocked::Build(e.to_string()))?;
     let mut record = String::new();
@@ -452,7 +475,11 @@ pub fn run_scripts(case: &ScriptsCase, ctx: &HostContext, log: &mut dyn FnMut(&s
             .args(["-c", command])
             .output()
             .map_err(|e| Blocked::Build(format!("{e} (the build has {SCRIPTS_BUILD_DEADLINE:?} in all)")))?;
-        record.push_str(&format!("build[{index}] `{command}`: {:.2}s, {}\n", started.elapsed().as_secs_f64(), out.status));
+        record.push_str(&format!(
+            "build[{index}] `{command}`: {:.2}s, {}\n",
+            started.elapsed().as_secs_f64(),
+            out.status
+        ));
         if !out.status.success() {
             let _ = std::fs::write(ctx.dir.join("scripts.log"), &record);
             return Err(Blocked::Build(format!(
@@ -489,7 +516,11 @@ pub fn run_scripts(case: &ScriptsCase, ctx: &HostContext, log: &mut dyn FnMut(&s
                 record.push_str(&format!("scripts[{index}] {script}: {took:.2}s, {}\n", out.status));
                 let _ = std::fs::write(
                     ctx.dir.join(format!("script-{index}.log")),
-                    format!("{}\n--- stderr\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+                    format!(
+                        "{}\n--- stderr\n{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
                 );
                 if !out.status.success() {
                     let tail = crate::qemu::last_lines(&String::from_utf8_lossy(&out.stderr), 5).join(" | ");

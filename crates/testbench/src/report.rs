@@ -192,7 +192,9 @@ impl Reporter {
             .reports
             .iter()
             .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
-            .map(|r| format!("{}/{}", r.arch.as_deref().unwrap_or("host"), r.seed.map(|s| s.to_string()).unwrap_or_default()))
+            .map(|r| {
+                format!("{}/{}", r.arch.as_deref().unwrap_or("host"), r.seed.map(|s| s.to_string()).unwrap_or_default())
+            })
             .collect();
         let text = format!(
             "sweep {case}: {} seeds, {} boots, {} failed{}",
