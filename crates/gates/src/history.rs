@@ -144,7 +144,13 @@ fn judge_commit<C>(
         return;
     }
     let Some(_) = blob_new else {
-        push("deleted-config", format!("commit {short} ({subject}) deletes {file}; a budget file is never deleted"));
+        push(
+            "deleted-config",
+            format!(
+                "commit {short} ({subject}) deletes {}; a budget file is never deleted",
+                file.trim_start_matches("./")
+            ),
+        );
         return;
     };
     let Some(new_text) = blob_text(tree, commit, file) else { return };

@@ -292,6 +292,7 @@ pub fn count_crate(tree: &Path, paths: &[PathBuf]) -> CrateCount {
             }
         }
     }
+    r.findings.sort_by(|a, b| (&a.path, a.line, &a.code).cmp(&(&b.path, b.line, &b.code)));
     let mut seen = BTreeSet::new();
     r.findings.retain(|f| seen.insert((f.path.clone(), f.line, f.code.clone(), f.message.clone())));
     count.findings = r.findings;

@@ -434,7 +434,7 @@ pub fn check_tree(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigErro
                 format!(
                     "[[uncounted]] names `{}`, which is no member of the workspace `{}`",
                     u.member.display(),
-                    cfg.workspace.display()
+                    shown(&cfg.workspace)
                 ),
             )),
             Some(m) if !m.no_std => findings.push(on_config(
@@ -448,6 +448,15 @@ pub fn check_tree(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigErro
         }
     }
     Ok(findings)
+}
+
+/// A path for a message: `.` for the tree itself.
+fn shown(p: &Path) -> String {
+    if p.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        p.display().to_string()
+    }
 }
 
 /// A member of the cargo workspace.
