@@ -22,6 +22,9 @@
 //!    `uncommitted-raise`. This is the only rule that bites on the main branch itself,
 //!    where the range since the merge-base is empty.
 //!
+//! A budget file given by an absolute path outside the tree is `outside-tree`: its history
+//! is not the tree's. A committed version that does not parse is `unreadable-version`.
+//!
 //! Git is run read-only (`--no-optional-locks`, only `rev-parse`, `rev-list`, `merge-base`,
 //! `cat-file` and `log`), with the tree as its working directory.
 
@@ -65,6 +68,13 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
         code: code.to_string(),
         message,
     };
+    if config.is_absolute() {
+        findings.push(finding(
+            "outside-tree",
+            format!("the budget file is outside {}, so its history cannot be read from the tree's git", tree.display()),
+        ));
+        return findings;
+    }
     let Some(head) = rev_parse(tree, "HEAD^{commit}") else {
         findings.push(finding(
             "no-merge-base",

@@ -435,11 +435,9 @@ impl Resolver<'_> {
             for d in &parsed.decls {
                 let test = job.test || d.test;
                 match &d.target {
-                    Target::Path(_) | Target::OwnDir(_) => {
-                        let f = match &d.target {
-                            Target::OwnDir(p) => lexical(&own_dir.join(p)),
-                            Target::Path(p) | Target::Default { dir: p, .. } => lexical(&parent.join(p)),
-                        };
+                    Target::Path(p) | Target::OwnDir(p) => {
+                        let base = if matches!(d.target, Target::OwnDir(_)) { &own_dir } else { &parent };
+                        let f = lexical(&base.join(p));
                         if tree.join(&f).is_file() {
                             next.push(Job { file: f, mod_rs: true, test });
                         } else if !test {

@@ -287,7 +287,9 @@ fn lines_of_code_leave_out_comments_blanks_and_test_only_code() {
         ("a.rs", Some(2)),
         ("arch/csr.rs", Some(1)),
         ("arch/riscv.rs", Some(1)),
-        ("lib.rs", Some(19)),
+        ("clock.rs", Some(1)),
+        ("clock_test.rs", None),
+        ("lib.rs", Some(21)),
         ("net/mod.rs", Some(1)),
         ("net/tcp.rs", Some(2)),
         ("outer/inner.rs", Some(1)),
@@ -297,7 +299,7 @@ fn lines_of_code_leave_out_comments_blanks_and_test_only_code() {
     ];
     let expect: Vec<(String, Option<usize>)> = expect.iter().map(|(p, n)| (p.to_string(), *n)).collect();
     assert_eq!(files, expect);
-    assert_eq!(count.lines, 28);
+    assert_eq!(count.lines, 31);
     assert!(count.findings.is_empty(), "{:#?}", count.findings);
 }
 
@@ -682,6 +684,16 @@ fn check_runs_the_tree_rules_and_the_history_together() {
     let f = size_budget::check(r.path(), Path::new("size-budget.toml")).unwrap();
     assert_eq!(codes(&f), ["over-ceiling"]);
     assert_eq!(unsafe_budget::check(r.path(), Path::new("unsafe-budget.toml")).unwrap(), vec![]);
+}
+
+#[test]
+fn a_budget_file_outside_the_tree_cannot_pass_the_ratchet_unchecked() {
+    let r = Repo::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let cfg = elsewhere.path().join("size-budget.toml");
+    fs::write(&cfg, size_toml(&[("k", &["k/src"], 10)])).unwrap();
+    let f = size_budget::check_history(r.path(), &cfg).unwrap();
+    assert_eq!(codes(&f), ["outside-tree"]);
 }
 
 /// A copy of a fixture tree, to change.
