@@ -13,6 +13,7 @@ pub mod finding;
 
 pub mod docs;
 pub mod formatting;
+pub mod history;
 pub mod nocruft;
 pub mod size_budget;
 pub mod unsafe_budget;

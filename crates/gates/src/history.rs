@@ -1,0 +1,370 @@
+//! What the two budget gates share: reading a budget file, walking Rust sources, and the
+//! ratchet, which reads the budget file's history in git.
+//!
+//! # The ratchet
+//!
+//! A budget only falls. Loosening it (a raised limit, a dropped entry, an entry's paths
+//! narrowed) needs a line `<Label>: <entry>: <reason>` in the commit that does it. The
+//! branch checked out in the tree is judged on its own commits:
+//!
+//! 1. The main branch is `refs/heads/main`, else `refs/remotes/origin/HEAD`. With neither,
+//!    or no merge-base of HEAD with it (a shallow clone), the finding is `no-merge-base`:
+//!    the history is never passed unchecked.
+//! 2. Every commit on HEAD's first-parent chain since the merge-base whose budget file
+//!    differs from its first parent's is judged against that parent's version. Where the
+//!    parent lacks the file, against the last version before it on the first-parent chain;
+//!    where there is none (a file new on the branch), every entry needs its line.
+//! 3. The line may be in the commit's message or, for a merge, in the message of any commit
+//!    the merge brings in (`<first parent>..<merge>`).
+//! 4. A commit whose file is gone while its first parent had it is `deleted-config`, so
+//!    deleting the file and adding it back loosened cannot escape.
+//! 5. The working tree's file is judged against HEAD's: any loosening not yet committed is
+//!    `uncommitted-raise`. This is the only rule that bites on the main branch itself,
+//!    where the range since the merge-base is empty.
+//!
+//! A budget file given by an absolute path outside the tree is `outside-tree`: its history
+//! is not the tree's. A committed version that does not parse is `unreadable-version`.
+//!
+//! Git is run read-only (`--no-optional-locks`, only `rev-parse`, `rev-list`, `merge-base`,
+//! `cat-file` and `log`), with the tree as its working directory.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+
+use serde::de::DeserializeOwned;
+
+use crate::finding::{ConfigError, Finding};
+
+/// One way a version of a budget file is looser than the one before it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loosening {
+    /// The budget entry (a budget's or a crate's name) whose line the commit needs.
+    pub entry: String,
+    /// What changed, as a phrase naming the entry: "raises the ceiling of `smoke` from 10
+    /// to 12".
+    pub what: String,
+}
+
+/// How one gate reads and compares versions of its budget file.
+pub struct Ratchet<'a, C> {
+    /// The line prefix: `Size budget` or `Unsafe budget`.
+    pub label: &'a str,
+    /// Parses one version of the file.
+    pub parse: &'a dyn Fn(&str) -> Result<C, String>,
+    /// What makes `new` looser than `old`; `old` is `None` for a file with no earlier
+    /// version, where every entry of `new` needs its line.
+    pub loosenings: &'a dyn Fn(Option<&C>, &C) -> Vec<Loosening>,
+}
+
+/// Judges the history of the budget file `config` (relative to `tree`) and the
+/// uncommitted `current` version of it. Returns the findings, each on the budget file.
+pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let finding = |code: &str, message: String| Finding {
+        path: config.to_path_buf(),
+        line: None,
+        code: code.to_string(),
+        message,
+    };
+    if config.is_absolute() {
+        findings.push(finding(
+            "outside-tree",
+            format!("the budget file is outside {}, so its history cannot be read from the tree's git", tree.display()),
+        ));
+        return findings;
+    }
+    let Some(head) = rev_parse(tree, "HEAD^{commit}") else {
+        findings.push(finding(
+            "no-merge-base",
+            format!("{} is not in a git repository with a commit, so its history cannot be judged", tree.display()),
+        ));
+        return findings;
+    };
+    let file = config_spec(config);
+
+    // Uncommitted: the working tree's version against HEAD's.
+    if let Some(text) = blob_text(tree, &head, &file) {
+        match (ratchet.parse)(&text) {
+            Ok(committed) => {
+                for l in (ratchet.loosenings)(Some(&committed), current) {
+                    findings.push(finding(
+                        "uncommitted-raise",
+                        format!(
+                            "an uncommitted change {}; commit it with a line `{}: {}: <reason>`",
+                            l.what, ratchet.label, l.entry
+                        ),
+                    ));
+                }
+            }
+            Err(e) => findings.push(finding("unreadable-version", format!("the version in HEAD does not parse: {e}"))),
+        }
+    }
+
+    // Committed: the branch's own commits since the merge-base.
+    let main = ["refs/heads/main", "refs/remotes/origin/HEAD"]
+        .iter()
+        .find_map(|r| rev_parse(tree, &format!("{r}^{{commit}}")).map(|c| (*r, c)));
+    let Some((main_ref, main_commit)) = main else {
+        findings.push(finding(
+            "no-merge-base",
+            "neither `main` nor `origin/HEAD` exists, so the branch's commits cannot be told from the main \
+             branch's: the history is not judged"
+                .to_string(),
+        ));
+        return findings;
+    };
+    let Some(base) = git(tree, &["merge-base", &head, &main_commit]).map(|s| s.trim().to_string()) else {
+        findings.push(finding(
+            "no-merge-base",
+            format!(
+                "HEAD has no merge-base with {main_ref} (a shallow clone?), so the branch's commits cannot be \
+                 found: the history is not judged"
+            ),
+        ));
+        return findings;
+    };
+    let Some(list) = git(tree, &["rev-list", "--first-parent", "--reverse", &format!("{base}..{head}")]) else {
+        findings.push(finding("no-merge-base", format!("git rev-list {base}..HEAD failed")));
+        return findings;
+    };
+    for commit in list.lines().map(str::trim).filter(|c| !c.is_empty()) {
+        judge_commit(tree, &file, commit, ratchet, &mut |code, message| findings.push(finding(code, message)));
+    }
+    findings
+}
+
+fn judge_commit<C>(
+    tree: &Path,
+    file: &str,
+    commit: &str,
+    ratchet: &Ratchet<'_, C>,
+    push: &mut dyn FnMut(&str, String),
+) {
+    let parents: Vec<String> = git(tree, &["rev-list", "--parents", "-n", "1", commit])
+        .map(|s| s.split_whitespace().skip(1).map(str::to_string).collect())
+        .unwrap_or_default();
+    let first_parent = parents.first().cloned();
+    let short = &commit[..commit.len().min(10)];
+    let subject = git(tree, &["log", "-1", "--format=%s", commit]).unwrap_or_default().trim().to_string();
+    let blob_new = blob_id(tree, commit, file);
+    let blob_old = first_parent.as_deref().and_then(|p| blob_id(tree, p, file));
+    if blob_new == blob_old {
+        return;
+    }
+    let Some(_) = blob_new else {
+        push(
+            "deleted-config",
+            format!(
+                "commit {short} ({subject}) deletes {}; a budget file is never deleted",
+                file.trim_start_matches("./")
+            ),
+        );
+        return;
+    };
+    let Some(new_text) = blob_text(tree, commit, file) else { return };
+    let new = match (ratchet.parse)(&new_text) {
+        Ok(c) => c,
+        Err(e) => {
+            push("unreadable-version", format!("the version in commit {short} ({subject}) does not parse: {e}"));
+            return;
+        }
+    };
+    let old_text = match (&blob_old, &first_parent) {
+        (Some(_), Some(p)) => blob_text(tree, p, file),
+        (None, Some(p)) => last_version_before(tree, p, file),
+        _ => None,
+    };
+    let old = match old_text.map(|t| (ratchet.parse)(&t)) {
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            push("unreadable-version", format!("the version before commit {short} ({subject}) does not parse: {e}"));
+            return;
+        }
+        None => None,
+    };
+    let loosenings = (ratchet.loosenings)(old.as_ref(), &new);
+    if loosenings.is_empty() {
+        return;
+    }
+    let messages = if parents.len() > 1 {
+        let range = format!("{}..{commit}", parents[0]);
+        git(tree, &["log", "--format=%B%x00", &range]).unwrap_or_default()
+    } else {
+        git(tree, &["log", "-1", "--format=%B", commit]).unwrap_or_default()
+    };
+    for l in loosenings {
+        if !has_reason_line(&messages, ratchet.label, &l.entry) {
+            let where_ = if parents.len() > 1 { " or in a commit it merges" } else { "" };
+            push(
+                "raise-without-reason",
+                format!(
+                    "commit {short} ({subject}) {} without a line `{}: {}: <reason>` in its message{where_}",
+                    l.what, ratchet.label, l.entry
+                ),
+            );
+        }
+    }
+}
+
+/// Whether `messages` holds a line `<label>: <entry>: <reason>` with a reason that is not
+/// empty (leading and trailing white space ignored).
+pub fn has_reason_line(messages: &str, label: &str, entry: &str) -> bool {
+    let prefix = format!("{label}: {entry}:");
+    messages.lines().any(|line| line.trim().strip_prefix(&prefix).is_some_and(|reason| !reason.trim().is_empty()))
+}
+
+/// The newest version of `file` on `from`'s first-parent chain (`from` included).
+fn last_version_before(tree: &Path, from: &str, file: &str) -> Option<String> {
+    let touching = git(tree, &["rev-list", "--first-parent", from, "--", file])?;
+    touching.lines().map(str::trim).filter(|c| !c.is_empty()).find_map(|c| blob_text(tree, c, file))
+}
+
+/// `file` as a `<rev>:<path>` path relative to git's working directory (the tree).
+fn config_spec(config: &Path) -> String {
+    let mut s = String::from(".");
+    for c in config.components() {
+        if let Component::Normal(part) = c {
+            s.push('/');
+            s.push_str(&part.to_string_lossy());
+        }
+    }
+    s
+}
+
+fn rev_parse(tree: &Path, rev: &str) -> Option<String> {
+    git(tree, &["rev-parse", "--verify", "-q", rev]).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn blob_id(tree: &Path, commit: &str, file: &str) -> Option<String> {
+    rev_parse(tree, &format!("{commit}:{file}"))
+}
+
+fn blob_text(tree: &Path, commit: &str, file: &str) -> Option<String> {
+    git(tree, &["cat-file", "blob", &format!("{commit}:{file}")])
+}
+
+/// Runs git read-only in `tree`; its standard output when it succeeded.
+fn git(tree: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("--no-optional-locks")
+        .arg("-C")
+        .arg(tree)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading a budget file
+
+/// The budget file's path relative to `tree` (as findings name it), and its full path.
+/// `config` may be relative to the tree or absolute.
+pub fn locate(tree: &Path, config: &Path) -> (PathBuf, PathBuf) {
+    if config.is_absolute() {
+        let rel = config
+            .strip_prefix(tree)
+            .ok()
+            .map(Path::to_path_buf)
+            .or_else(|| {
+                let t = tree.canonicalize().ok()?;
+                let c = config.canonicalize().ok()?;
+                c.strip_prefix(t).ok().map(Path::to_path_buf)
+            })
+            .unwrap_or_else(|| config.to_path_buf());
+        (rel, config.to_path_buf())
+    } else {
+        (normalize(config), tree.join(config))
+    }
+}
+
+/// Reads a budget file into its raw serde form; an unreadable file or a TOML or serde error
+/// is a `ConfigError` naming the file and, where the error names one, the field.
+pub fn read_toml<R: DeserializeOwned>(file_name: &str, full: &Path) -> Result<(String, R), ConfigError> {
+    let text = fs::read_to_string(full).map_err(|e| ConfigError {
+        file: file_name.to_string(),
+        field: "(file)".to_string(),
+        message: format!("cannot read it ({e}); expected a TOML budget file"),
+    })?;
+    let raw = parse_toml(file_name, &text)?;
+    Ok((text, raw))
+}
+
+/// Parses one version of a budget file into its raw serde form.
+pub fn parse_toml<R: DeserializeOwned>(file_name: &str, text: &str) -> Result<R, ConfigError> {
+    toml::from_str(text).map_err(|e: toml::de::Error| {
+        let message = e.message().trim().to_string();
+        let field = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.contains("field"))
+            .map(str::to_string)
+            .or_else(|| e.span().map(|s| format!("line {}", text[..s.start].lines().count().max(1))))
+            .unwrap_or_else(|| "(syntax)".to_string());
+        ConfigError { file: file_name.to_string(), field, message }
+    })
+}
+
+/// A configured path, checked: relative, without `..`, not empty. Returns it normalized.
+pub fn checked_path(file_name: &str, field: &str, path: &str) -> Result<PathBuf, ConfigError> {
+    let p = Path::new(path);
+    let bad = path.trim().is_empty()
+        || p.is_absolute()
+        || p.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+    if bad {
+        return Err(ConfigError {
+            file: file_name.to_string(),
+            field: field.to_string(),
+            message: format!("`{path}` is not accepted; expected a path relative to the tree, without `..`"),
+        });
+    }
+    Ok(normalize(p))
+}
+
+/// `p` without `.` components or a trailing slash.
+pub fn normalize(p: &Path) -> PathBuf {
+    p.components().filter(|c| !matches!(c, Component::CurDir)).collect()
+}
+
+/// Every `.rs` file under `dir` (relative to `tree`), relative to `tree`, sorted. Skips
+/// `target` directories and hidden ones. A file given instead of a directory is itself.
+pub fn rust_files(tree: &Path, dir: &Path) -> Vec<PathBuf> {
+    let mut out = BTreeSet::new();
+    let full = tree.join(dir);
+    if full.is_file() {
+        if dir.extension().is_some_and(|e| e == "rs") {
+            out.insert(dir.to_path_buf());
+        }
+    } else {
+        walk(&full, dir, &mut out);
+    }
+    out.into_iter().collect()
+}
+
+fn walk(full: &Path, rel: &Path, out: &mut BTreeSet<PathBuf>) {
+    let Ok(entries) = fs::read_dir(full) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name_s = name.to_string_lossy();
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            if name_s.starts_with('.') || name_s == "target" {
+                continue;
+            }
+            walk(&entry.path(), &rel.join(&name), out);
+        } else if kind.is_file() && name_s.ends_with(".rs") {
+            out.insert(rel.join(&name));
+        }
+    }
+}
+
+/// Whether `file` is `dir` or under it (both relative to the tree, normalized).
+pub fn is_under(file: &Path, dir: &Path) -> bool {
+    file.starts_with(dir)
+}
