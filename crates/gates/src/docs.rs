@@ -719,11 +719,6 @@ fn check_statuses(tree: &Path, path: &Path, page: &Page, exempt: bool, tests: &T
             }
         }
     }
-    if !whole_page {
-        for (_, line) in page.statuses.iter().filter(|(_, line)| *line < first_section) {
-            push(*line, "C1", "a status line before the page's first section belongs to no feature".to_owned());
-        }
-    }
     for (text, line) in &page.statuses {
         let references = match parse_status(text) {
             Ok(references) => references,
@@ -814,7 +809,8 @@ fn check_links(
         };
         if let Some(linked) = linked {
             if !heading_ids(linked).contains(anchor) {
-                push(format!("{target}: no heading with the id {anchor:?} in {}", in_tree.display()));
+                let shown = if file.is_empty() { path.display() } else { in_tree.display() };
+                push(format!("{target}: no heading with the id {anchor:?} in {shown}"));
             }
         }
     }
