@@ -12,6 +12,7 @@
 //! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
 //! the bench's question (it asks before anything builds), using [`Case::paths`].
 
+mod kinds;
 mod raw;
 mod validate;
 
@@ -104,11 +105,132 @@ pub struct Case {
     /// `false`: the case runs only when the filter is its whole name.
     pub whole_run: bool,
     pub kind: Kind,
+    /// A self-check: the case passes only if it fails with a reason this matches.
+    pub must_fail: Option<Pattern>,
 }
 
 #[derive(Clone, Debug)]
 pub enum Kind {
     Boot(BootCase),
+    HostTests(HostTestsCase),
+    Build(BuildCase),
+    Scripts(ScriptsCase),
+    Gate(GateCase),
+}
+
+impl Kind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Boot(_) => "boot",
+            Kind::HostTests(_) => "host-tests",
+            Kind::Build(_) => "build",
+            Kind::Scripts(_) => "scripts",
+            Kind::Gate(_) => "gate",
+        }
+    }
+}
+
+/// Host tests of a cargo workspace: built once, then run as one job or fanned out.
+#[derive(Clone, Debug)]
+pub struct HostTestsCase {
+    /// Relative to the workspace root, below it, holding a Cargo.toml ("." by default).
+    pub workspace: PathBuf,
+    pub features: Vec<String>,
+    /// Host programs the tests run: each must be an executable on the path.
+    pub tools: Vec<String>,
+    pub fanout: Option<Fanout>,
+    /// Set for every job; `{cores}` becomes the job's count of cores.
+    pub vars: Vec<(String, String)>,
+    /// Cores each job asks for (default 1).
+    pub cores: u32,
+    /// Each job's deadline.
+    pub timeout: Duration,
+    /// Values known to pass only past the deadline; reported, never hidden.
+    pub late: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Fanout {
+    /// One job per line the shell command `values` prints, each running test target
+    /// `test` with the line in the variable `env`.
+    Value { values: String, env: String, test: String },
+    /// One job per test target named.
+    File { tests: Vec<String> },
+    /// One job per libtest test of every test binary, those `filter` takes and `skip` does not.
+    Test { filter: Option<Pattern>, skip: Vec<String> },
+}
+
+/// A binary of the guest workspace built for each width, and scanned.
+#[derive(Clone, Debug)]
+pub struct BuildCase {
+    pub arch: Vec<Arch>,
+    pub package: String,
+    pub bin: String,
+    /// "release" or "checked".
+    pub profile: String,
+    pub features: Vec<String>,
+    /// Byte strings the built file must not hold anywhere.
+    pub forbid_in_binary: Vec<String>,
+}
+
+/// Oracle scripts: tools checked, build commands run, then scripts in order.
+#[derive(Clone, Debug)]
+pub struct ScriptsCase {
+    pub tools: Vec<String>,
+    /// Shell commands that must all exit 0, together within 600 s.
+    pub build: Vec<String>,
+    /// Run in order from the workspace root, each judged by its exit status.
+    pub scripts: Vec<String>,
+    /// The scripts' shared deadline, counted from the end of the build.
+    pub timeout: Duration,
+}
+
+/// A source gate over a tree.
+#[derive(Clone, Debug)]
+pub struct GateCase {
+    pub gate: Gate,
+    /// The root of the tree checked, relative to the workspace root ("." by default).
+    pub tree: PathBuf,
+    /// The gate's configuration, relative to `tree`; each gate has a default file name.
+    pub config: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    UnsafeBudget,
+    SizeBudget,
+    NoCruft,
+    Formatting,
+    Vendor,
+    Docs,
+}
+
+impl Gate {
+    pub const ALL: [Gate; 6] =
+        [Gate::UnsafeBudget, Gate::SizeBudget, Gate::NoCruft, Gate::Formatting, Gate::Vendor, Gate::Docs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::UnsafeBudget => "unsafe-budget",
+            Gate::SizeBudget => "size-budget",
+            Gate::NoCruft => "no-cruft",
+            Gate::Formatting => "formatting",
+            Gate::Vendor => "vendor",
+            Gate::Docs => "docs",
+        }
+    }
+
+    /// The configuration a gate reads unless the case names another.
+    pub fn default_config(self) -> &'static str {
+        match self {
+            Gate::UnsafeBudget => "unsafe-budget.toml",
+            Gate::SizeBudget => "size-budget.toml",
+            Gate::NoCruft => "no-cruft.toml",
+            Gate::Formatting => "formatting.toml",
+            Gate::Vendor => "vendor",
+            Gate::Docs => "docs",
+        }
+    }
 }
 
 /// A boot case: what to boot, how, and what its console must show.
@@ -137,7 +259,6 @@ pub struct BootCase {
     pub poweroff: bool,
     pub poweroff_status: i32,
     pub inputs: Vec<Input>,
-    pub must_fail: Option<Pattern>,
     pub guest: Guest,
 }
 
@@ -228,19 +349,30 @@ pub struct NamedPath {
 }
 
 impl Case {
-    pub fn boot(&self) -> &BootCase {
+    /// The boot case, if this is one.
+    pub fn as_boot(&self) -> Option<&BootCase> {
         match &self.kind {
-            Kind::Boot(boot) => boot,
+            Kind::Boot(boot) => Some(boot),
+            _ => None,
+        }
+    }
+
+    /// The widths the case runs on; empty for a case that runs on the host alone.
+    pub fn arch(&self) -> &[Arch] {
+        match &self.kind {
+            Kind::Boot(boot) => &boot.arch,
+            Kind::Build(build) => &build.arch,
+            _ => &[],
         }
     }
 
     /// The firmware the boot runs under, and the field that chose it. A missing firmware
     /// image is the host's lack, not the case's mistake, so it is checked at boot time
     /// (failing the case, or skipping it under `--allow-skip`), not with [`Case::paths`].
-    pub fn firmware(&self) -> (&Firmware, &'static str) {
-        match &self.boot().guest {
-            Guest::Built { firmware, .. } => (firmware, "firmware"),
-            Guest::External(guest) => (&guest.firmware, "guest.firmware"),
+    pub fn firmware(&self) -> Option<(&Firmware, &'static str)> {
+        match &self.as_boot()?.guest {
+            Guest::Built { firmware, .. } => Some((firmware, "firmware")),
+            Guest::External(guest) => Some((&guest.firmware, "guest.firmware")),
         }
     }
 
@@ -248,7 +380,18 @@ impl Case {
     /// builds. The firmware is not among them (see [`Case::firmware`]).
     pub fn paths(&self) -> Vec<NamedPath> {
         let mut paths = Vec::new();
-        let boot = self.boot();
+        let boot = match &self.kind {
+            Kind::Boot(boot) => boot,
+            Kind::HostTests(host) => {
+                paths.push(NamedPath { field: "workspace".into(), path: host.workspace.join("Cargo.toml") });
+                return paths;
+            }
+            Kind::Gate(gate) => {
+                paths.push(NamedPath { field: "tree".into(), path: gate.tree.clone() });
+                return paths;
+            }
+            Kind::Build(_) | Kind::Scripts(_) => return paths,
+        };
         match &boot.guest {
             Guest::Built { programs, .. } => {
                 for (index, program) in programs.iter().enumerate() {

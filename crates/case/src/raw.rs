@@ -29,6 +29,33 @@ pub struct RawCase {
     pub firmware: Option<String>,
     pub guest: Option<RawGuest>,
 
+    // host-tests
+    pub workspace: Option<String>,
+    pub features: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
+    pub fanout: Option<String>,
+    pub values: Option<String>,
+    pub env: Option<String>,
+    pub test: Option<String>,
+    pub tests: Option<Vec<String>>,
+    pub filter: Option<String>,
+    pub skip: Option<Vec<String>>,
+    pub vars: Option<std::collections::BTreeMap<String, String>>,
+    pub cores: Option<i64>,
+    pub late: Option<Vec<String>>,
+    // build
+    pub package: Option<String>,
+    pub bin: Option<String>,
+    pub profile: Option<String>,
+    pub forbid_in_binary: Option<Vec<String>>,
+    // scripts
+    pub build: Option<Vec<String>>,
+    pub scripts: Option<Vec<String>>,
+    // gate
+    pub gate: Option<String>,
+    pub tree: Option<String>,
+    pub config: Option<String>,
+
     // Fields of features the bench will bring later. They are read so that a case using
     // one is refused as "not supported yet" rather than as a misspelling.
     pub reporter: Option<toml::Value>,
@@ -47,18 +74,14 @@ pub struct RawCase {
     pub disk: Option<toml::Value>,
     pub net: Option<toml::Value>,
     pub session: Option<toml::Value>,
-    pub workspace: Option<toml::Value>,
-    pub features: Option<toml::Value>,
-    pub tools: Option<toml::Value>,
-    pub fanout: Option<toml::Value>,
-    pub forbid_in_binary: Option<toml::Value>,
+    pub late_cores: Option<toml::Value>,
 }
 
 impl RawCase {
     /// The later-feature fields this case sets, by name.
     pub fn later_fields(&self) -> Vec<&'static str> {
         let mut names = Vec::new();
-        let fields: [(&'static str, bool); 21] = [
+        let fields: [(&'static str, bool); 17] = [
             ("reporter", self.reporter.is_some()),
             ("launch", self.launch.is_some()),
             ("post_check", self.post_check.is_some()),
@@ -75,11 +98,7 @@ impl RawCase {
             ("disk", self.disk.is_some()),
             ("net", self.net.is_some()),
             ("session", self.session.is_some()),
-            ("workspace", self.workspace.is_some()),
-            ("features", self.features.is_some()),
-            ("tools", self.tools.is_some()),
-            ("fanout", self.fanout.is_some()),
-            ("forbid_in_binary", self.forbid_in_binary.is_some()),
+            ("late_cores", self.late_cores.is_some()),
         ];
         for (name, set) in fields {
             if set {

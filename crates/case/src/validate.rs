@@ -11,8 +11,11 @@ use crate::{
     Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind, Pattern, Program, SMP_MAX,
 };
 
-/// The kinds of case the seed knows. Only `boot` is built today.
-const LATER_KINDS: [&str; 3] = ["host-tests", "build", "scripts"];
+/// The kinds of case.
+const KINDS: [&str; 5] = ["boot", "host-tests", "build", "scripts", "gate"];
+
+/// Fields every kind takes.
+const COMMON_FIELDS: [&str; 4] = ["description", "kind", "whole_run", "must_fail"];
 
 /// The longest deadline a case may set: a day. Anything longer is a typo for a unit.
 const TIMEOUT_SECS_MAX: f64 = 86_400.0;
@@ -20,16 +23,16 @@ const TIMEOUT_SECS_MAX: f64 = 86_400.0;
 /// The most guest RAM a case may ask for, in MiB (QEMU `virt` on this class of host).
 const MEMORY_MIB_MAX: i64 = 16_384;
 
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     file: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> CaseError {
+    pub(crate) fn err(&self, field: impl Into<String>, message: impl Into<String>) -> CaseError {
         CaseError { file: self.file.to_string(), field: field.into(), message: message.into() }
     }
 
-    fn regex(&self, label: String, source: &str) -> Result<Pattern, CaseError> {
+    pub(crate) fn regex(&self, label: String, source: &str) -> Result<Pattern, CaseError> {
         match Regex::new(source) {
             Ok(regex) => Ok(Pattern { label, regex }),
             Err(error) => {
@@ -41,11 +44,11 @@ impl Ctx<'_> {
         }
     }
 
-    fn patterns(&self, field: &str, sources: &[String]) -> Result<Vec<Pattern>, CaseError> {
+    pub(crate) fn patterns(&self, field: &str, sources: &[String]) -> Result<Vec<Pattern>, CaseError> {
         sources.iter().enumerate().map(|(index, source)| self.regex(format!("{field}[{index}]"), source)).collect()
     }
 
-    fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
+    pub(crate) fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
         if !(secs.is_finite() && secs > 0.0 && secs <= TIMEOUT_SECS_MAX) {
             return Err(self.err(field, format!("{secs} is not accepted: a number of seconds above 0 and at most {TIMEOUT_SECS_MAX} (fractions allowed)")));
         }
@@ -81,42 +84,42 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .clone()
         .filter(|d| !d.trim().is_empty())
         .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
-    let kind = raw.kind.as_deref().ok_or_else(|| ctx.err("kind", "required: \"boot\""))?;
-    if LATER_KINDS.contains(&kind) {
-        return Err(ctx.err("kind", format!("{kind:?} is not supported yet; accepted: \"boot\"")));
+    let kind = raw.kind.as_deref().ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&KINDS))))?;
+    if !KINDS.contains(&kind) {
+        return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}", quoted(&KINDS))));
     }
-    if kind != "boot" {
-        return Err(ctx.err(
-            "kind",
-            format!("{kind:?} is not accepted: \"boot\" (later: \"host-tests\", \"build\", \"scripts\")"),
-        ));
+    // Which fields the file sets, to refuse one that belongs to another kind by name.
+    let table: toml::Table =
+        toml::from_str(text).map_err(|error| ctx.err("toml", error.message().trim().to_string()))?;
+    let own = crate::kinds::fields_of(kind);
+    for key in table.keys() {
+        if !COMMON_FIELDS.contains(&key.as_str())
+            && !own.contains(&key.as_str())
+            && !raw.later_fields().contains(&key.as_str())
+        {
+            return Err(ctx.err(key.as_str(), format!("not a field of kind {kind:?}; its fields: {}", own.join(", "))));
+        }
     }
     if let Some(field) = raw.later_fields().first() {
         return Err(ctx.err(*field, "not supported yet by this bench"));
     }
-    let boot = boot_case(&ctx, &raw)?;
-    Ok(Case { name, file: path, description, whole_run: raw.whole_run.unwrap_or(true), kind: Kind::Boot(boot) })
+    let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
+    let kind = match kind {
+        "boot" => Kind::Boot(boot_case(&ctx, &raw)?),
+        "host-tests" => Kind::HostTests(crate::kinds::host_tests(&ctx, &raw)?),
+        "build" => Kind::Build(crate::kinds::build(&ctx, &raw)?),
+        "scripts" => Kind::Scripts(crate::kinds::scripts(&ctx, &raw)?),
+        _ => Kind::Gate(crate::kinds::gate(&ctx, &raw)?),
+    };
+    Ok(Case { name, file: path, description, whole_run: raw.whole_run.unwrap_or(true), kind, must_fail })
+}
+
+fn quoted(names: &[&str]) -> String {
+    names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
 }
 
 fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
-    let arch_names = raw.arch.as_ref().ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
-    if arch_names.is_empty() {
-        return Err(ctx.err(
-            "arch",
-            "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)",
-        ));
-    }
-    let mut arch = Vec::new();
-    for (index, name) in arch_names.iter().enumerate() {
-        let one = Arch::from_name(name).ok_or_else(|| {
-            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\""))
-        })?;
-        if arch.contains(&one) {
-            return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));
-        }
-        arch.push(one);
-    }
-
+    let arch = arch_list(ctx, raw.arch.as_ref())?;
     let smp = smp(ctx, raw.smp.as_ref(), &arch)?;
     let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
     let timeout_smp = raw.timeout_secs_smp.map(|secs| ctx.seconds("timeout_secs_smp", secs)).transpose()?;
@@ -172,8 +175,6 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         inputs
             .push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
     }
-    let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
-
     let guest = match (&raw.guest, &raw.programs) {
         (Some(_), Some(_)) => return Err(ctx.err("guest", "a boot case has either programs (the bench builds the guest) or a [guest] table (a guest it does not build), not both")),
         (Some(guest), None) => {
@@ -208,12 +209,32 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         poweroff,
         poweroff_status,
         inputs,
-        must_fail,
         guest,
     })
 }
 
-fn is_feature_name(name: &str) -> bool {
+pub(crate) fn arch_list(ctx: &Ctx, names: Option<&Vec<String>>) -> Result<Vec<Arch>, CaseError> {
+    let names = names.ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
+    if names.is_empty() {
+        return Err(ctx.err(
+            "arch",
+            "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)",
+        ));
+    }
+    let mut arch = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let one = Arch::from_name(name).ok_or_else(|| {
+            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\""))
+        })?;
+        if arch.contains(&one) {
+            return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));
+        }
+        arch.push(one);
+    }
+    Ok(arch)
+}
+
+pub(crate) fn is_feature_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
@@ -279,7 +300,7 @@ fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Firmware, Cas
     }
 }
 
-fn path_field(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
+pub(crate) fn path_field(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
     if value.trim().is_empty() {
         return Err(ctx.err(field, "empty: a path, relative to the workspace root or absolute"));
     }

@@ -5,14 +5,26 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use testbench_case::{parse, Case, Guest, GuestImage};
+use testbench_case::{parse, Case, Guest, GuestImage, Kind};
 
 fn describe(case: &Case) -> String {
-    let boot = case.boot();
     let mut out = String::new();
     writeln!(out, "name: {}", case.name).unwrap();
     writeln!(out, "description: {}", case.description).unwrap();
     writeln!(out, "whole_run: {}", case.whole_run).unwrap();
+    if let Some(must_fail) = &case.must_fail {
+        writeln!(out, "must_fail: {}", must_fail.source()).unwrap();
+    }
+    let boot = match &case.kind {
+        Kind::Boot(boot) => boot,
+        other => {
+            writeln!(out, "{other:#?}").unwrap();
+            for path in case.paths() {
+                writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
+            }
+            return out;
+        }
+    };
     for (arch, counts) in &boot.smp {
         writeln!(out, "smp {arch}: {counts:?}").unwrap();
     }
@@ -26,9 +38,6 @@ fn describe(case: &Case) -> String {
     writeln!(out, "poweroff: {} status: {}", boot.poweroff, boot.poweroff_status).unwrap();
     for input in &boot.inputs {
         writeln!(out, "{}: {} send {:?}", input.after.label, input.after.source(), input.send).unwrap();
-    }
-    if let Some(must_fail) = &boot.must_fail {
-        writeln!(out, "must_fail: {}", must_fail.source()).unwrap();
     }
     match &boot.guest {
         Guest::Built { programs, firmware } => {

@@ -8,6 +8,8 @@ mod build;
 mod cli;
 mod command;
 mod config;
+mod gates;
+mod host;
 mod pack;
 mod qemu;
 mod qmp;
@@ -33,12 +35,49 @@ fn workspace_root() -> PathBuf {
     manifest.ancestors().nth(2).map(PathBuf::from).unwrap_or(manifest)
 }
 
+/// Whether everything `scripts/setup` installs is still there, judged without starting a
+/// process: the script's stamp is newer than the script and than both QEMU binaries on
+/// the path, and the toolchain cargo runs us from has both guest targets. Otherwise the
+/// script runs (it is idempotent, and says what it could not do).
+fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
+    let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let Some(stamp) = modified(&root.join("target/.setup-stamp")) else { return false };
+    if modified(script).is_none_or(|script| script > stamp) {
+        return false;
+    }
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file()))
+    };
+    for qemu in ["qemu-system-riscv64", "qemu-system-riscv32"] {
+        match on_path(qemu).and_then(|path| modified(&path)) {
+            Some(installed) if installed <= stamp => {}
+            _ => return false,
+        }
+    }
+    // cargo runs the bench with CARGO set to the toolchain's own cargo, whose sysroot holds
+    // the installed targets; run directly, any rustup toolchain holding both will do.
+    let has_targets = |sysroot: &std::path::Path| {
+        testbench_case::Arch::ALL.iter().all(|arch| sysroot.join("lib/rustlib").join(arch.target_triple()).is_dir())
+    };
+    match std::env::var_os("CARGO").map(PathBuf::from).and_then(|c| c.ancestors().nth(2).map(PathBuf::from)) {
+        Some(sysroot) => has_targets(&sysroot),
+        None => {
+            let rustup = std::env::var_os("RUSTUP_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".rustup")));
+            let toolchains = rustup.and_then(|r| std::fs::read_dir(r.join("toolchains")).ok());
+            toolchains.is_some_and(|dir| dir.flatten().any(|entry| has_targets(&entry.path())))
+        }
+    }
+}
+
 fn setup(root: &std::path::Path) -> Result<(), String> {
     if std::env::var_os("TESTBENCH_NO_SETUP").is_some() {
         return Ok(());
     }
     let script = root.join(SETUP);
-    if !script.exists() {
+    if !script.exists() || setup_is_current(root, &script) {
         return Ok(());
     }
     let status = command::Cmd::new(&script, "scripts/setup to install what is missing", SETUP_DEADLINE)

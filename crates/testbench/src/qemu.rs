@@ -14,7 +14,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, Firmware};
@@ -35,8 +35,25 @@ pub fn qemu_binary(arch: Arch) -> String {
     std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
 }
 
+/// `qemu -L help`'s answer per width, asked beside the `-version` probe (see `probe`).
+static FIRMWARE_DIRS: Mutex<Vec<(Arch, FirmwareDirs)>> = Mutex::new(Vec::new());
+type FirmwareDirs = Result<Vec<PathBuf>, String>;
+
 /// Run `qemu -version`; the error is the complaint every boot of the width fails with.
+///
+/// `qemu -L help` (for the firmware check) runs at the same time, on a thread that
+/// starts and waits for it (command.rs); its answer is kept for `firmware_dirs`. The two
+/// QEMU starts cost one start's wall time instead of two.
 pub fn probe(arch: Arch) -> Result<String, String> {
+    let dirs = std::thread::spawn(move || list_firmware_dirs(arch));
+    let version = probe_version(arch);
+    if let Ok(dirs) = dirs.join() {
+        FIRMWARE_DIRS.lock().unwrap_or_else(|e| e.into_inner()).push((arch, dirs));
+    }
+    version
+}
+
+fn probe_version(arch: Arch) -> Result<String, String> {
     let qemu = qemu_binary(arch);
     let cmd = Cmd::new(&qemu, format!("{qemu} -version"), PROBE_DEADLINE).arg("-version");
     match cmd.output() {
@@ -59,6 +76,13 @@ fn how_to_replace(arch: Arch) -> String {
 
 /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
 pub fn firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
+    if let Some((_, dirs)) = FIRMWARE_DIRS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(a, _)| *a == arch) {
+        return dirs.clone();
+    }
+    list_firmware_dirs(arch)
+}
+
+fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
     let qemu = qemu_binary(arch);
     let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE)
         .args(["-L", "help"])

@@ -27,8 +27,11 @@ pub enum Outcome {
 #[derive(Clone, Debug)]
 pub struct BootReport {
     pub case: String,
-    pub arch: String,
-    pub smp: u32,
+    pub kind: &'static str,
+    /// The width, for a boot or a build case; none for a case run on the host alone.
+    pub arch: Option<String>,
+    /// The harts, for a boot.
+    pub smp: Option<u32>,
     pub seed: Option<u64>,
     pub outcome: Outcome,
     pub duration: Duration,
@@ -38,7 +41,11 @@ pub struct BootReport {
 
 impl BootReport {
     pub fn label(&self) -> String {
-        format!("{} {} smp{}", self.case, self.arch, self.smp)
+        match (&self.arch, self.smp) {
+            (Some(arch), Some(smp)) => format!("{} {arch} smp{smp}", self.case),
+            (Some(arch), None) => format!("{} {arch}", self.case),
+            _ => format!("{} host", self.case),
+        }
     }
 }
 
@@ -129,9 +136,10 @@ impl Reporter {
             Outcome::Fail(_) => self.summary.failed += 1,
             Outcome::Skip(_) => self.summary.skipped += 1,
         }
-        let seed = match report.seed {
-            Some(seed) => format!("seed {seed}"),
-            None => "seed none".to_string(),
+        let seed = match (report.seed, report.smp) {
+            (Some(seed), _) => format!("seed {seed}"),
+            (None, Some(_)) => "seed none".to_string(),
+            (None, None) => String::new(),
         };
         match self.format {
             MessageFormat::Human => {
@@ -169,7 +177,7 @@ impl Reporter {
                     Outcome::Skip(reason) => ("skip", Some(reason.clone())),
                 };
                 self.emit_json(json!({
-                    "event": "boot-finished", "case": report.case, "arch": report.arch, "smp": report.smp,
+                    "event": "boot-finished", "case": report.case, "kind": report.kind, "arch": report.arch, "smp": report.smp,
                     "seed": report.seed, "verdict": verdict, "reason": reason,
                     "duration_secs": report.duration.as_secs_f64(), "dir": report.dir, "replay": report.replay,
                 }));
@@ -184,7 +192,9 @@ impl Reporter {
             .reports
             .iter()
             .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
-            .map(|r| format!("{}/{}", r.arch, r.seed.map(|s| s.to_string()).unwrap_or_default()))
+            .map(|r| {
+                format!("{}/{}", r.arch.as_deref().unwrap_or("host"), r.seed.map(|s| s.to_string()).unwrap_or_default())
+            })
             .collect();
         let text = format!(
             "sweep {case}: {} seeds, {} boots, {} failed{}",

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Program};
+use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, Program};
 use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, Verdict};
 
 use crate::build::{BuildKey, Builder, Profile, KERNEL_BIN, KERNEL_PACKAGE, PROGRAMS_PACKAGE};
@@ -107,7 +107,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
             ));
         }
     }
-    let boot = case.boot();
+    let Some(boot) = case.as_boot() else { return errors };
     match &boot.guest {
         Guest::External(guest) => {
             if let GuestImage::Recipe(recipe) = &guest.image {
@@ -170,7 +170,7 @@ struct PlannedBoot {
 fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64>) -> Vec<PlannedBoot> {
     let mut boots = Vec::new();
     for (index, case) in cases.iter().enumerate() {
-        let boot = case.boot();
+        let Some(boot) = case.as_boot() else { continue };
         for &arch in &boot.arch {
             if options.arch.is_some_and(|only| only != arch) {
                 continue;
@@ -211,6 +211,27 @@ fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64
     boots
 }
 
+/// The host-side runs: each host-tests, scripts and gate case once, a build case once per
+/// width. `--arch` leaves out a build case's other width; it does not leave out a case
+/// that runs on no width.
+fn plan_host(cases: &[&Case], options: &Options) -> Vec<(usize, Option<Arch>)> {
+    let mut runs = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        match &case.kind {
+            Kind::Boot(_) => {}
+            Kind::Build(build) => {
+                for &arch in &build.arch {
+                    if options.arch.is_none_or(|only| only == arch) {
+                        runs.push((index, Some(arch)));
+                    }
+                }
+            }
+            _ => runs.push((index, None)),
+        }
+    }
+    runs
+}
+
 fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> String {
     let mut line = String::new();
     if boot.seed_from == SeedFrom::Environment {
@@ -240,17 +261,16 @@ struct Prepared {
     extra_args: Vec<String>,
 }
 
-/// Why a boot cannot happen; decides between fail and skip.
+/// Why a case cannot run; decides between fail and skip.
 #[derive(Clone, Debug)]
-enum Blocked {
+pub enum Blocked {
     /// The host lacks something (QEMU, firmware): fails, or skips under --allow-skip.
     HostLack(String),
     /// A build failed: always a failure.
     Build(String),
 }
 
-fn judge_config(case: &Case, config: &Config) -> JudgeConfig {
-    let boot = case.boot();
+fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
     let pattern = |p: &testbench_case::Pattern| JudgePattern { label: p.label.clone(), regex: p.regex.clone() };
     JudgeConfig {
         expect: boot.expect.iter().map(pattern).collect(),
@@ -278,28 +298,48 @@ fn is_checked(boot: &BootCase) -> bool {
     boot.debug_assertions
 }
 
-fn outcome_of(case: &Case, verdict: Result<Verdict, Blocked>, allow_skip: bool) -> Outcome {
-    let must_fail = case.boot().must_fail.as_ref();
+/// Whether a must_fail pattern takes a failure: the whole reason, or any one of its
+/// lines (a gate's reason is one finding per line).
+fn must_fail_takes(pattern: &testbench_case::Pattern, message: &str) -> bool {
+    pattern.regex.is_match(message) || message.lines().any(|line| pattern.regex.is_match(line))
+}
+
+/// What a passing self-check quotes: the one line its pattern took, or the whole reason.
+fn evidence(pattern: &testbench_case::Pattern, message: String) -> String {
+    if pattern.regex.is_match(&message) && !message.contains('\n') {
+        return message;
+    }
+    message.lines().find(|line| pattern.regex.is_match(line)).map(str::to_string).unwrap_or(message)
+}
+
+fn outcome_of(case: &Case, verdict: Result<Result<(), String>, Blocked>, allow_skip: bool) -> Outcome {
+    let must_fail = case.must_fail.as_ref();
     match (verdict, must_fail) {
         (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
-        (Err(Blocked::HostLack(message)), Some(pattern)) if pattern.regex.is_match(&message) => {
-            Outcome::ExpectedFailure(message)
+        (Err(Blocked::HostLack(message)), Some(pattern)) if must_fail_takes(pattern, &message) => {
+            Outcome::ExpectedFailure(evidence(pattern, message))
         }
         (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
         (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
-        (Ok(Verdict::Pass), None) => Outcome::Pass,
-        (Ok(Verdict::Fail(failure)), None) => Outcome::Fail(failure.to_string()),
-        (Ok(Verdict::Pass), Some(pattern)) => {
+        (Ok(Ok(())), None) => Outcome::Pass,
+        (Ok(Err(message)), None) => Outcome::Fail(message),
+        (Ok(Ok(())), Some(pattern)) => {
             Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source()))
         }
-        (Ok(Verdict::Fail(failure)), Some(pattern)) => {
-            let message = failure.to_string();
-            if pattern.regex.is_match(&message) {
-                Outcome::ExpectedFailure(message)
+        (Ok(Err(message)), Some(pattern)) => {
+            if must_fail_takes(pattern, &message) {
+                Outcome::ExpectedFailure(evidence(pattern, message))
             } else {
                 Outcome::Fail(format!("{message}\n(must_fail wanted a failure matching '{}')", pattern.source()))
             }
         }
+    }
+}
+
+fn verdict_result(verdict: Verdict) -> Result<(), String> {
+    match verdict {
+        Verdict::Pass => Ok(()),
+        Verdict::Fail(failure) => Err(failure.to_string()),
     }
 }
 
@@ -318,9 +358,10 @@ fn parse_env_seed() -> Result<Option<u64>, String> {
 pub fn list(cases: &[Case]) {
     let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for case in cases {
-        let arch: Vec<&str> = case.boot().arch.iter().map(|a| a.name()).collect();
+        let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
+        let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
         let mark = if case.whole_run { "" } else { " [by name only]" };
-        println!("{:<width$}  {:<9}  {}{mark}", case.name, arch.join(","), case.description);
+        println!("{:<width$}  {:<10}  {:<10}  {}{mark}", case.name, case.kind.name(), arch, case.description);
     }
 }
 
@@ -385,45 +426,97 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         }
     };
     let boots = plan(&selected, options, &run_dir, env_seed);
-    reporter.run_started(&run_dir, boots.len());
+    let host_runs = plan_host(&selected, options);
+    reporter.run_started(&run_dir, boots.len() + host_runs.len());
+    let mut builder = Builder::new(&ws.root, &run_dir);
 
-    // Probe each width's QEMU once, before its first boot.
-    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
+    // Probe each width's QEMU once, before its first boot, on threads of their own while
+    // the host cases run and the guests build.
+    let mut probe_threads = Vec::new();
     for boot in &boots {
-        probes.entry(boot.arch).or_insert_with(|| match crate::qemu::probe(boot.arch) {
-            Ok(version) => {
-                reporter.note("qemu-probed", &format!("qemu {}: {version}", boot.arch));
-                Ok(())
-            }
-            Err(complaint) => Err(complaint),
+        if !probe_threads.iter().any(|(arch, _)| *arch == boot.arch) {
+            let arch = boot.arch;
+            probe_threads.push((arch, std::thread::spawn(move || crate::qemu::probe(arch))));
+        }
+    }
+
+    // The cases that boot nothing run first, one after another, in name order.
+    for (index, arch) in &host_runs {
+        let case = selected[*index];
+        let label = match arch {
+            Some(arch) => format!("{} {arch}", case.name),
+            None => format!("{} host", case.name),
+        };
+        reporter.boot_started(&label, None);
+        let started_case = Instant::now();
+        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
+        let mut log = |line: &str| reporter.note("host", line);
+        let result = match (&case.kind, arch) {
+            (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
+            (Kind::Build(build), Some(arch)) => crate::host::run_build(build, *arch, &mut builder, &mut log),
+            (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
+            (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
+            _ => unreachable!("plan_host plans host kinds only, a build case with its width"),
+        };
+        let outcome = outcome_of(case, result, options.allow_skip);
+        let mut replay = format!("cargo testbench --exact {}", case.name);
+        if let Some(arch) = arch {
+            replay.push_str(&format!(" --arch {arch}"));
+        }
+        if let Some(dir) = &ws.cases_flag {
+            replay.push_str(&format!(" --cases {}", crate::command::shell_quote(&dir.display().to_string())));
+        }
+        reporter.boot_finished(BootReport {
+            case: case.name.clone(),
+            kind: case.kind.name(),
+            arch: arch.map(|a| a.name().to_string()),
+            smp: None,
+            seed: None,
+            outcome,
+            duration: started_case.elapsed(),
+            dir: ctx.dir.clone(),
+            replay,
         });
     }
 
-    // Build what the boots need, each distinct build once.
-    let mut builder = Builder::new(&ws.root, &run_dir);
+    // Build what the boots need, each distinct build once, while the probes run.
     let mut prepared: HashMap<(usize, Arch), Result<Prepared, Blocked>> = HashMap::new();
     let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
-    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
     for boot in &boots {
         let key = (boot.case, boot.arch);
-        if prepared.contains_key(&key) {
-            continue;
+        if !prepared.contains_key(&key) {
+            let case = selected[boot.case];
+            prepared.insert(key, prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter));
         }
-        let case = selected[boot.case];
-        let result = if let Err(complaint) = &probes[&boot.arch] {
-            Err(Blocked::HostLack(complaint.clone()))
-        } else {
-            let (firmware, field) = case.firmware();
-            let check = firmware_checks
-                .entry((boot.arch, firmware.clone()))
-                .or_insert_with(|| crate::qemu::check_firmware(boot.arch, firmware, &ws.root, field))
-                .clone();
-            match check {
-                Err(lack) => Err(Blocked::HostLack(lack)),
-                Ok(()) => prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter),
+    }
+
+    // A width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
+    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
+    for (arch, thread) in probe_threads {
+        let result = thread.join().unwrap_or_else(|_| Err(format!("the probe of {arch}'s QEMU panicked")));
+        if let Ok(version) = &result {
+            reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
+        }
+        probes.insert(arch, result.map(|_| ()));
+    }
+    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
+    for ((index, arch), result) in prepared.iter_mut() {
+        let case = selected[*index];
+        let lack = match &probes[arch] {
+            Err(complaint) => Some(complaint.clone()),
+            Ok(()) => {
+                let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
+                firmware_checks
+                    .entry((*arch, firmware.clone()))
+                    .or_insert_with(|| crate::qemu::check_firmware(*arch, firmware, &ws.root, field))
+                    .clone()
+                    .err()
             }
         };
-        prepared.insert(key, result);
+        // A failed build stays the verdict: a host lack must not hide a broken build.
+        if let (Some(lack), Ok(_)) = (lack, &*result) {
+            *result = Err(Blocked::HostLack(lack));
+        }
     }
 
     // Boot, up to --jobs at once; report in the planned order.
@@ -440,13 +533,13 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 initrd: p.initrd,
                 append: p.append,
                 smp: boot.smp,
-                memory_mib: case.boot().memory_mib,
-                icount: case.boot().icount.clone(),
+                memory_mib: boot_of(case).memory_mib,
+                icount: boot_of(case).icount.clone(),
                 seed: boot.seed,
                 extra_args: p.extra_args,
                 timeout: boot.timeout,
                 dir: boot.dir.clone(),
-                judge: judge_config(case, &ws.config),
+                judge: judge_config(boot_of(case), &ws.config),
             });
             (index, spec)
         })
@@ -488,14 +581,15 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         while let Some((result, took)) = waiting.remove(&next_to_print) {
             let boot = &boots[next_to_print];
             let case = selected[boot.case];
-            let outcome = outcome_of(case, result, options.allow_skip);
+            let outcome = outcome_of(case, result.map(verdict_result), options.allow_skip);
             if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
                 keep_failed(keep, case, boot);
             }
             reporter.boot_finished(BootReport {
                 case: case.name.clone(),
-                arch: boot.arch.name().into(),
-                smp: boot.smp,
+                kind: "boot",
+                arch: Some(boot.arch.name().into()),
+                smp: Some(boot.smp),
                 seed: boot.seed,
                 outcome,
                 duration: took,
@@ -529,6 +623,11 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     }
 }
 
+/// A planned boot's case is a boot case: `plan` takes no other.
+fn boot_of(case: &Case) -> &BootCase {
+    case.as_boot().expect("only boot cases are planned as boots")
+}
+
 fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
     let mut stem = format!("{}-{}.smp{}", boot.arch, case.name, boot.smp);
     if boot.seed_from == SeedFrom::Sweep {
@@ -548,7 +647,7 @@ fn prepare(
     recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
     reporter: &Reporter,
 ) -> Result<Prepared, Blocked> {
-    let boot = case.boot();
+    let boot = boot_of(case);
     let mut log = |line: &str| reporter.note("build", line);
     match &boot.guest {
         Guest::Built { programs, firmware } => {

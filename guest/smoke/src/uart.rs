@@ -40,7 +40,7 @@ pub fn put_bytes(bytes: &[u8]) {
 }
 
 /// Waits for one received byte (polls the LSR data-ready bit).
-#[cfg_attr(not(feature = "echo"), allow(dead_code))]
+#[cfg(feature = "echo")]
 pub fn get_byte() -> u8 {
     while read_reg(LSR) & LSR_DATA_READY == 0 {
         core::hint::spin_loop();

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "oracle: the model disagrees at step 7" >&2
+exit 3
