@@ -60,7 +60,7 @@
 //!   binary file (.png) under docs/`.
 //!
 //! The test index comes from cargo ([`TestIndex::from_cargo`]: `cargo test --workspace
-//! --no-run`, then each test binary's `--list --format terse`); [`host_packages`] says
+//! --no-run`, then each test binary's `--list --format terse`); [`packages_named`] says
 //! which packages the book names. The checker itself only reads files.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -132,14 +132,18 @@ impl TestIndex {
     /// each test binary of the named packages with `--list --format terse`. Doc tests are
     /// not listed (a status line cannot name one). A package that is not in the workspace
     /// is left out of the index, so a reference to it is a finding; a build that fails, or
-    /// `deadline` passing, is an error. Cargo is `$CARGO` when set (as it is under `cargo
+    /// `timeout` passing, is an error. No packages: cargo is not run. Cargo is `$CARGO` when set (as it is under `cargo
     /// run` and `cargo test`), else `cargo` on the PATH.
     pub fn from_cargo<S: AsRef<str>>(
         tree: &Path,
         packages: impl IntoIterator<Item = S>,
-        deadline: Instant,
+        timeout: Duration,
     ) -> Result<Self, IndexError> {
+        let deadline = Instant::now() + timeout;
         let wanted: BTreeSet<String> = packages.into_iter().map(|p| p.as_ref().to_owned()).collect();
+        if wanted.is_empty() {
+            return Ok(Self::new());
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let mut build = Command::new(&cargo);
         build.current_dir(tree).args([
@@ -554,11 +558,12 @@ fn has_scheme(target: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
 }
 
-/// The packages the book's status lines name in `host:` references, for
-/// [`TestIndex::from_cargo`]. `docs` is the book's directory.
-pub fn host_packages(docs: &Path) -> BTreeSet<String> {
+/// The packages the status lines of the book in `docs` (relative to `tree`, or absolute)
+/// name in `host:` references, sorted, for [`TestIndex::from_cargo`].
+pub fn packages_named(tree: &Path, docs: &Path) -> Vec<String> {
+    let docs = tree.join(docs);
     let mut packages = BTreeSet::new();
-    for rel in files_under(docs) {
+    for rel in files_under(&docs) {
         if rel.extension().is_none_or(|ext| ext != "md") {
             continue;
         }
@@ -571,7 +576,7 @@ pub fn host_packages(docs: &Path) -> BTreeSet<String> {
             }
         }
     }
-    packages
+    packages.into_iter().collect()
 }
 
 /// Checks the book in `docs` (a path relative to `tree`, or absolute inside it) against
