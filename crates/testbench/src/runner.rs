@@ -484,9 +484,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
     for boot in &boots {
         let key = (boot.case, boot.arch);
-        if !prepared.contains_key(&key) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = prepared.entry(key) {
             let case = selected[boot.case];
-            prepared.insert(key, prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter));
+            slot.insert(prepare(case, boot.arch, ws, &run_dir, &mut builder, &mut recipes, reporter));
         }
     }
 
