@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(error.to_string().starts_with("tests/fuzzed.toml: "));
         }
         Ok(case) => {
-            let boot = case.boot();
+            let Some(boot) = case.as_boot() else { return };
             assert!(!boot.arch.is_empty());
             for arch in &boot.arch {
                 let counts = boot.smp_for(*arch);
