@@ -587,7 +587,11 @@ mod tests {
         let bytes = b"\x7fELF....some text TRACE: here\x00\x01";
         let offset = find_bytes(bytes, b"TRACE:").unwrap();
         assert_eq!(offset, 18);
-        assert_eq!(context_around(bytes, offset, 6), "\"LF....some text TRACE: here\\x00\\x01\"", "16 bytes either side");
+        assert_eq!(
+            context_around(bytes, offset, 6),
+            "\"LF....some text TRACE: here\\x00\\x01\"",
+            "16 bytes either side"
+        );
         assert_eq!(find_bytes(bytes, b"absent"), None);
     }
 
