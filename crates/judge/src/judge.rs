@@ -45,6 +45,30 @@ pub struct Config {
     pub poweroff_status: i32,
     /// Without `poweroff`: how long to keep reading after the last expect matched.
     pub settle: Duration,
+    /// The boot runs the reference guest's log server, whose `[server] done:` line is
+    /// a verdict: Some, with the reporter's place when the case names one.
+    pub server_done: Option<ServerDone>,
+    /// Within one boot: two or more shown lines must match each, and no capture (group
+    /// 1, or the whole match) may repeat.
+    pub distinct: Vec<Pattern>,
+    /// Each must match a shown line; the first capture of each is kept for the bench
+    /// (`distinct_across_boots`), read with [`Judge::captures`].
+    pub capture: Vec<Pattern>,
+}
+
+/// The log server's done rule: exactly one line starting `[server] done:` (as it came
+/// or as shown), and it names the reporter's place; none in a case with no reporter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerDone {
+    pub reporter_place: Option<u32>,
+}
+
+impl Config {
+    /// Rules that keep state across lines run on the per-line path only: the consoles
+    /// that use them are the reference guest's, a few kilobytes each.
+    fn needs_every_line(&self) -> bool {
+        self.server_done.is_some() || !self.distinct.is_empty() || !self.capture.is_empty()
+    }
 }
 
 impl Default for Config {
@@ -57,6 +81,9 @@ impl Default for Config {
             poweroff: false,
             poweroff_status: 0,
             settle: Duration::from_millis(50),
+            server_done: None,
+            distinct: Vec::new(),
+            capture: Vec::new(),
         }
     }
 }
@@ -123,6 +150,11 @@ pub enum FailureKind {
     Killed,
     /// Without power-off: QEMU exited with a non-zero status during the settle time.
     ExitStatus,
+    /// A `[server] done:` line that is not the reporter's one verdict.
+    Reporter,
+    /// A `distinct` pattern captured the same text twice, or matched fewer than two lines;
+    /// or a `capture` pattern matched no line.
+    Distinct,
 }
 
 /// Why the boot failed, when (time since the boot started), and the message.
@@ -203,11 +235,17 @@ pub struct Judge {
     /// For each line of a block whose raw text differs from its shown form: the start
     /// of its shown form in `shown_buf` and of its raw text in `raw_buf`.
     dirty: Vec<(usize, usize)>,
+    /// The reporter's `[server] done:` line has been seen.
+    done_seen: bool,
+    /// What each `distinct` pattern captured, in order.
+    distinct_seen: Vec<Vec<String>>,
+    /// The first capture of each `capture` pattern.
+    captured: Vec<Option<String>>,
 }
 
 impl Judge {
     pub fn new(config: Config) -> Judge {
-        let engine = Engine::new(&config);
+        let engine = if config.needs_every_line() { None } else { Engine::new(&config) };
         Judge::with_engine(config, engine)
     }
 
@@ -220,7 +258,12 @@ impl Judge {
 
     fn with_engine(cfg: Config, engine: Option<Engine>) -> Judge {
         let last_expect_at = cfg.expect.is_empty().then_some(Duration::ZERO);
+        let distinct_seen = vec![Vec::new(); cfg.distinct.len()];
+        let captured = vec![None; cfg.capture.len()];
         Judge {
+            done_seen: false,
+            distinct_seen,
+            captured,
             cfg,
             engine,
             fail_re: regex::Regex::new(r"^\[[^\]\s]+\] FAIL").unwrap(),
@@ -265,7 +308,7 @@ impl Judge {
     /// Pass once the settle time after the last expect has passed (without power-off).
     pub fn poll(&mut self, now: Duration) -> Option<Verdict> {
         if self.verdict.is_none() && self.settle_end().is_some_and(|end| now >= end) {
-            self.verdict = Some(Verdict::Pass);
+            self.verdict = Some(self.passing(now));
         }
         self.verdict.clone()
     }
@@ -279,7 +322,7 @@ impl Judge {
             // so that how the bytes were cut into calls does not matter.
             if let (Some(end), Some(last)) = (self.settle_end(), self.last_expect_at) {
                 if now >= end && now > last {
-                    self.verdict = Some(Verdict::Pass);
+                    self.verdict = Some(self.passing(now));
                 }
             }
         }
@@ -379,6 +422,9 @@ impl Judge {
             self.fail_forbidden(which, at, &shown);
             return;
         }
+        if self.stateful_rules(&raw_s, &shown, at) {
+            return;
+        }
         if self.fail_line.is_none() && self.fail_re.is_match(&shown) {
             self.fail_line = Some(shown.clone());
         }
@@ -389,6 +435,92 @@ impl Judge {
             self.fire(send);
             self.line_fired = false;
         }
+    }
+
+    /// The log server's done rule, `distinct` and `capture`, on one line. True when the
+    /// line failed the boot.
+    fn stateful_rules(&mut self, raw: &str, shown: &str, at: Duration) -> bool {
+        const DONE: &str = "[server] done:";
+        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
+        if let Some(rule) = self.cfg.server_done {
+            if raw.starts_with(DONE) || shown.starts_with(DONE) {
+                let secs = at.as_secs_f64();
+                self.verdict = match rule.reporter_place {
+                    None => fail(
+                        FailureKind::Reporter,
+                        format!("a [server] done: line at {secs:.2}s in a case with no reporter: {shown}"),
+                    ),
+                    Some(_) if self.done_seen => {
+                        fail(FailureKind::Reporter, format!("a second [server] done: line at {secs:.2}s: {shown}"))
+                    }
+                    Some(place) if shown != format!("{DONE} {place}") => fail(
+                        FailureKind::Reporter,
+                        format!(
+                            "a [server] done: line at {secs:.2}s that is not the reporter's (place {place}): {shown}"
+                        ),
+                    ),
+                    Some(_) => {
+                        self.done_seen = true;
+                        None
+                    }
+                };
+                if self.verdict.is_some() {
+                    return true;
+                }
+            }
+        }
+        for (i, p) in self.cfg.distinct.iter().enumerate() {
+            let Some(caps) = p.regex.captures(shown) else { continue };
+            let key = caps.get(1).or_else(|| caps.get(0)).map_or("", |m| m.as_str()).to_string();
+            if self.distinct_seen[i].contains(&key) {
+                self.verdict = fail(
+                    FailureKind::Distinct,
+                    format!(
+                        "{} '{}' captured '{key}' twice, again at {:.2}s: {shown}",
+                        p.label,
+                        p.regex.as_str(),
+                        at.as_secs_f64()
+                    ),
+                );
+                return true;
+            }
+            self.distinct_seen[i].push(key);
+        }
+        for (i, p) in self.cfg.capture.iter().enumerate() {
+            if self.captured[i].is_none() {
+                if let Some(caps) = p.regex.captures(shown) {
+                    self.captured[i] = caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str().to_string());
+                }
+            }
+        }
+        false
+    }
+
+    /// The verdict when every other rule has passed: the rules that can only be judged
+    /// once the boot is over.
+    fn passing(&self, at: Duration) -> Verdict {
+        let fail = |message: String| Verdict::Fail(Failure { kind: FailureKind::Distinct, at, message });
+        for (p, seen) in self.cfg.distinct.iter().zip(&self.distinct_seen) {
+            if seen.len() < 2 {
+                return fail(format!(
+                    "{} '{}' matched {} lines, two or more wanted",
+                    p.label,
+                    p.regex.as_str(),
+                    seen.len()
+                ));
+            }
+        }
+        for (p, captured) in self.cfg.capture.iter().zip(&self.captured) {
+            if captured.is_none() {
+                return fail(format!("{} '{}' matched no line", p.label, p.regex.as_str()));
+            }
+        }
+        Verdict::Pass
+    }
+
+    /// The first capture of each `capture` pattern (None where none matched yet).
+    pub fn captures(&self) -> &[Option<String>] {
+        &self.captured
     }
 
     /// Judges whole lines, each ending with '\n', one by one.
@@ -614,15 +746,15 @@ impl Judge {
                     FailureKind::WrongStatus,
                     format!("powered off with status {n}, expected {}", self.cfg.poweroff_status),
                 ),
-                Ending::Exited { .. } => Verdict::Pass,
+                Ending::Exited { .. } => self.passing(now),
             };
         }
         if self.settle_end().is_some_and(|end| now >= end) {
-            return Verdict::Pass;
+            return self.passing(now);
         }
         match ending {
-            Ending::TimedOut { .. } => Verdict::Pass,
-            Ending::Exited { status: ExitStatus::Code(0), .. } => Verdict::Pass,
+            Ending::TimedOut { .. } => self.passing(now),
+            Ending::Exited { status: ExitStatus::Code(0), .. } => self.passing(now),
             Ending::Exited { status, .. } => {
                 fail(FailureKind::ExitStatus, format!("qemu exited with {status} after the last expect"))
             }

@@ -41,7 +41,13 @@
 //! 4. The first shown line matching `^\[[^\]\s]+\] FAIL` (a test program's failure
 //!    report) is remembered: if the boot then times out or ends while an expect is
 //!    pending, that line is given first as the cause.
-//! 5. After the last expect (time 0 when there are none): with `poweroff`, the judge
+//! 5. With [`Config::server_done`] (a boot of the reference guest's log server), a line
+//!    whose raw text or shown form starts `[server] done:` is a verdict line: there must be
+//!    exactly one, and it must read `[server] done: <reporter's place>`; any other, and any
+//!    at all in a case with no reporter, fails the boot at once. [`Config::distinct`] and
+//!    [`Config::capture`] keep what lines captured. These rules keep state across lines,
+//!    so a judge that has any of them runs the per-line path (its consoles are small).
+//! 6. After the last expect (time 0 when there are none): with `poweroff`, the judge
 //!    waits for QEMU to exit and checks how the guest ended; without it, it passes once
 //!    `settle` has passed since the line that matched the last expect
 //!    ([`Judge::wake_at`] tells when to [`Judge::poll`]). Bytes fed at the very time of
@@ -67,6 +73,8 @@
 //! | WrongStatus | `powered off with status {n}, expected {m}` |
 //! | Killed | `qemu killed by signal {n}` |
 //! | ExitStatus | `qemu exited with {status} after the last expect` |
+//! | Reporter | `a [server] done: line at {secs:.2}s in a case with no reporter: {line}`, `a second [server] done: line at {secs:.2}s: {line}`, `a [server] done: line at {secs:.2}s that is not the reporter's (place {p}): {line}` |
+//! | Distinct | `{label} '{regex}' captured '{text}' twice, again at {secs:.2}s: {line}`, `{label} '{regex}' matched {n} lines, two or more wanted`, `{label} '{regex}' matched no line` |
 //!
 //! GuestEnded in full: `guest ended ({how}) while waiting for {label} '{regex}'`, where
 //! `{how}` is `powered off, status N`, `reset`, or `qemu exited, {status}` (also for a
@@ -87,6 +95,6 @@ mod judge;
 mod normalize;
 
 pub use judge::{
-    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, Shutdown, Step, Verdict,
+    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, ServerDone, Shutdown, Step, Verdict,
 };
 pub use normalize::{raw_text, shown, shown_into};

@@ -10,6 +10,9 @@
 //! input: <regex> => <bytes>  (input[0], ...; bytes with escapes)
 //! poweroff: <status>         (wait for a power-off with this status; absent: no)
 //! settle: <secs>             (default 0.05)
+//! done: <place|none>         (the log server's done rule: the reporter's place, or none)
+//! distinct: <regex>          (distinct[0], ...)
+//! capture: <regex>           (distinct_across_boots[0], ...; the captures are printed)
 //! nosplit                    (do not also check byte-by-byte feeding)
 //! ---
 //! @<secs> <bytes>            (one feed call; nothing is added, write \n yourself)
@@ -31,7 +34,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use testbench_judge::{Config, Ending, ExitStatus, Input, Judge, Pattern, Shutdown, Verdict};
+use testbench_judge::{Config, Ending, ExitStatus, Input, Judge, Pattern, ServerDone, Shutdown, Verdict};
 
 fn unescape(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
@@ -135,6 +138,18 @@ fn parse(text: &str) -> Case {
                     config.poweroff_status = value.parse().unwrap();
                 }
                 "settle" => config.settle = secs(value),
+                "done" => {
+                    let place = if value == "none" { None } else { Some(value.parse().unwrap()) };
+                    config.server_done = Some(ServerDone { reporter_place: place });
+                }
+                "distinct" => {
+                    let label = format!("distinct[{}]", config.distinct.len());
+                    config.distinct.push(Pattern::new(label, value).unwrap());
+                }
+                "capture" => {
+                    let label = format!("distinct_across_boots[{}]", config.capture.len());
+                    config.capture.push(Pattern::new(label, value).unwrap());
+                }
                 _ => panic!("unknown key {key:?}"),
             }
             continue;
@@ -224,6 +239,9 @@ fn run(case: &Case, mut judge: Judge, bytewise: bool) -> String {
         }
     }
     writeln!(out, "lines seen: {}", judge.lines_seen()).unwrap();
+    if judge.captures().iter().any(Option::is_some) {
+        writeln!(out, "captures: {:?}", judge.captures()).unwrap();
+    }
     writeln!(out, "{}", verdict_line(&verdict)).unwrap();
     out
 }

@@ -291,6 +291,7 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         poweroff: boot.poweroff,
         poweroff_status: boot.poweroff_status,
         settle: if is_checked(boot) { SETTLE_CHECKED } else { SETTLE },
+        ..JudgeConfig::default()
     }
 }
 
