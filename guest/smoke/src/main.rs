@@ -126,9 +126,8 @@ extern "C" fn smoke_main(_hartid: usize, dtb: usize) -> ! {
     if cfg!(feature = "split-word") {
         say!("split PA\x1b[1mNIC word");
     }
-    if cfg!(feature = "echo") {
-        echo_line();
-    }
+    #[cfg(feature = "echo")]
+    echo_line();
     if cfg!(feature = "panic") {
         panic!("on purpose");
     }
@@ -232,6 +231,7 @@ fn report_programs(start: Option<u64>, end: Option<u64>) {
 /// QEMU delivers before the firmware has set the UART up (e.g. stdin piped in at
 /// start) is lost; bytes that arrive later wait in the UART FIFO (QEMU holds back the
 /// rest), so anything sent once OpenSBI's banner shows is received whole.
+#[cfg(feature = "echo")]
 fn echo_line() {
     say!("type a line");
     let mut line = [0u8; 64];
