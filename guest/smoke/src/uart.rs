@@ -10,6 +10,7 @@ const RBR_THR: usize = 0;
 /// Line status register.
 const LSR: usize = 5;
 /// LSR: a received byte is waiting in RBR.
+#[cfg(feature = "echo")]
 const LSR_DATA_READY: u8 = 1 << 0;
 /// LSR: the transmit holding register is empty.
 const LSR_THR_EMPTY: u8 = 1 << 5;
