@@ -154,23 +154,21 @@ extern "C" fn loader_main(hartid: usize, dtb: usize) -> ! {
         }
         let slot = &mut info.entries[count];
         let n = entry.name.len().min(NAME_LEN);
-        slot.name[..n].copy_from_slice(&entry.name[..n]);
-        slot.kind = entry.kind;
+        slot.name[..n].copy_from_slice(&entry.name.as_bytes()[..n]);
+        slot.kind = entry.kind as u32;
         slot.addr = entry.data.as_ptr() as usize;
         slot.len = entry.data.len();
-        if entry.kind == abi::KIND_FIRST_PROGRAM {
+        if entry.kind == bundle::Kind::FirstProgram {
             info.first_program = count;
         }
         count += 1;
     }
     say!("bundle verified, {count} entries");
 
-    let kernel = bundle.kernel().unwrap_or_else(|| refuse("kernel", "the bundle has no kernel entry"));
-    let image = kernel.data;
+    let image = bundle.kernel().data;
     let program =
         elf::check(image, KERNEL_START as u64..KERNEL_END as u64).unwrap_or_else(|e| refuse("kernel", e.describe()));
-    let first = bundle.first_program().unwrap_or_else(|| refuse("program", "the bundle has no first program"));
-    elf::check(first.data, abi::USER_START as u64..abi::USER_END as u64)
+    elf::check(bundle.first_program().data, abi::USER_START as u64..abi::USER_END as u64)
         .unwrap_or_else(|e| refuse("program", e.describe()));
 
     for seg in program.segments() {
