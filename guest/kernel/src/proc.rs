@@ -136,7 +136,10 @@ impl Kernel {
         // SAFETY: the loader verified the bundle and found this entry inside the initrd,
         // which the kernel never reuses or writes; the range is the entry's bytes.
         let image = unsafe { core::slice::from_raw_parts(entry.addr as *const u8, entry.len) };
-        let program = elf::check(image, abi::USER_START as u64..abi::USER_END as u64).map_err(|_| Error::BadProgram)?;
+        let program = elf::check(image, abi::USER_START as u64..abi::USER_END as u64)
+            .ok()
+            .filter(|p| p.class == elf::Class::NATIVE)
+            .ok_or(Error::BadProgram)?;
         let root = mm::new_root(&mut self.frames).ok_or(Error::NoMemory)?;
         let p = &mut self.procs[slot];
         p.root = root;
@@ -144,7 +147,7 @@ impl Kernel {
         p.quota = quota;
         p.lent = 0;
         p.frame = [0; FRAME_WORDS];
-        let built = self.fill(slot, image, &program);
+        let built = self.fill(slot, &program);
         if built.is_err() {
             let p = &mut self.procs[slot];
             mm::free_space(&mut self.frames, p.root);
@@ -154,21 +157,23 @@ impl Kernel {
         built
     }
 
-    fn fill(&mut self, slot: usize, image: &[u8], program: &elf::Program) -> Result<(), Error> {
+    fn fill(&mut self, slot: usize, program: &elf::Program) -> Result<(), Error> {
         for seg in program.segments() {
             let mut flags = 0;
-            if seg.readable {
+            if seg.readable() {
                 flags |= R;
             }
-            if seg.writable {
+            if seg.writable() {
                 flags |= W | R;
             }
-            if seg.executable {
+            if seg.executable() {
                 flags |= X;
             }
-            let (vaddr, memsz) = (seg.vaddr as usize, seg.mem_size as usize);
-            let (offset, filesz) = (seg.offset as usize, seg.file_size as usize);
-            let data = image.get(offset..offset + filesz).ok_or(Error::BadProgram)?;
+            let (vaddr, memsz) = (seg.vaddr as usize, seg.memsz as usize);
+            let (data, filesz) = (seg.data, seg.data.len());
+            if filesz > memsz {
+                return Err(Error::BadProgram);
+            }
             let mut page = vaddr & !(PAGE_SIZE - 1);
             while page < vaddr + memsz {
                 let frame = self.page(slot, page, flags)?;

@@ -172,11 +172,8 @@ extern "C" fn loader_main(hartid: usize, dtb: usize) -> ! {
         .unwrap_or_else(|e| refuse("program", e.describe()));
 
     for seg in program.segments() {
-        let (vaddr, memsz) = (seg.vaddr as usize, seg.mem_size as usize);
-        let (offset, filesz) = (seg.offset as usize, seg.file_size as usize);
-        let Some(data) = image.get(offset..offset.saturating_add(filesz)) else {
-            refuse("kernel", "segment data outside the file")
-        };
+        let (vaddr, memsz) = (seg.vaddr as usize, seg.memsz as usize);
+        let (data, filesz) = (seg.data, seg.data.len());
         if filesz > memsz {
             refuse("kernel", "segment file size above its memory size");
         }
