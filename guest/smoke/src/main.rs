@@ -32,7 +32,6 @@
 #![no_main]
 
 mod cpio;
-mod fdt;
 mod sbi;
 mod uart;
 
@@ -80,6 +79,38 @@ macro_rules! say {
     }};
 }
 
+/// The `/chosen` properties the guest reports.
+#[derive(Default)]
+struct Chosen<'a> {
+    rng_seed: Option<&'a [u8]>,
+    initrd_start: Option<u64>,
+    initrd_end: Option<u64>,
+}
+
+/// Reads the `/chosen` properties out of the device tree at physical address `addr`.
+///
+/// # Safety
+/// `addr` must be the device-tree address the firmware passed in a1: readable memory
+/// that stays unchanged while the guest runs.
+unsafe fn read_chosen(addr: usize) -> Result<Chosen<'static>, fdt::Error> {
+    if addr == 0 || addr % 4 != 0 {
+        return Err(fdt::Error { what: "bad address", offset: 0 });
+    }
+    // SAFETY: the caller promises the header at `addr` is readable; the header is
+    // fdt::HEADER_LEN bytes and nothing writes to it.
+    let header = unsafe { core::slice::from_raw_parts(addr as *const u8, fdt::HEADER_LEN) };
+    let total = fdt::total_size(header)?;
+    // SAFETY: the header says the tree is `total` bytes long (at most
+    // fdt::MAX_TOTAL_SIZE), all placed by the firmware in RAM; the caller promises it is
+    // readable and left alone.
+    let tree = fdt::Fdt::new(unsafe { core::slice::from_raw_parts(addr as *const u8, total) })?;
+    Ok(Chosen {
+        rng_seed: tree.property("/chosen/rng-seed")?,
+        initrd_start: tree.property("/chosen/linux,initrd-start")?.and_then(fdt::read_cells),
+        initrd_end: tree.property("/chosen/linux,initrd-end")?.and_then(fdt::read_cells),
+    })
+}
+
 #[no_mangle]
 extern "C" fn smoke_main(_hartid: usize, dtb: usize) -> ! {
     say!("hello from {ARCH}");
@@ -92,11 +123,11 @@ extern "C" fn smoke_main(_hartid: usize, dtb: usize) -> ! {
 
     // SAFETY: `dtb` is the device-tree address OpenSBI passed in a1; QEMU put the tree
     // in RAM, and nothing writes to it while the guest runs.
-    let chosen = match unsafe { fdt::from_addr(dtb) }.and_then(fdt::chosen) {
+    let chosen = match unsafe { read_chosen(dtb) } {
         Ok(chosen) => chosen,
         Err(e) => {
             say!("fdt malformed at offset {} ({})", e.offset, e.what);
-            fdt::Chosen::default()
+            Chosen::default()
         }
     };
 

@@ -1,16 +1,14 @@
-//! The sample program: the smallest thing the bench can pack and measure. It sums a
-//! few bytes (so it has some .text and .rodata) and stops.
+//! The sample program: the smallest thing the bench packs and measures. It sums a few
+//! bytes (so it has some .text and .rodata) and exits.
 
 #![no_std]
 #![no_main]
 
-use programs::halt;
+rt::program!("sample", main);
 
 static GREETING: &[u8] = b"sample: hello\n";
 
-#[no_mangle]
-extern "C" fn program_main() -> ! {
+fn main(_pid: u32, _badge: u32) {
     let sum = GREETING.iter().fold(0u32, |acc, &b| acc.wrapping_add(u32::from(b)));
     core::hint::black_box(sum);
-    halt()
 }

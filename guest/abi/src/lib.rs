@@ -1,0 +1,261 @@
+//! The contract between the loader, the kernel and the user programs: the boot-info
+//! block the loader hands the kernel, the system-call numbers and error codes, the
+//! message the log endpoint delivers, the user address range and the badge rules.
+//! Everything here is plain data; nothing in it runs.
+
+#![no_std]
+
+/// Physical addresses the kernel is linked at and may occupy (both widths). The loader
+/// refuses a kernel ELF with a segment outside it.
+pub const KERNEL_START: usize = 0x8080_0000;
+/// End of the kernel's region (exclusive): 8 MiB for its image, stacks and tables.
+pub const KERNEL_END: usize = 0x8100_0000;
+
+/// The user part of every address space: [USER_START, USER_END). The same on both
+/// widths, because the kernel runs on physical addresses and is mapped (supervisor
+/// only) at 0x8000_0000 and up in every address space.
+pub const USER_START: usize = 0x1_0000;
+/// End of the user range (exclusive).
+pub const USER_END: usize = 0x8000_0000;
+/// A program's stack: STACK_PAGES pages ending at STACK_TOP, with an unmapped page
+/// above it.
+pub const STACK_TOP: usize = 0x7fff_0000;
+/// Pages of stack each process gets, mapped at start.
+pub const STACK_PAGES: usize = 4;
+/// Size of a page on both widths.
+pub const PAGE_SIZE: usize = 4096;
+
+/// "TBBOOTI1": the magic at the start of the boot info.
+pub const BOOT_MAGIC: u64 = u64::from_le_bytes(*b"TBBOOTI1");
+/// How many bundle entries the boot info can carry.
+pub const MAX_ENTRIES: usize = 32;
+/// Longest entry name (the bundle's name field).
+pub const NAME_LEN: usize = 32;
+
+/// Bundle entry kinds, as the bundle stores them.
+pub const KIND_KERNEL: u32 = 1;
+/// The first program: runs in init's place.
+pub const KIND_FIRST_PROGRAM: u32 = 2;
+/// A program the first program may start.
+pub const KIND_PROGRAM: u32 = 3;
+/// Data: readable by every program through `ENTRY_READ`.
+pub const KIND_DATA: u32 = 4;
+
+/// One entry of the verified bundle, as the loader found it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BootEntry {
+    /// The name, NUL-padded.
+    pub name: [u8; NAME_LEN],
+    /// One of the KIND_* values.
+    pub kind: u32,
+    /// Physical address of the entry's bytes (inside the initrd, which stays put).
+    pub addr: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl BootEntry {
+    /// An unused slot.
+    pub const EMPTY: BootEntry = BootEntry { name: [0; NAME_LEN], kind: 0, addr: 0, len: 0 };
+
+    /// The name without its NUL padding.
+    pub fn name(&self) -> &[u8] {
+        let end = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
+        &self.name[..end]
+    }
+}
+
+/// What the loader hands the kernel, its address in a1 (a0 is the boot hart's id).
+/// It lives in the loader's memory, which the kernel never reuses.
+#[repr(C)]
+pub struct BootInfo {
+    /// BOOT_MAGIC.
+    pub magic: u64,
+    /// The hart the loader ran on.
+    pub hartid: usize,
+    /// Physical address of the device tree (as the firmware passed it).
+    pub dtb: usize,
+    /// The initrd: [initrd_start, initrd_end). The kernel never reuses it.
+    pub initrd_start: usize,
+    /// End of the initrd (exclusive).
+    pub initrd_end: usize,
+    /// The loader's own image: [loader_start, loader_end). Never reused either.
+    pub loader_start: usize,
+    /// End of the loader's image (exclusive), the boot info included.
+    pub loader_end: usize,
+    /// Index into `entries` of the first program.
+    pub first_program: usize,
+    /// How many of `entries` are used.
+    pub entry_count: usize,
+    /// The bundle's entries in the bundle's order.
+    pub entries: [BootEntry; MAX_ENTRIES],
+}
+
+/// System-call numbers: `ecall` with the number in a7 and the arguments in a0..a4.
+/// The result comes back in a0 (a negative value is an `Error`), a second value in a1.
+pub mod sys {
+    /// log(ptr, len): writes one line (no line ending needed). The first program's
+    /// text goes to the UART as it is; any other program's goes to the log endpoint,
+    /// under its badge.
+    pub const LOG: usize = 1;
+    /// exit(status): ends the calling process; its parent gets an EXIT message.
+    pub const EXIT: usize = 2;
+    /// time() -> a0 = ticks (low half on rv32), a1 = high half on rv32.
+    pub const TIME: usize = 3;
+    /// timebase() -> ticks per second.
+    pub const TIMEBASE: usize = 4;
+    /// random() -> a0, a1: two words from the kernel's generator.
+    pub const RANDOM: usize = 5;
+    /// yield(): gives up the rest of the time slice.
+    pub const YIELD: usize = 6;
+    /// sleep(ticks_lo, ticks_hi): sleeps at least that many ticks.
+    pub const SLEEP: usize = 7;
+    /// spawn(name_ptr, name_len, badge, pages) -> pid: starts the program the bundle
+    /// entry names, with that badge and a quota of `pages` pages taken from the
+    /// caller's. First program only.
+    pub const SPAWN: usize = 8;
+    /// power_off(status). First program only.
+    pub const POWER_OFF: usize = 9;
+    /// recv(msg_ptr): waits for the next `Message` on the log endpoint. First program
+    /// only.
+    pub const RECV: usize = 10;
+    /// done(): tells the log endpoint this program's run is the verdict (a DONE message
+    /// under the caller's badge).
+    pub const DONE: usize = 11;
+    /// log_minted(badge, ptr, len): as log, under a badge the caller mints; the badge
+    /// must be at least MINT_MIN.
+    pub const LOG_MINTED: usize = 12;
+    /// entry_info(name_ptr, name_len) -> a0 = length, a1 = kind.
+    pub const ENTRY_INFO: usize = 13;
+    /// entry_read(name_ptr, name_len, offset, buf_ptr, buf_len) -> bytes copied.
+    pub const ENTRY_READ: usize = 14;
+    /// getpid() -> a0 = pid, a1 = badge.
+    pub const GETPID: usize = 15;
+}
+
+/// Error codes (a0 = -(code)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(isize)]
+pub enum Error {
+    /// The caller may not make this call (not the first program, a badge below
+    /// MINT_MIN).
+    Permission = 1,
+    /// A pointer or length that is not the caller's readable (or writable) memory.
+    Fault = 2,
+    /// No bundle entry of that name (or not of the kind the call needs).
+    NoEntry = 3,
+    /// The caller's page quota or the kernel's frames ran out.
+    NoMemory = 4,
+    /// An argument out of range.
+    Invalid = 5,
+    /// The entry is not an ELF the kernel accepts.
+    BadProgram = 6,
+    /// No process slot left.
+    NoProcess = 7,
+    /// No such system call.
+    NoSys = 8,
+}
+
+impl Error {
+    /// The value a0 carries for this error.
+    pub const fn to_raw(self) -> usize {
+        (self as isize).wrapping_neg() as usize
+    }
+
+    /// The error a0 carries, if it is one.
+    pub fn from_raw(raw: usize) -> Option<Error> {
+        let code = (raw as isize).checked_neg()?;
+        Some(match code {
+            1 => Error::Permission,
+            2 => Error::Fault,
+            3 => Error::NoEntry,
+            4 => Error::NoMemory,
+            5 => Error::Invalid,
+            6 => Error::BadProgram,
+            7 => Error::NoProcess,
+            8 => Error::NoSys,
+            _ => return None,
+        })
+    }
+
+    /// A short name for lines.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Error::Permission => "permission",
+            Error::Fault => "fault",
+            Error::NoEntry => "no-entry",
+            Error::NoMemory => "no-memory",
+            Error::Invalid => "invalid",
+            Error::BadProgram => "bad-program",
+            Error::NoProcess => "no-process",
+            Error::NoSys => "no-sys",
+        }
+    }
+}
+
+/// The largest text one log call carries; longer text is cut.
+pub const LOG_MAX: usize = 200;
+
+/// Message kinds on the log endpoint.
+pub mod msg {
+    /// A line a program wrote (`data[..len]`), under `badge`.
+    pub const LOG: u32 = 1;
+    /// A program called done().
+    pub const DONE: u32 = 2;
+    /// A child exited: `pid`, `badge`, `status`.
+    pub const EXIT: u32 = 3;
+    /// A child faulted: `pid`, `badge`, `status` = scause, `addr` = stval, `pc` = sepc.
+    pub const FAULT: u32 = 4;
+}
+
+/// What `recv` writes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Message {
+    /// One of `msg::*`.
+    pub kind: u32,
+    /// The sender's badge, as the kernel knows it.
+    pub badge: u32,
+    /// The sender's (or the child's) PID.
+    pub pid: u32,
+    /// Exit status, or scause for a fault.
+    pub status: u32,
+    /// stval for a fault.
+    pub addr: usize,
+    /// sepc for a fault.
+    pub pc: usize,
+    /// Used bytes of `data`.
+    pub len: u32,
+    /// Line text.
+    pub data: [u8; LOG_MAX],
+}
+
+impl Message {
+    /// An empty message.
+    pub const EMPTY: Message =
+        Message { kind: 0, badge: 0, pid: 0, status: 0, addr: 0, pc: 0, len: 0, data: [0; LOG_MAX] };
+}
+
+/// The badge rules. The first program has badge FIRST_BADGE; it starts the others with
+/// their place in the case (FIRST_PLACE..=LAST_PLACE) as badge; a badge a program
+/// mints is MINT_MIN or more, so it never prints as a place.
+pub const FIRST_BADGE: u32 = 1;
+/// The first place a started program gets.
+pub const FIRST_PLACE: u32 = 2;
+/// The last place.
+pub const LAST_PLACE: u32 = 16;
+/// The smallest badge a program may mint.
+pub const MINT_MIN: u32 = 0x100;
+
+/// Whether the log server prints this badge as `[pid N]` (true) or `[badge N]`.
+pub const fn is_place(badge: u32) -> bool {
+    badge < MINT_MIN
+}
+
+/// Most processes alive at once, the first program's included.
+pub const MAX_PROCS: usize = 17;
+/// Pages the first program gets for itself and everything it starts.
+pub const FIRST_QUOTA_PAGES: usize = 2048;
+/// Exit status of the power-off for a refusal (the SBI "system failure" reason).
+pub const STATUS_REFUSED: u16 = 255;

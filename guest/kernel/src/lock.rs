@@ -1,0 +1,56 @@
+//! The big kernel lock: a spin lock around all kernel state.
+
+use core::cell::UnsafeCell;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// A spin lock; interrupts are off in the kernel, so it never has to.
+pub struct Lock<T> {
+    held: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through a Guard, and at most one Guard exists at a
+// time (the atomic flag), so sharing the lock between harts hands T to one at a time.
+unsafe impl<T: Send> Sync for Lock<T> {}
+
+impl<T> Lock<T> {
+    /// A free lock around `value`.
+    pub const fn new(value: T) -> Lock<T> {
+        Lock { held: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    }
+
+    /// Spins until the lock is free, then holds it.
+    pub fn lock(&self) -> Guard<'_, T> {
+        while self.held.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            core::hint::spin_loop();
+        }
+        Guard { lock: self }
+    }
+}
+
+/// Proof the lock is held; frees it when dropped.
+pub struct Guard<'a, T> {
+    lock: &'a Lock<T>,
+}
+
+impl<T> Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock, so no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in deref; the guard is borrowed mutably, so this is the only one.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.held.store(false, Ordering::Release);
+    }
+}
