@@ -14,6 +14,7 @@
 
 mod kinds;
 mod raw;
+mod reference;
 mod validate;
 
 use std::fmt;
@@ -260,6 +261,20 @@ pub struct BootCase {
     pub poweroff_status: i32,
     pub inputs: Vec<Input>,
     pub guest: Guest,
+    /// Drops only PANIC from the always-forbidden list (a case that expects a panic).
+    pub allow_panic: bool,
+    /// Edits of the device tree QEMU builds for this boot, applied in order.
+    pub device_tree: Vec<DtEdit>,
+    /// Boot twice; the first capture of each must differ between the boots.
+    pub distinct_across_boots: Vec<Pattern>,
+    /// Within one boot: two or more matching lines, no capture twice.
+    pub distinct: Vec<Pattern>,
+    /// The reference guest: the program whose done() is the verdict (rule F).
+    pub reporter: Option<String>,
+    /// The reference guest: what the bench does to the signed bundle.
+    pub hostile: Hostile,
+    /// The reference guest: data entries packed into the bundle.
+    pub files: Vec<BundleFile>,
 }
 
 impl BootCase {
@@ -277,11 +292,57 @@ pub struct Input {
     pub send: String,
 }
 
+/// Hostile inputs to the loader: each must make it refuse the bundle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hostile {
+    /// Flip one byte of the bundle after signing.
+    pub tamper_bundle: bool,
+    /// Sign the archive alone, without the domain string and the length.
+    pub sign_bare_archive: bool,
+    /// Hand the loader only this many bytes of the signed bundle.
+    pub short_initrd: Option<u64>,
+}
+
+/// An edit of one device-tree property, found by its path; no byte moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DtEdit {
+    /// The property becomes FDT_NOP tokens.
+    Drop { path: String },
+    /// The value keeps its first `to` bytes; the rest becomes FDT_NOP tokens.
+    Shrink { path: String, to: u32 },
+    /// The value's cells, as many as it has.
+    Set { path: String, words: Vec<u32> },
+}
+
+/// A data entry of the bundle.
+#[derive(Clone, Debug)]
+pub struct BundleFile {
+    pub name: String,
+    pub from: FileSource,
+}
+
+#[derive(Clone, Debug)]
+pub enum FileSource {
+    /// A file, relative to the workspace root or absolute.
+    Path(PathBuf),
+    /// Any programs form, a corrupted one included.
+    Program(Program),
+}
+
+/// One of a case's programs, with the budgets its `programs` line names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramEntry {
+    pub program: Program,
+    pub budgets: Vec<String>,
+}
+
 /// What a boot case boots.
 #[derive(Clone, Debug)]
 pub enum Guest {
-    /// The bench builds it: the kernel (for now the smoke guest) and the case's programs.
-    Built { programs: Vec<Program>, firmware: Firmware },
+    /// The bench builds it. With programs, the reference guest: the loader, the kernel
+    /// and a signed bundle of the programs, the first in init's place. Without, the smoke
+    /// guest (the bench's own fixture) booted directly.
+    Built { programs: Vec<ProgramEntry>, firmware: Firmware },
     /// A guest the bench does not build: an image, or a recipe that makes one.
     External(ExternalGuest),
 }
@@ -294,6 +355,24 @@ pub enum Program {
     Package { package: String, bin: String, features: Vec<String> },
     /// A prebuilt ELF, relative to the workspace root or absolute.
     Path(PathBuf),
+    /// A test program the bench corrupts before packing it (a hostile input).
+    Corrupt { bin: String, with: Corruption },
+}
+
+/// How a hostile-input case breaks a good program image.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Corruption {
+    /// The first loadable segment's virtual address.
+    SegmentVaddr(u64),
+    /// The entry point.
+    Entry(u64),
+    /// The file cut to this many bytes.
+    Truncate(u64),
+    /// The first loadable segment's flags, as letters of rwx.
+    SegmentFlags(String),
+    /// The section table dropped and the file cut this many bytes before the end of the
+    /// last loadable segment's data.
+    TruncateSegmentData(u64),
 }
 
 impl Program {
@@ -302,6 +381,7 @@ impl Program {
         match self {
             Program::TestProgram(bin) => bin.clone(),
             Program::Package { bin, .. } => bin.clone(),
+            Program::Corrupt { bin, .. } => bin.clone(),
             Program::Path(path) => path
                 .file_name()
                 .map(|name| name.to_string_lossy().into_owned())
@@ -394,9 +474,17 @@ impl Case {
         };
         match &boot.guest {
             Guest::Built { programs, .. } => {
-                for (index, program) in programs.iter().enumerate() {
-                    if let Program::Path(path) = program {
+                for (index, entry) in programs.iter().enumerate() {
+                    if let Program::Path(path) = &entry.program {
                         paths.push(NamedPath { field: format!("programs[{index}].path"), path: path.clone() });
+                    }
+                }
+                for (index, file) in boot.files.iter().enumerate() {
+                    match &file.from {
+                        FileSource::Path(path) | FileSource::Program(Program::Path(path)) => {
+                            paths.push(NamedPath { field: format!("file[{index}].from"), path: path.clone() })
+                        }
+                        FileSource::Program(_) => {}
                     }
                 }
             }

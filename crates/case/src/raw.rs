@@ -58,47 +58,42 @@ pub struct RawCase {
 
     // Fields of features the bench will bring later. They are read so that a case using
     // one is refused as "not supported yet" rather than as a misspelling.
-    pub reporter: Option<toml::Value>,
     pub launch: Option<toml::Value>,
     pub post_check: Option<toml::Value>,
     pub memory: Option<toml::Value>,
-    pub allow_panic: Option<toml::Value>,
-    pub tamper_bundle: Option<toml::Value>,
-    pub sign_bare_archive: Option<toml::Value>,
-    pub short_initrd: Option<toml::Value>,
-    pub device_tree: Option<toml::Value>,
-    pub distinct_across_boots: Option<toml::Value>,
-    pub distinct: Option<toml::Value>,
     pub expect_after: Option<toml::Value>,
-    pub file: Option<toml::Value>,
     pub disk: Option<toml::Value>,
     pub net: Option<toml::Value>,
     pub session: Option<toml::Value>,
     pub late_cores: Option<toml::Value>,
+    pub grant: Option<toml::Value>,
+
+    // the reference guest, hostile inputs, device-tree edits, distinctness
+    pub reporter: Option<String>,
+    pub allow_panic: Option<bool>,
+    pub tamper_bundle: Option<bool>,
+    pub sign_bare_archive: Option<bool>,
+    pub short_initrd: Option<i64>,
+    pub device_tree: Option<Vec<toml::Table>>,
+    pub distinct_across_boots: Option<Vec<String>>,
+    pub distinct: Option<Vec<String>>,
+    pub file: Option<Vec<toml::Table>>,
 }
 
 impl RawCase {
     /// The later-feature fields this case sets, by name.
     pub fn later_fields(&self) -> Vec<&'static str> {
         let mut names = Vec::new();
-        let fields: [(&'static str, bool); 17] = [
-            ("reporter", self.reporter.is_some()),
+        let fields: [(&'static str, bool); 9] = [
             ("launch", self.launch.is_some()),
             ("post_check", self.post_check.is_some()),
             ("memory", self.memory.is_some()),
-            ("allow_panic", self.allow_panic.is_some()),
-            ("tamper_bundle", self.tamper_bundle.is_some()),
-            ("sign_bare_archive", self.sign_bare_archive.is_some()),
-            ("short_initrd", self.short_initrd.is_some()),
-            ("device_tree", self.device_tree.is_some()),
-            ("distinct_across_boots", self.distinct_across_boots.is_some()),
-            ("distinct", self.distinct.is_some()),
             ("expect_after", self.expect_after.is_some()),
-            ("file", self.file.is_some()),
             ("disk", self.disk.is_some()),
             ("net", self.net.is_some()),
             ("session", self.session.is_some()),
             ("late_cores", self.late_cores.is_some()),
+            ("grant", self.grant.is_some()),
         ];
         for (name, set) in fields {
             if set {

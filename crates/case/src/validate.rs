@@ -8,7 +8,7 @@ use regex::Regex;
 
 use crate::raw::{RawCase, RawGuest};
 use crate::{
-    Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind, Pattern, Program, SMP_MAX,
+    Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind, Pattern, SMP_MAX,
 };
 
 /// The kinds of case.
@@ -187,11 +187,24 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
             }
             Guest::External(external_guest(ctx, guest)?)
         }
-        (None, programs) => Guest::Built {
-            programs: programs.as_deref().unwrap_or(&[]).iter().enumerate().map(|(index, value)| program(ctx, index, value)).collect::<Result<_, _>>()?,
+        (None, _) => Guest::Built {
+            programs: crate::reference::programs(ctx, raw)?,
             firmware: firmware(ctx, "firmware", raw.firmware.as_deref())?,
         },
     };
+    let built_programs: &[crate::ProgramEntry] = match &guest {
+        Guest::Built { programs, .. } => programs,
+        Guest::External(_) => &[],
+    };
+    if matches!(guest, Guest::External(_)) && (raw.reporter.is_some() || raw.file.is_some()) {
+        let field = if raw.reporter.is_some() { "reporter" } else { "file" };
+        return Err(ctx.err(field, "only with programs: it belongs to the reference guest's signed bundle"));
+    }
+    let (reporter, hostile, files) = crate::reference::reference_fields(ctx, raw, built_programs)?;
+    let device_tree = crate::reference::device_tree(ctx, raw)?;
+    let distinct_across_boots =
+        ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[]))?;
+    let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
 
     Ok(BootCase {
         arch,
@@ -210,6 +223,13 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         poweroff_status,
         inputs,
         guest,
+        allow_panic: raw.allow_panic.unwrap_or(false),
+        device_tree,
+        distinct_across_boots,
+        distinct,
+        reporter,
+        hostile,
+        files,
     })
 }
 
@@ -363,55 +383,4 @@ fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest, CaseError>
         machine,
         qemu_args,
     })
-}
-
-fn program(ctx: &Ctx, index: usize, value: &toml::Value) -> Result<Program, CaseError> {
-    let field = format!("programs[{index}]");
-    let accepted = "a test-program name (\"sample\"), { package, bin, features }, or { path }";
-    match value {
-        toml::Value::String(name) if is_feature_name(name) => Ok(Program::TestProgram(name.clone())),
-        toml::Value::String(name) => {
-            Err(ctx.err(field, format!("{name:?} is not a binary name; accepted: {accepted}")))
-        }
-        toml::Value::Table(table) => {
-            let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
-            keys.sort();
-            for later in ["corrupt", "erlang", "otp", "zeros", "workspace"] {
-                if keys.contains(&later) {
-                    return Err(ctx.err(format!("{field}.{later}"), "not supported yet by this bench"));
-                }
-            }
-            let string = |key: &str| -> Result<String, CaseError> {
-                match table.get(key) {
-                    Some(toml::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-                    _ => Err(ctx.err(format!("{field}.{key}"), "required: a non-empty string")),
-                }
-            };
-            match keys.as_slice() {
-                ["path"] => Ok(Program::Path(path_field(ctx, &format!("{field}.path"), &string("path")?)?)),
-                ["bin", "package"] | ["bin", "features", "package"] => {
-                    let mut features = Vec::new();
-                    if let Some(list) = table.get("features") {
-                        let items = list.as_array().ok_or_else(|| {
-                            ctx.err(format!("{field}.features"), "not accepted: a list of Cargo feature names")
-                        })?;
-                        for (i, item) in items.iter().enumerate() {
-                            match item.as_str() {
-                                Some(name) if is_feature_name(name) => features.push(name.to_string()),
-                                _ => {
-                                    return Err(ctx.err(
-                                        format!("{field}.features[{i}]"),
-                                        format!("{item} is not accepted: a Cargo feature name"),
-                                    ))
-                                }
-                            }
-                        }
-                    }
-                    Ok(Program::Package { package: string("package")?, bin: string("bin")?, features })
-                }
-                _ => Err(ctx.err(field, format!("keys {keys:?} are not accepted: {accepted}"))),
-            }
-        }
-        other => Err(ctx.err(field, format!("{} is not accepted: {accepted}", other.type_str()))),
-    }
 }

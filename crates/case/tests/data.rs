@@ -42,8 +42,15 @@ fn describe(case: &Case) -> String {
     match &boot.guest {
         Guest::Built { programs, firmware } => {
             writeln!(out, "built: firmware {firmware:?}").unwrap();
-            for program in programs {
-                writeln!(out, "  program {program:?} entry {}", program.entry_name()).unwrap();
+            for entry in programs {
+                writeln!(
+                    out,
+                    "  program {:?} budgets {:?} entry {}",
+                    entry.program,
+                    entry.budgets,
+                    entry.program.entry_name()
+                )
+                .unwrap();
             }
         }
         Guest::External(guest) => {
@@ -59,6 +66,22 @@ fn describe(case: &Case) -> String {
                 guest.append, guest.firmware, guest.machine, guest.qemu_args
             )
             .unwrap();
+        }
+    }
+    if boot.reporter.is_some() || boot.hostile != Default::default() || !boot.files.is_empty() {
+        writeln!(out, "reporter {:?} hostile {:?}", boot.reporter, boot.hostile).unwrap();
+        for file in &boot.files {
+            writeln!(out, "file {} from {:?}", file.name, file.from).unwrap();
+        }
+    }
+    if boot.allow_panic
+        || !boot.device_tree.is_empty()
+        || !boot.distinct.is_empty()
+        || !boot.distinct_across_boots.is_empty()
+    {
+        writeln!(out, "allow_panic {} device_tree {:?}", boot.allow_panic, boot.device_tree).unwrap();
+        for p in boot.distinct.iter().chain(&boot.distinct_across_boots) {
+            writeln!(out, "{}: {}", p.label, p.source()).unwrap();
         }
     }
     for path in case.paths() {
