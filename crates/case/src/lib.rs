@@ -112,7 +112,7 @@ pub struct Case {
 
 #[derive(Clone, Debug)]
 pub enum Kind {
-    Boot(BootCase),
+    Boot(Box<BootCase>),
     HostTests(HostTestsCase),
     Build(BuildCase),
     Scripts(ScriptsCase),

@@ -2,8 +2,6 @@
 //! programs with budgets and corruptions, the reporter, bundle files, the bundle's own
 //! tampering, device-tree edits and distinctness.
 
-use std::path::PathBuf;
-
 use crate::raw::RawCase;
 use crate::validate::{is_feature_name, path_field, Ctx};
 use crate::{BundleFile, CaseError, Corruption, DtEdit, FileSource, Hostile, Program, ProgramEntry};
@@ -219,9 +217,7 @@ pub(crate) fn reference_fields(
             return Err(ctx.err(format!("{field}.name"), format!("{name:?} names another entry of the bundle")));
         }
         let from = match table.get("from") {
-            Some(toml::Value::String(path)) => {
-                FileSource::Path(PathBuf::from(path_field(ctx, &format!("{field}.from"), path)?))
-            }
+            Some(toml::Value::String(path)) => FileSource::Path(path_field(ctx, &format!("{field}.from"), path)?),
             Some(value @ toml::Value::Table(_)) => {
                 FileSource::Program(program_entry(ctx, &format!("{field}.from"), value)?.program)
             }

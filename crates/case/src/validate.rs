@@ -105,7 +105,7 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
     }
     let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
     let kind = match kind {
-        "boot" => Kind::Boot(boot_case(&ctx, &raw)?),
+        "boot" => Kind::Boot(Box::new(boot_case(&ctx, &raw)?)),
         "host-tests" => Kind::HostTests(crate::kinds::host_tests(&ctx, &raw)?),
         "build" => Kind::Build(crate::kinds::build(&ctx, &raw)?),
         "scripts" => Kind::Scripts(crate::kinds::scripts(&ctx, &raw)?),

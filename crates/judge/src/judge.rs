@@ -266,7 +266,9 @@ impl Judge {
             captured,
             cfg,
             engine,
-            fail_re: regex::Regex::new(r"^\[[^\]\s]+\] FAIL").unwrap(),
+            // A program's own `[name] FAIL`, bare (a program that owns the console) or
+            // behind the log server's `[pid N] ` prefix.
+            fail_re: regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").unwrap(),
             fail_finder: memchr::memmem::Finder::new(b"] FAIL").into_owned(),
             verdict: None,
             next_expect: 0,

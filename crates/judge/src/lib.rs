@@ -38,8 +38,8 @@
 //! 3. Input *i* fires once, at the first shown line (whole, or the current partial
 //!    line) matching its `after` that is seen after input *i−1* fired; one line fires
 //!    at most one input.
-//! 4. The first shown line matching `^\[[^\]\s]+\] FAIL` (a test program's failure
-//!    report) is remembered: if the boot then times out or ends while an expect is
+//! 4. The first shown line matching `^(\[pid N\] )?\[[^\]\s]+\] FAIL` (a test program's
+//!    failure report, bare or behind the log server's prefix) is remembered: if the boot then times out or ends while an expect is
 //!    pending, that line is given first as the cause.
 //! 5. With [`Config::server_done`] (a boot of the reference guest's log server), a line
 //!    whose raw text or shown form starts `[server] done:` is a verdict line: there must be

@@ -21,9 +21,11 @@ use crate::command::Cmd;
 
 /// Where the guest workspace lives, relative to the workspace root.
 pub const GUEST_MANIFEST: &str = "guest/Cargo.toml";
-/// The stand-in for the reference kernel until it exists: the smoke guest.
-pub const KERNEL_PACKAGE: &str = "smoke";
-pub const KERNEL_BIN: &str = "smoke";
+/// The smoke guest, the bench's own fixture (package and binary).
+pub const SMOKE_PACKAGE: &str = "smoke";
+/// The reference guest: the loader and the kernel (each package's binary has its name).
+pub const LOADER_PACKAGE: &str = "loader";
+pub const REFERENCE_KERNEL_PACKAGE: &str = "kernel";
 /// The package whose binaries a bare programs entry names.
 pub const PROGRAMS_PACKAGE: &str = "programs";
 

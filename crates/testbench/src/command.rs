@@ -71,6 +71,13 @@ impl Cmd {
         self
     }
 
+    /// Replace the deadline, and what it waits for.
+    pub fn deadline(mut self, timeout: Duration, what: impl Into<String>) -> Cmd {
+        self.timeout = timeout;
+        self.what = what.into();
+        self
+    }
+
     pub fn cwd(mut self, dir: impl AsRef<Path>) -> Cmd {
         self.cwd = Some(dir.as_ref().to_owned());
         self

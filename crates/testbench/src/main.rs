@@ -8,6 +8,7 @@ mod build;
 mod cli;
 mod command;
 mod config;
+mod fdt_edit;
 mod gates;
 mod host;
 mod pack;

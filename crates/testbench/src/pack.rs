@@ -1,14 +1,161 @@
-//! Packing a case's programs for the guest the bench built.
+//! Packing the reference guest's signed boot bundle for one case and width.
 //!
-//! Until the signed boot bundle exists (the reference-guest work), the programs travel
-//! as QEMU's `-initrd`: an uncompressed newc archive, one regular file per program under
-//! its entry name, in the case's order. The smoke guest lists what it finds there (name,
-//! size, FNV-1a 64 of the bytes), so a case proves the bench packed what cargo built.
+//! The bundle holds the kernel, the first program (in init's place), the programs it
+//! starts, the `programs` listing (one line per later program: its entry name, then the
+//! budgets the case gives it) and the case's `[[file]]` data entries. It is packed and
+//! signed with the guest's own `bundle` crate and its development seed, the code the
+//! loader verifies with, so the two never disagree on the format.
+//!
+//! Hostile inputs happen here, after the honest build: a corrupted program image (with
+//! the guest's own `elf` corruptions), a flipped byte after signing, an archive signed
+//! without its domain and length, a bundle cut short.
 
-use testbench_recipe::newc::{write_newc, Entry};
+use std::path::{Path, PathBuf};
 
-pub fn programs_archive(programs: &[(String, Vec<u8>)]) -> Result<Vec<u8>, String> {
-    let entries: Vec<Entry> =
-        programs.iter().map(|(name, data)| Entry::file(name.clone(), 0o755, data.clone())).collect();
-    write_newc(&entries).map_err(|e| format!("failed to pack the programs: {e}"))
+use bundle::Kind;
+use testbench_case::{Arch, Case, Corruption, FileSource, Program, ProgramEntry};
+
+use crate::build::{BuildKey, Builder, Profile, PROGRAMS_PACKAGE, REFERENCE_KERNEL_PACKAGE};
+use crate::runner::Workspace;
+
+/// The bytes of one program, built (or read) and corrupted as the case says.
+fn program_bytes(
+    program: &Program,
+    arch: Arch,
+    ws: &Workspace,
+    builder: &mut Builder,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<u8>, String> {
+    let built = |package: &str, bin: &str, features: &[String], builder: &mut Builder, log: &mut dyn FnMut(&str)| {
+        builder.get(&BuildKey::new(arch, package, bin, Profile::Release, features), log).map(|a| a.path)
+    };
+    let path = match program {
+        Program::TestProgram(bin) | Program::Corrupt { bin, .. } => built(PROGRAMS_PACKAGE, bin, &[], builder, log)?,
+        Program::Package { package, bin, features } => built(package, bin, features, builder, log)?,
+        Program::Path(path) => ws.root.join(path),
+    };
+    let image = std::fs::read(&path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+    let Program::Corrupt { bin, with } = program else { return Ok(image) };
+    let corrupted = match with {
+        Corruption::SegmentVaddr(vaddr) => elf::corrupt::segment_vaddr(&image, *vaddr),
+        Corruption::Entry(entry) => elf::corrupt::entry(&image, *entry),
+        Corruption::Truncate(len) => elf::corrupt::truncate(&image, *len as usize),
+        Corruption::SegmentFlags(flags) => elf::corrupt::segment_flags(&image, flags),
+        Corruption::TruncateSegmentData(n) => elf::corrupt::truncate_segment_data(&image, *n as usize),
+    };
+    corrupted.ok_or_else(|| format!("the corruption {with:?} does not apply to {bin} ({arch}, {} bytes)", image.len()))
+}
+
+/// The `programs` entry: one line per program after the first.
+pub fn programs_listing(programs: &[ProgramEntry]) -> String {
+    let mut listing = String::new();
+    for entry in programs.iter().skip(1) {
+        listing.push_str(&entry.program.entry_name());
+        for budget in &entry.budgets {
+            listing.push(' ');
+            listing.push_str(budget);
+        }
+        listing.push('\n');
+    }
+    listing
+}
+
+/// Build, pack, sign (and break, if the case says so) the bundle; its path in the run.
+pub fn reference_bundle(
+    case: &Case,
+    programs: &[ProgramEntry],
+    arch: Arch,
+    ws: &Workspace,
+    run_dir: &Path,
+    builder: &mut Builder,
+    log: &mut dyn FnMut(&str),
+) -> Result<PathBuf, String> {
+    let boot = case.as_boot().expect("a bundle is packed for a boot case");
+    let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
+    let kernel_key =
+        BuildKey::new(arch, REFERENCE_KERNEL_PACKAGE, REFERENCE_KERNEL_PACKAGE, profile, &boot.kernel_features);
+    let kernel_path = builder.get(&kernel_key, log)?.path;
+    let kernel = std::fs::read(&kernel_path).map_err(|e| format!("failed to read {}: {e}", kernel_path.display()))?;
+
+    let mut images = Vec::new();
+    for entry in programs {
+        images.push((entry.program.entry_name(), program_bytes(&entry.program, arch, ws, builder, log)?));
+    }
+    let mut files = Vec::new();
+    for file in &boot.files {
+        let bytes = match &file.from {
+            FileSource::Path(path) => {
+                let full = ws.root.join(path);
+                std::fs::read(&full)
+                    .map_err(|e| format!("failed to read {} (file {}): {e}", full.display(), file.name))?
+            }
+            FileSource::Program(program) => program_bytes(program, arch, ws, builder, log)?,
+        };
+        files.push((file.name.clone(), bytes));
+    }
+    let listing = programs_listing(programs);
+
+    let mut entries: Vec<(&str, Kind, &[u8])> = vec![("kernel", Kind::Kernel, &kernel)];
+    for (index, (name, bytes)) in images.iter().enumerate() {
+        entries.push((name, if index == 0 { Kind::FirstProgram } else { Kind::Program }, bytes));
+    }
+    // A [[file]] named `programs` replaces the listing the bench writes.
+    if !files.iter().any(|(name, _)| name == "programs") {
+        entries.push(("programs", Kind::Data, listing.as_bytes()));
+    }
+    for (name, bytes) in &files {
+        entries.push((name, Kind::Data, bytes));
+    }
+
+    let mut signed = if boot.hostile.sign_bare_archive {
+        let mut archive = bundle::pack(&entries).map_err(|e| format!("failed to pack the bundle: {}", e.describe()))?;
+        let trailer = bundle::sign_bare(&archive, &bundle::DEV_SEED);
+        archive.extend_from_slice(&trailer);
+        archive
+    } else {
+        bundle::pack_signed(&entries, &bundle::DEV_SEED)
+            .map_err(|e| format!("failed to pack the bundle: {}", e.describe()))?
+    };
+    if boot.hostile.tamper_bundle {
+        // One byte in the middle of the archive, after signing.
+        let at = (signed.len() - bundle::TRAILER_LEN) / 2;
+        signed[at] ^= 0x01;
+    }
+    if let Some(short) = boot.hostile.short_initrd {
+        signed.truncate(short as usize);
+    }
+    let dir = run_dir.join("build").join(arch.name());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{}-bundle.bin", case.name));
+    std::fs::write(&path, &signed).map_err(|e| format!("failed to write {}: {e}", path.display()))?;
+    std::fs::write(dir.join(format!("{}-programs.txt", case.name)), &listing)
+        .map_err(|e| format!("failed to write the programs listing: {e}"))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_has_a_line_per_later_program_with_its_budgets() {
+        let entry = |name: &str, budgets: &[&str]| ProgramEntry {
+            program: Program::TestProgram(name.into()),
+            budgets: budgets.iter().map(|b| b.to_string()).collect(),
+        };
+        let programs = [entry("logsrv", &[]), entry("checker", &["system", "users"]), entry("rng", &[])];
+        assert_eq!(programs_listing(&programs), "checker system users\nrng\n");
+    }
+
+    #[test]
+    fn a_bundle_the_bench_signs_is_one_the_loaders_code_verifies() {
+        let entries: Vec<(&str, Kind, &[u8])> =
+            vec![("kernel", Kind::Kernel, b"k"), ("logsrv", Kind::FirstProgram, b"p"), ("programs", Kind::Data, b"")];
+        let signed = bundle::pack_signed(&entries, &bundle::DEV_SEED).unwrap();
+        let verified = bundle::verify(&signed, &bundle::DEV_PUBLIC_KEY).unwrap();
+        assert_eq!(verified.first_program().name, "logsrv");
+        let mut tampered = signed.clone();
+        tampered[(signed.len() - bundle::TRAILER_LEN) / 2] ^= 1;
+        assert!(bundle::verify(&tampered, &bundle::DEV_PUBLIC_KEY).is_err());
+    }
 }

@@ -148,10 +148,44 @@ pub struct BootSpec {
     /// The boot's own directory: console.log, qemu-stderr.log, command-line.
     pub dir: PathBuf,
     pub judge: testbench_judge::Config,
+    /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
+    pub dt_edits: Vec<testbench_case::DtEdit>,
 }
 
+/// How one boot went: the verdict, and what the judge's capture patterns took.
+pub struct BootOutcome {
+    pub verdict: Verdict,
+    pub captures: Vec<Option<String>>,
+}
+
+/// Dumping the device tree is a QEMU start that exits at once.
+const DUMP_DEADLINE: Duration = Duration::from_secs(30);
+
 impl BootSpec {
-    pub fn command(&self, root: &Path, qmp_args: &[String]) -> Cmd {
+    /// QEMU's tree for this command line, edited; the path to boot with -dtb.
+    fn edited_tree(&self, root: &Path) -> Result<PathBuf, String> {
+        let dumped = self.dir.join("qemu.dtb");
+        let dump = self
+            .command_with(root, &[], &format!("{},dumpdtb={}", self.machine, dumped.display()), None)
+            .deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
+        let output = dump.output().map_err(|e| format!("failed to dump the device tree: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "QEMU could not dump the device tree ({}): {}",
+                output.status,
+                last_lines(&String::from_utf8_lossy(&output.stderr), STDERR_TAIL_LINES).join(" | ")
+            ));
+        }
+        let mut tree = std::fs::read(&dumped).map_err(|e| format!("failed to read {}: {e}", dumped.display()))?;
+        for (index, edit) in self.dt_edits.iter().enumerate() {
+            crate::fdt_edit::apply(&mut tree, edit).map_err(|e| format!("device_tree[{index}]: {e}"))?;
+        }
+        let edited = self.dir.join("edited.dtb");
+        std::fs::write(&edited, &tree).map_err(|e| format!("failed to write {}: {e}", edited.display()))?;
+        Ok(edited)
+    }
+
+    fn command_with(&self, root: &Path, qmp_args: &[String], machine: &str, dtb: Option<&Path>) -> Cmd {
         let qemu = qemu_binary(self.arch);
         let bios = match &self.firmware {
             Firmware::Default => "default".to_string(),
@@ -160,8 +194,11 @@ impl BootSpec {
         };
         let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout)
             .cwd(root)
-            .args(["-machine", &self.machine, "-bios", &bios, "-kernel"])
+            .args(["-machine", machine, "-bios", &bios, "-kernel"])
             .arg(&self.kernel);
+        if let Some(dtb) = dtb {
+            cmd = cmd.arg("-dtb").arg(dtb);
+        }
         if let Some(initrd) = &self.initrd {
             cmd = cmd.arg("-initrd").arg(initrd);
         }
@@ -182,10 +219,11 @@ impl BootSpec {
     }
 
     /// Boot once. Call from the thread that will wait for QEMU (see `command`).
-    pub fn run(&self, root: &Path) -> Result<Verdict, String> {
+    pub fn run(&self, root: &Path) -> Result<BootOutcome, String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
+        let dtb = if self.dt_edits.is_empty() { None } else { Some(self.edited_tree(root)?) };
         let qmp = QmpListener::new().map_err(|e| format!("failed to listen for QMP: {e}"))?;
-        let cmd = self.command(root, &qmp.qemu_args());
+        let cmd = self.command_with(root, &qmp.qemu_args(), &self.machine, dtb.as_deref());
         let command_line = cmd.display();
         std::fs::write(
             self.dir.join("command-line"),
@@ -293,7 +331,7 @@ impl BootSpec {
                     }
                 }
                 let _ = console.flush();
-                return Ok(verdict);
+                return Ok(BootOutcome { verdict, captures: judge.captures().to_vec() });
             }
             None => {
                 let _ = child.kill();
@@ -302,7 +340,7 @@ impl BootSpec {
             }
         };
         let _ = console.flush();
-        Ok(verdict)
+        Ok(BootOutcome { verdict, captures: judge.captures().to_vec() })
     }
 }
 

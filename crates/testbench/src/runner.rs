@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, Program};
-use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, Verdict};
+use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, ProgramEntry};
+use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone, Verdict};
 
-use crate::build::{BuildKey, Builder, Profile, KERNEL_BIN, KERNEL_PACKAGE, PROGRAMS_PACKAGE};
+use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE, SMOKE_PACKAGE};
 use crate::cli::{Filter, Options};
 use crate::config::Config;
 use crate::qemu::BootSpec;
@@ -131,19 +131,8 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
                 }
             }
         }
-        Guest::Built { programs, .. } => {
-            let mut names: Vec<String> = Vec::new();
-            for (index, program) in programs.iter().enumerate() {
-                let name = program.entry_name();
-                if names.contains(&name) {
-                    errors.push(format!(
-                        "{}: programs[{index}]: the entry name {name:?} is packed twice",
-                        case.file.display()
-                    ));
-                }
-                names.push(name);
-            }
-        }
+        // Entry names are checked by the case parser (one entry per name).
+        Guest::Built { .. } => {}
     }
     errors
 }
@@ -261,6 +250,10 @@ struct Prepared {
     extra_args: Vec<String>,
 }
 
+/// What running a case gave: its verdict (pass, or the reason it failed), or why it
+/// could not run.
+pub type CaseResult = Result<Result<(), String>, Blocked>;
+
 /// Why a case cannot run; decides between fail and skip.
 #[derive(Clone, Debug)]
 pub enum Blocked {
@@ -270,14 +263,36 @@ pub enum Blocked {
     Build(String),
 }
 
+/// The place the log server gives a program: 2 for the first it starts, and so on.
+fn place_of(programs: &[ProgramEntry], name: &str) -> Option<u32> {
+    programs.iter().skip(1).position(|p| p.program.entry_name() == name).map(|i| i as u32 + 2)
+}
+
 fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
     let pattern = |p: &testbench_case::Pattern| JudgePattern { label: p.label.clone(), regex: p.regex.clone() };
+    let mut expect: Vec<JudgePattern> = boot.expect.iter().map(pattern).collect();
+    let mut server_done = None;
+    if let Guest::Built { programs, .. } = &boot.guest {
+        if !programs.is_empty() {
+            // Rule F: the log server's one done line, naming the reporter's place, is the
+            // verdict; the bench waits for it as the last expect.
+            let reporter_place = boot.reporter.as_deref().and_then(|name| place_of(programs, name));
+            if let Some(place) = reporter_place {
+                expect.push(JudgePattern {
+                    label: "reporter".into(),
+                    regex: regex::Regex::new(&format!(r"^\[server\] done: {place}$")).expect("a fixed pattern"),
+                });
+            }
+            server_done = Some(ServerDone { reporter_place });
+        }
+    }
     JudgeConfig {
-        expect: boot.expect.iter().map(pattern).collect(),
+        expect,
         forbid: boot.forbid.iter().map(pattern).collect(),
         always_forbidden: config
             .always_forbidden
             .iter()
+            .filter(|text| !(boot.allow_panic && text.as_str() == "PANIC"))
             .map(|text| JudgePattern {
                 label: "always-forbidden".into(),
                 regex: regex::Regex::new(&regex::escape(text)).expect("an escaped literal is a regex"),
@@ -291,7 +306,9 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         poweroff: boot.poweroff,
         poweroff_status: boot.poweroff_status,
         settle: if is_checked(boot) { SETTLE_CHECKED } else { SETTLE },
-        ..JudgeConfig::default()
+        server_done,
+        distinct: boot.distinct.iter().map(pattern).collect(),
+        capture: boot.distinct_across_boots.iter().map(pattern).collect(),
     }
 }
 
@@ -313,7 +330,7 @@ fn evidence(pattern: &testbench_case::Pattern, message: String) -> String {
     message.lines().find(|line| pattern.regex.is_match(line)).map(str::to_string).unwrap_or(message)
 }
 
-fn outcome_of(case: &Case, verdict: Result<Result<(), String>, Blocked>, allow_skip: bool) -> Outcome {
+fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> Outcome {
     let must_fail = case.must_fail.as_ref();
     match (verdict, must_fail) {
         (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
@@ -335,6 +352,31 @@ fn outcome_of(case: &Case, verdict: Result<Result<(), String>, Blocked>, allow_s
             }
         }
     }
+}
+
+/// One boot, or two when the case asks for captures that differ across boots.
+fn boot_once_or_twice(spec: BootSpec, root: &Path) -> CaseResult {
+    let trouble = |e: String| Blocked::Build(format!("the bench could not boot: {e}"));
+    let first = spec.run(root).map_err(trouble)?;
+    if spec.judge.capture.is_empty() || first.verdict != Verdict::Pass {
+        return Ok(verdict_result(first.verdict));
+    }
+    let second_spec = BootSpec { dir: spec.dir.join("second-boot"), ..spec };
+    let second = second_spec.run(root).map_err(trouble)?;
+    if second.verdict != Verdict::Pass {
+        return Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}")));
+    }
+    for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
+        if a == b {
+            return Ok(Err(format!(
+                "{} '{}' captured '{}' in both boots",
+                pattern.label,
+                pattern.regex.as_str(),
+                a.as_deref().unwrap_or("")
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 fn verdict_result(verdict: Verdict) -> Result<(), String> {
@@ -541,12 +583,13 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 timeout: boot.timeout,
                 dir: boot.dir.clone(),
                 judge: judge_config(boot_of(case), &ws.config),
+                dt_edits: boot_of(case).device_tree.clone(),
             });
             (index, spec)
         })
         .collect();
     let queue = Arc::new(Mutex::new(jobs.into_iter()));
-    let (sender, receiver) = mpsc::channel::<(usize, Result<Verdict, Blocked>, Duration)>();
+    let (sender, receiver) = mpsc::channel::<(usize, CaseResult, Duration)>();
     let workers = options.jobs.min(boots.len()).max(1);
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -561,10 +604,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             // signal follows (see command.rs).
             let result = match spec {
                 Err(blocked) => Err(blocked),
-                Ok(spec) => match spec.run(&root) {
-                    Ok(verdict) => Ok(verdict),
-                    Err(trouble) => Err(Blocked::Build(format!("the bench could not boot: {trouble}"))),
-                },
+                Ok(spec) => boot_once_or_twice(spec, &root),
             };
             if sender.send((index, result, started.elapsed())).is_err() {
                 break;
@@ -572,7 +612,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         }));
     }
     drop(sender);
-    let mut waiting: BTreeMap<usize, (Result<Verdict, Blocked>, Duration)> = BTreeMap::new();
+    let mut waiting: BTreeMap<usize, (CaseResult, Duration)> = BTreeMap::new();
     let mut next_to_print = 0;
     if let Some(first) = boots.first() {
         reporter.boot_started(&format!("{} {} smp{}", selected[first.case].name, first.arch, first.smp), first.seed);
@@ -582,7 +622,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         while let Some((result, took)) = waiting.remove(&next_to_print) {
             let boot = &boots[next_to_print];
             let case = selected[boot.case];
-            let outcome = outcome_of(case, result.map(verdict_result), options.allow_skip);
+            let outcome = outcome_of(case, result, options.allow_skip);
             if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
                 keep_failed(keep, case, boot);
             }
@@ -651,44 +691,30 @@ fn prepare(
     let boot = boot_of(case);
     let mut log = |line: &str| reporter.note("build", line);
     match &boot.guest {
-        Guest::Built { programs, firmware } => {
+        Guest::Built { programs, firmware } if programs.is_empty() => {
+            // The smoke guest, the bench's own fixture, booted directly by the firmware.
             let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
-            let kernel_key = BuildKey::new(arch, KERNEL_PACKAGE, KERNEL_BIN, profile, &boot.kernel_features);
-            let kernel = builder.get(&kernel_key, &mut log).map_err(Blocked::Build)?;
-            let initrd = if programs.is_empty() {
-                None
-            } else {
-                let mut entries = Vec::new();
-                for program in programs {
-                    let path = match program {
-                        Program::TestProgram(bin) => {
-                            builder
-                                .get(&BuildKey::new(arch, PROGRAMS_PACKAGE, bin, Profile::Release, &[]), &mut log)
-                                .map_err(Blocked::Build)?
-                                .path
-                        }
-                        Program::Package { package, bin, features } => {
-                            builder
-                                .get(&BuildKey::new(arch, package, bin, Profile::Release, features), &mut log)
-                                .map_err(Blocked::Build)?
-                                .path
-                        }
-                        Program::Path(path) => ws.root.join(path),
-                    };
-                    let data = std::fs::read(&path)
-                        .map_err(|e| Blocked::Build(format!("failed to read {}: {e}", path.display())))?;
-                    entries.push((program.entry_name(), data));
-                }
-                let archive = crate::pack::programs_archive(&entries).map_err(Blocked::Build)?;
-                let path = run_dir.join("build").join(arch.name()).join(format!("{}-programs.cpio", case.name));
-                std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| Blocked::Build(e.to_string()))?;
-                std::fs::write(&path, archive)
-                    .map_err(|e| Blocked::Build(format!("failed to write {}: {e}", path.display())))?;
-                Some(path)
-            };
+            let key = BuildKey::new(arch, SMOKE_PACKAGE, SMOKE_PACKAGE, profile, &boot.kernel_features);
+            let smoke = builder.get(&key, &mut log).map_err(Blocked::Build)?;
             Ok(Prepared {
-                kernel: kernel.path,
-                initrd,
+                kernel: smoke.path,
+                initrd: None,
+                append: None,
+                firmware: firmware.clone(),
+                machine: "virt".into(),
+                extra_args: Vec::new(),
+            })
+        }
+        Guest::Built { programs, firmware } => {
+            let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
+                .map_err(Blocked::Build)?;
+            let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
+            let loader = builder
+                .get(&BuildKey::new(arch, LOADER_PACKAGE, LOADER_PACKAGE, profile, &[]), &mut log)
+                .map_err(Blocked::Build)?;
+            Ok(Prepared {
+                kernel: loader.path,
+                initrd: Some(bundle),
                 append: None,
                 firmware: firmware.clone(),
                 machine: "virt".into(),

@@ -89,10 +89,6 @@ fn cases_dir(cases: &[(&str, &str)]) -> tempfile::TempDir {
 
 const SMOKE_DONE: &str = "description = \"smoke\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^smoke: done$']\npoweroff = true\n";
 
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
 #[test]
 fn the_list_marks_cases_run_only_by_name() {
     let slow = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false");
@@ -220,17 +216,27 @@ fn each_width_boots_its_own_hart_count() {
 
 #[test]
 fn programs_reach_the_guest_whole() {
-    let run = bench(&["--exact", "bench-programs", "--arch", "rv64"], &[]);
+    let run = bench(&["--exact", "reference-boot", "--arch", "rv64"], &[]);
     run.expect_status(0);
     let dir = run.run_dir();
-    let log = std::fs::read_to_string(dir.join("bench-programs/rv64-smp1/console.log")).unwrap();
-    for (name, built) in
-        [("sample", "build/rv64/programs-release-default/sample"), ("smoke", "build/rv64/smoke-release-echo/smoke")]
-    {
+    // The bundle the bench packed verifies with the loader's own code, and holds what
+    // cargo built, byte for byte, in the case's order.
+    let signed = std::fs::read(dir.join("build/rv64/reference-boot-bundle.bin")).unwrap();
+    let verified = bundle::verify(&signed, &bundle::DEV_PUBLIC_KEY).expect("the bench's bundle verifies");
+    let names: Vec<&str> = verified.entries().map(|e| e.name).collect();
+    assert_eq!(names, ["kernel", "logsrv", "checker", "programs"]);
+    for (name, built) in [
+        ("kernel", "build/rv64/kernel-release-default/kernel"),
+        ("logsrv", "build/rv64/programs-release-default/logsrv"),
+        ("checker", "build/rv64/programs-release-default/checker"),
+    ] {
         let bytes = std::fs::read(dir.join(built)).unwrap();
-        let line = format!("smoke: program {name} {} bytes fnv1a64 {:016x}", bytes.len(), fnv1a64(&bytes));
-        assert!(log.contains(&line), "expected {line:?} in\n{log}");
+        assert!(verified.entry(name).unwrap().data == bytes.as_slice(), "{name} is not what cargo built");
     }
+    assert_eq!(verified.entry("programs").unwrap().data, b"checker system\n");
+    // The guest read it: the log server started the checker from it.
+    let log = std::fs::read_to_string(dir.join("reference-boot/rv64-smp1/console.log")).unwrap();
+    assert!(log.contains("[server] started checker place 2 pid "), "{log}");
 }
 
 #[test]
