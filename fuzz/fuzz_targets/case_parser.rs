@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(boot.timeout.as_secs_f64() > 0.0);
             if let Guest::Built { programs, .. } = &boot.guest {
                 for program in programs {
-                    assert!(!program.entry_name().is_empty());
+                    assert!(!program.program.entry_name().is_empty());
                 }
             }
         }

@@ -26,6 +26,7 @@ fn config() -> Config {
         poweroff: false,
         poweroff_status: 0,
         settle: Duration::from_millis(50),
+        ..Config::default()
     }
 }
 
