@@ -319,6 +319,9 @@ pub enum DtEdit {
 pub struct BundleFile {
     pub name: String,
     pub from: FileSource,
+    /// For a JSON manifest read from a path: entries merged into its `servers` list by
+    /// name (each replaces the members it gives, or is appended when none has its name).
+    pub servers: Vec<toml::Table>,
 }
 
 #[derive(Clone, Debug)]

@@ -199,8 +199,8 @@ pub(crate) fn reference_fields(
     for (index, table) in raw.file.as_deref().unwrap_or(&[]).iter().enumerate() {
         let field = format!("file[{index}]");
         for key in table.keys() {
-            if key != "name" && key != "from" {
-                return Err(ctx.err(format!("{field}.{key}"), "not accepted: a [[file]] has name and from"));
+            if key != "name" && key != "from" && key != "servers" {
+                return Err(ctx.err(format!("{field}.{key}"), "not accepted: a [[file]] has name, from and servers"));
             }
         }
         let name = string(ctx, &field, table, "name")?;
@@ -223,7 +223,27 @@ pub(crate) fn reference_fields(
             }
             _ => return Err(ctx.err(format!("{field}.from"), format!("required: a path, or {PROGRAM_FORMS}"))),
         };
-        files.push(BundleFile { name, from });
+        let mut servers = Vec::new();
+        if let Some(value) = table.get("servers") {
+            let list = value.as_array().ok_or_else(|| {
+                ctx.err(format!("{field}.servers"), "not accepted: a list of tables, each with a name")
+            })?;
+            for (i, entry) in list.iter().enumerate() {
+                match entry.as_table() {
+                    Some(t) if t.get("name").and_then(toml::Value::as_str).is_some_and(|n| !n.is_empty()) => {
+                        servers.push(t.clone())
+                    }
+                    _ => {
+                        return Err(ctx.err(format!("{field}.servers[{i}]"), "not accepted: a table with a name"));
+                    }
+                }
+            }
+            let from_path = matches!(from, FileSource::Path(_) | FileSource::Program(Program::Path(_)));
+            if !from_path {
+                return Err(ctx.err(format!("{field}.servers"), "only for a manifest read from a path"));
+            }
+        }
+        files.push(BundleFile { name, from, servers });
     }
     Ok((reporter, hostile, files))
 }

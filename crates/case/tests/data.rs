@@ -71,7 +71,7 @@ fn describe(case: &Case) -> String {
     if boot.reporter.is_some() || boot.hostile != Default::default() || !boot.files.is_empty() {
         writeln!(out, "reporter {:?} hostile {:?}", boot.reporter, boot.hostile).unwrap();
         for file in &boot.files {
-            writeln!(out, "file {} from {:?}", file.name, file.from).unwrap();
+            writeln!(out, "file {} from {:?} servers {:?}", file.name, file.from, file.servers).unwrap();
         }
     }
     if boot.allow_panic

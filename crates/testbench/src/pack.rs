@@ -46,6 +46,34 @@ fn program_bytes(
     corrupted.ok_or_else(|| format!("the corruption {with:?} does not apply to {bin} ({arch}, {} bytes)", image.len()))
 }
 
+/// A JSON manifest with the case's `servers` entries merged in by name: an entry replaces
+/// the members it gives in the manifest's entry of its name, or is appended after the rest
+/// when none has it. Cases that differ in one entry share one manifest file this way.
+pub fn merge_servers(manifest: &[u8], servers: &[toml::Table]) -> Result<Vec<u8>, String> {
+    let mut json: serde_json::Value =
+        serde_json::from_slice(manifest).map_err(|e| format!("the file is not a JSON manifest: {e}"))?;
+    let list = json
+        .get_mut("servers")
+        .and_then(serde_json::Value::as_array_mut)
+        .ok_or("the manifest has no `servers` list to merge into")?;
+    for entry in servers {
+        let entry = serde_json::to_value(entry).map_err(|e| format!("cannot be JSON: {e}"))?;
+        let name = entry["name"].clone();
+        match list.iter_mut().find(|s| s["name"] == name) {
+            Some(existing) => {
+                let (Some(target), Some(members)) = (existing.as_object_mut(), entry.as_object()) else {
+                    return Err(format!("the manifest's entry {name} is not an object"));
+                };
+                for (key, value) in members {
+                    target.insert(key.clone(), value.clone());
+                }
+            }
+            None => list.push(entry),
+        }
+    }
+    serde_json::to_vec_pretty(&json).map_err(|e| e.to_string())
+}
+
 /// The `programs` entry: one line per program after the first.
 pub fn programs_listing(programs: &[ProgramEntry]) -> String {
     let mut listing = String::new();
@@ -82,15 +110,18 @@ pub fn reference_bundle(
         images.push((entry.program.entry_name(), program_bytes(&entry.program, arch, ws, builder, log)?));
     }
     let mut files = Vec::new();
-    for file in &boot.files {
-        let bytes = match &file.from {
-            FileSource::Path(path) => {
+    for (index, file) in boot.files.iter().enumerate() {
+        let mut bytes = match &file.from {
+            FileSource::Path(path) | FileSource::Program(Program::Path(path)) => {
                 let full = ws.root.join(path);
                 std::fs::read(&full)
                     .map_err(|e| format!("failed to read {} (file {}): {e}", full.display(), file.name))?
             }
             FileSource::Program(program) => program_bytes(program, arch, ws, builder, log)?,
         };
+        if !file.servers.is_empty() {
+            bytes = merge_servers(&bytes, &file.servers).map_err(|e| format!("file[{index}].servers: {e}"))?;
+        }
         files.push((file.name.clone(), bytes));
     }
     let listing = programs_listing(programs);
@@ -136,6 +167,31 @@ pub fn reference_bundle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_s_servers_merge_into_its_manifest_by_name() {
+        let manifest = br#"{"servers": [{"name": "a", "args": ["x"], "pages": 4}, {"name": "b"}], "other": 1}"#;
+        let servers: Vec<toml::Table> = toml::from_str::<toml::Table>(
+            "[[s]]\nname = \"a\"\nargs = [\"y\", \"z\"]\n[[s]]\nname = \"c\"\nargs = []\n",
+        )
+        .unwrap()["s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_table().unwrap().clone())
+            .collect();
+        let merged: serde_json::Value = serde_json::from_slice(&merge_servers(manifest, &servers).unwrap()).unwrap();
+        assert_eq!(
+            merged,
+            serde_json::json!({"servers": [
+                {"name": "a", "args": ["y", "z"], "pages": 4},
+                {"name": "b"},
+                {"name": "c", "args": []}
+            ], "other": 1})
+        );
+        assert!(merge_servers(b"{}", &servers).unwrap_err().contains("no `servers` list"));
+        assert!(merge_servers(b"not json", &servers).unwrap_err().contains("not a JSON manifest"));
+    }
 
     #[test]
     fn the_listing_has_a_line_per_later_program_with_its_budgets() {
