@@ -150,13 +150,15 @@ extern "C" fn kmain(hartid: usize, info: usize) -> ! {
     drop(k);
 
     let hart = hart_setup(hartid);
+    // The other harts wait for the kernel lock before they run anything, so holding it
+    // here prints the count before any program's line, whatever the harts' timing.
+    let k = proc::KERNEL.lock();
     let mut started = 1;
     for other in (0..MAX_HARTS).filter(|&h| h != hartid) {
         if sbi::hart_start(other, _secondary as *const () as usize, 0) == 0 {
             started += 1;
         }
     }
-    let k = proc::KERNEL.lock();
     kprintln!("harts {started}");
     drop(k);
     proc::run(hart)
