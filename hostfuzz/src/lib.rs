@@ -1,0 +1,21 @@
+//! Host fuzzing of the guest's portable crates (docs/host-fuzzing.md).
+//!
+//! - [`rng`]: the one seeded generator all input bytes come from.
+//! - [`decisions`]: how a generator reads an input, as decisions.
+//! - [`targets`]: the generators and the guest code they drive.
+//! - [`exec`]: one input, in a forked child (the runner) or in process (tests).
+//! - [`shrink`]: a finding's input made as small as it goes.
+//! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
+
+pub mod decisions;
+pub mod exec;
+pub mod finding;
+pub mod hex;
+pub mod rng;
+pub mod runner;
+pub mod shrink;
+pub mod targets;
+
+pub use decisions::Decisions;
+pub use finding::Finding;
+pub use targets::RunFn;

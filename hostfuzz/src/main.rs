@@ -1,0 +1,83 @@
+//! `cargo hostfuzz`: the gate, campaigns, replay (docs/host-fuzzing.md).
+//!
+//!     cargo hostfuzz                                  the gate: every target but the canary,
+//!                                                     a fixed number of inputs from seed 1
+//!     cargo hostfuzz --target canary                  one target, the gate's inputs
+//!     cargo hostfuzz --seed 7 --seconds 60 [TARGET]   a campaign (each target, 60 s)
+//!     cargo hostfuzz --count N ...                    N inputs instead of the gate's number
+//!     cargo hostfuzz --replay TARGET FILE.hex         one saved input
+//!     cargo hostfuzz --list                           the targets
+//!
+//! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error.
+
+use hostfuzz::runner::{self, Budget, Settings, Status, GATE_COUNT};
+use hostfuzz::targets::{self, Target, TARGETS};
+use std::process::ExitCode;
+use std::time::Duration;
+
+const USAGE: &str = "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--target] [TARGET]\n       \
+                     cargo hostfuzz --replay TARGET FILE.hex";
+
+fn target(name: &str) -> Result<&'static Target, String> {
+    targets::by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
+        format!("no target {name:?} (targets: {})", names.join(", "))
+    })
+}
+
+fn run(args: &[String]) -> Result<Status, String> {
+    let settings = Settings::from_env();
+    let mut seed = 1u64;
+    let mut budget = Budget::Count(GATE_COUNT);
+    let mut chosen: Option<&Target> = None;
+    let mut args = args.iter();
+    let value = |flag: &str, v: Option<&String>| v.cloned().ok_or_else(|| format!("{flag} needs a value"));
+    let number = |flag: &str, v: Option<&String>| -> Result<u64, String> {
+        value(flag, v)?.parse().map_err(|_| format!("{flag} needs a number"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--list" => {
+                for t in TARGETS {
+                    println!("{:<8} {}{}", t.name, t.about, if t.gate { "" } else { " (not in the gate)" });
+                }
+                return Ok(Status::Clean);
+            }
+            "--replay" => {
+                let t = target(&value("--replay", args.next())?)?;
+                let path = value("--replay", args.next())?;
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+                let input = hostfuzz::hex::decode(&text).map_err(|e| format!("{path}: {e}"))?;
+                return Ok(runner::replay(t, &input, &settings));
+            }
+            "--seed" => seed = number("--seed", args.next())?,
+            "--seconds" => budget = Budget::Time(Duration::from_secs(number("--seconds", args.next())?)),
+            "--count" => budget = Budget::Count(number("--count", args.next())?),
+            "--target" => chosen = Some(target(&value("--target", args.next())?)?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(Status::Clean);
+            }
+            name if !name.starts_with('-') && chosen.is_none() => chosen = Some(target(name)?),
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+    }
+    let self_check = matches!(budget, Budget::Count(_));
+    let chosen: Vec<&Target> = match chosen {
+        Some(t) => vec![t],
+        None => TARGETS.iter().filter(|t| t.gate).collect(),
+    };
+    let worst = chosen.iter().map(|t| runner::fuzz(t, seed, budget, self_check, &settings)).max();
+    Ok(worst.unwrap_or(Status::Clean))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(status) => ExitCode::from(status as u8),
+        Err(message) => {
+            eprintln!("hostfuzz: {message}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

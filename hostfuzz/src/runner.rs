@@ -1,0 +1,200 @@
+//! The gate, campaigns and replay: what `cargo hostfuzz` does (src/main.rs parses the
+//! arguments). Every input runs in its own forked child ([`crate::exec::forked`]).
+
+use crate::exec::{self, Outcome, Verdict};
+use crate::rng::Rng;
+use crate::shrink::shrink;
+use crate::targets::Target;
+use crate::{hex, Finding};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Inputs per target in the gate.
+pub const GATE_COUNT: u64 = 3000;
+/// The gate runs every this-many-th input twice and compares the two runs.
+pub const SELF_CHECK_EVERY: u64 = 50;
+
+/// The exit status: 0 nothing found, 1 a finding, 3 a hang (the worst wins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    /// Nothing found.
+    Clean = 0,
+    /// A finding.
+    Finding = 1,
+    /// A hang.
+    Hang = 3,
+}
+
+/// How the runs are made.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where findings are saved (`<out>/findings/`).
+    pub out: PathBuf,
+    /// A child past this is killed: a hang.
+    pub bound: Duration,
+    /// The shrinker's time bound.
+    pub shrink_for: Duration,
+    /// `HOSTFUZZ_STATS=1`: end reasons one a line, and the depth.
+    pub stats: bool,
+}
+
+impl Settings {
+    /// From the environment: `HOSTFUZZ_OUT` (default `target/hostfuzz`),
+    /// `HOSTFUZZ_BOUND_MS` (5000), `HOSTFUZZ_SHRINK_SECS` (10), `HOSTFUZZ_STATS`.
+    pub fn from_env() -> Settings {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let number = |name: &str, default: u64| var(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+        Settings {
+            out: var("HOSTFUZZ_OUT").map_or_else(|| PathBuf::from("target/hostfuzz"), PathBuf::from),
+            bound: Duration::from_millis(number("HOSTFUZZ_BOUND_MS", 5000)),
+            shrink_for: Duration::from_secs(number("HOSTFUZZ_SHRINK_SECS", 10)),
+            stats: var("HOSTFUZZ_STATS").is_some_and(|v| v != "0"),
+        }
+    }
+}
+
+/// How long a target runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    /// This many inputs (the gate: the same inputs every time).
+    Count(u64),
+    /// Until this much time has passed (a campaign).
+    Time(Duration),
+}
+
+fn save(dir: &Path, name: &str, input: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, hex::encode(input))) {
+        eprintln!("hostfuzz: cannot save {}: {e}", path.display());
+    }
+    path
+}
+
+/// Reports a finding or hang of `target` at `seed`/`iter`: saves the input, shrinks a
+/// finding and saves that too. Returns the status it calls for.
+fn report(target: &Target, seed: u64, iter: u64, input: &[u8], outcome: &Outcome, settings: &Settings) -> Status {
+    let dir = settings.out.join("findings");
+    let stem = format!("{}-{seed}-{iter}", target.name);
+    let path = save(&dir, &format!("{stem}.hex"), input);
+    let Verdict::Found(finding) = &outcome.verdict else {
+        println!("{}: HANG at seed {seed} iteration {iter}: killed after {:?}", target.name, settings.bound);
+        println!("  input: {} ({} bytes)", path.display(), input.len());
+        println!("  replay: cargo hostfuzz --replay {} {}", target.name, path.display());
+        return Status::Hang;
+    };
+    println!("{}: FINDING at seed {seed} iteration {iter}: {finding}", target.name);
+    println!("  input: {} ({} bytes, {} read)", path.display(), input.len(), outcome.consumed);
+    let same = |candidate: &[u8]| {
+        exec::forked(target.run, candidate, settings.bound)
+            .finding()
+            .is_some_and(|f| f.signature() == finding.signature())
+    };
+    let shrunk = shrink(input, Instant::now() + settings.shrink_for, same);
+    let min = save(&dir, &format!("{stem}.min.hex"), &shrunk.input);
+    let bound = if shrunk.timed_out { ", stopped by the time bound" } else { "" };
+    println!("  shrunk: {} ({} bytes, {} tries{bound})", min.display(), shrunk.input.len(), shrunk.tries);
+    println!("  replay: cargo hostfuzz --replay {} {}", target.name, min.display());
+    Status::Finding
+}
+
+/// Runs `target` from `seed` within `budget`, stopping at its first finding or hang.
+/// With `self_check`, every [`SELF_CHECK_EVERY`]-th input runs twice and the two
+/// outcomes (verdict, depth and trace hash) must agree.
+pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settings: &Settings) -> Status {
+    let start = Instant::now();
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    let mut depths = Vec::new();
+    let mut status = Status::Clean;
+    let mut iter = 0;
+    let mut elapsed = Duration::ZERO;
+    loop {
+        let more = match budget {
+            Budget::Count(n) => iter < n,
+            Budget::Time(t) => start.elapsed() < t,
+        };
+        if !more {
+            break;
+        }
+        let input = Rng::for_input(seed, iter).input();
+        let outcome = exec::forked(target.run, &input, settings.bound);
+        depths.push(outcome.consumed);
+        match &outcome.verdict {
+            Verdict::Pass(reason) => *reasons.entry(reason.clone()).or_default() += 1,
+            _ => {
+                elapsed = start.elapsed();
+                status = report(target, seed, iter, &input, &outcome, settings);
+                iter += 1;
+                break;
+            }
+        }
+        if self_check && iter % SELF_CHECK_EVERY == 0 {
+            let again = exec::forked(target.run, &input, settings.bound);
+            if again != outcome {
+                elapsed = start.elapsed();
+                let detail = format!("first {outcome:?}, then {again:?}");
+                let leak = Outcome {
+                    verdict: Verdict::Found(Finding::new("nondeterminism", "two runs differ", detail)),
+                    ..outcome
+                };
+                status = report(target, seed, iter, &input, &leak, settings);
+                iter += 1;
+                break;
+            }
+        }
+        iter += 1;
+    }
+    if status == Status::Clean {
+        elapsed = start.elapsed();
+    }
+    let elapsed = elapsed.as_secs_f64();
+    let checked = if self_check { format!(", every {SELF_CHECK_EVERY}th run twice") } else { String::new() };
+    let result = match status {
+        Status::Clean => "nothing found",
+        Status::Finding => "a finding",
+        Status::Hang => "a hang",
+    };
+    println!("{}: {iter} inputs from seed {seed}{checked}: {result}", target.name);
+    let mut by_count: Vec<(&String, &u64)> = reasons.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    if settings.stats {
+        println!("  end reasons:");
+        for (reason, count) in &by_count {
+            println!("    {count:>7}  {reason}");
+        }
+        depths.sort_unstable();
+        let at = |q: usize| depths.get((depths.len().saturating_sub(1)) * q / 100).copied().unwrap_or(0);
+        println!(
+            "  depth (bytes of decisions read): min {}, median {}, p90 {}, max {}",
+            at(0),
+            at(50),
+            at(90),
+            at(100)
+        );
+    } else {
+        let line: Vec<String> = by_count.iter().map(|(r, c)| format!("{r} {c}")).collect();
+        println!("  ended: {}", line.join("; "));
+    }
+    eprintln!("{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, a fork each)", target.name, iter as f64 / elapsed);
+    status
+}
+
+/// Runs a saved input once (forked) and prints its outcome.
+pub fn replay(target: &Target, input: &[u8], settings: &Settings) -> Status {
+    let outcome = exec::forked(target.run, input, settings.bound);
+    let status = match &outcome.verdict {
+        Verdict::Pass(reason) => {
+            println!("{}: no finding ({reason}; {} bytes read)", target.name, outcome.consumed);
+            Status::Clean
+        }
+        Verdict::Found(f) => {
+            println!("{}: FINDING: {f} ({} bytes read)", target.name, outcome.consumed);
+            Status::Finding
+        }
+        Verdict::Hang => {
+            println!("{}: HANG: killed after {:?}", target.name, settings.bound);
+            Status::Hang
+        }
+    };
+    status
+}

@@ -1,0 +1,159 @@
+//! The bundle verifier (`guest/bundle`). A generator packs a valid bundle from the
+//! decisions (a kernel, a first program, up to four more entries, their names and data)
+//! and signs it with the development seed; the intact bundle must verify with exactly
+//! those entries. Then a few bytes change as the decisions say, and either
+//!
+//! - the signed bundle is verified again: any change that verifies is a forgery, as the
+//!   signature covers every byte; or
+//! - (one input in two) the changed archive is signed again, so the strict parser behind
+//!   the signature sees it: what it accepts must still keep the format's rules.
+//!
+//! Any panic is a finding too.
+
+use crate::{Decisions, Finding};
+use bundle::{Kind, DEV_PUBLIC_KEY, DEV_SEED, TRAILER_LEN};
+
+/// An entry: name, kind, data.
+type Packed = (String, Kind, Vec<u8>);
+
+fn name(d: &mut Decisions, taken: &[Packed]) -> String {
+    loop {
+        let len = 1 + d.below(bundle::NAME_LEN);
+        let name: String = (0..len).map(|_| (b'!' + d.below(94) as u8) as char).collect();
+        if !taken.iter().any(|(n, _, _)| *n == name) && !["kernel", "logsrv"].contains(&name.as_str()) {
+            return name;
+        }
+        // A clash: a zero decision here means the next try differs from this one.
+        let _ = d.u8();
+        if d.consumed() > 1 << 20 {
+            return format!("entry-{}", taken.len());
+        }
+    }
+}
+
+fn entries(d: &mut Decisions) -> Vec<Packed> {
+    let mut out: Vec<Packed> = Vec::new();
+    let len = d.below(512);
+    out.push(("kernel".to_owned(), Kind::Kernel, d.bytes(len)));
+    let len = d.below(256);
+    out.push(("logsrv".to_owned(), Kind::FirstProgram, d.bytes(len)));
+    for _ in 0..d.below(5) {
+        let kind = *d.choose(&[Kind::Program, Kind::Data]);
+        let name = name(d, &out);
+        let len = d.below(128);
+        out.push((name, kind, d.bytes(len)));
+    }
+    // The table's order is the decisions' too.
+    for i in (1..out.len()).rev() {
+        let j = d.below(i + 1);
+        out.swap(i, j);
+    }
+    out
+}
+
+/// Changes `bytes` as the decisions say (at least one byte differs, or the length).
+fn mutate(d: &mut Decisions, bytes: &mut Vec<u8>) {
+    for _ in 0..1 + d.below(4) {
+        match d.below(16) {
+            0..=11 => {
+                let at = d.below(bytes.len());
+                bytes[at] ^= d.u8().max(1);
+            }
+            12 | 13 => {
+                // A little-endian u32 field set to a nearby value (counts, offsets, lengths).
+                let at = d.below(bytes.len().saturating_sub(3)) & !3;
+                let delta = *d.choose(&[1u32, u32::MAX, 8, 4, 0x100, 0x8000_0000]);
+                let old = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default());
+                bytes[at..at + 4].copy_from_slice(&old.wrapping_add(delta).to_le_bytes());
+            }
+            14 => {
+                let len = d.below(bytes.len());
+                bytes.truncate(len);
+                if bytes.is_empty() {
+                    return;
+                }
+            }
+            _ => {
+                let len = 1 + d.below(16);
+                bytes.extend(d.bytes(len));
+            }
+        }
+    }
+}
+
+fn same_entries(verified: &bundle::Bundle<'_>, packed: &[Packed]) -> bool {
+    verified.entries().count() == packed.len()
+        && verified.entries().zip(packed).all(|(e, (n, k, data))| e.name == n && e.kind == *k && e.data == &data[..])
+}
+
+/// The format's rules, checked on an accepted archive independently of the parser.
+fn rules(verified: &bundle::Bundle<'_>) -> Result<(), String> {
+    let archive = verified.archive();
+    let mut names = Vec::new();
+    let (mut kernels, mut firsts) = (0, 0);
+    for e in verified.entries() {
+        let at = e.data.as_ptr() as usize - archive.as_ptr() as usize;
+        if at != e.offset || e.offset + e.data.len() > archive.len() {
+            return Err(format!("{:?}: data at {at}, offset {}", e.name, e.offset));
+        }
+        if e.name.is_empty() || e.name.len() > bundle::NAME_LEN || !e.name.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!("name {:?}", e.name));
+        }
+        if names.contains(&e.name) {
+            return Err(format!("duplicate name {:?}", e.name));
+        }
+        names.push(e.name);
+        kernels += usize::from(e.kind == Kind::Kernel);
+        firsts += usize::from(e.kind == Kind::FirstProgram);
+    }
+    if kernels != 1 || firsts != 1 || names.is_empty() {
+        return Err(format!("{kernels} kernels, {firsts} first programs"));
+    }
+    if verified.kernel().kind != Kind::Kernel || verified.first_program().kind != Kind::FirstProgram {
+        return Err("kernel() or first_program() of the wrong kind".to_owned());
+    }
+    Ok(())
+}
+
+/// One run.
+pub fn run(d: &mut Decisions) -> Result<(), Finding> {
+    let packed = entries(d);
+    let list: Vec<(&str, Kind, &[u8])> = packed.iter().map(|(n, k, data)| (n.as_str(), *k, &data[..])).collect();
+    let signed = match bundle::pack_signed(&list, &DEV_SEED) {
+        Ok(signed) => signed,
+        Err(e) => return Err(Finding::oracle("a valid entry list refused by pack", e.describe())),
+    };
+    match bundle::verify(&signed, &DEV_PUBLIC_KEY) {
+        Ok(verified) if same_entries(&verified, &packed) => {}
+        Ok(_) => return Err(Finding::oracle("an intact bundle verified with other entries", "")),
+        Err(e) => return Err(Finding::oracle("an intact bundle refused", e.describe())),
+    }
+    if d.bool() {
+        // The archive changed and signed again: the parser's rules, past the signature.
+        let mut archive = signed[..signed.len() - TRAILER_LEN].to_vec();
+        mutate(d, &mut archive);
+        let trailer = bundle::sign(&archive, &DEV_SEED);
+        archive.extend_from_slice(&trailer);
+        match bundle::verify(&archive, &DEV_PUBLIC_KEY) {
+            Ok(verified) => {
+                rules(&verified).map_err(|e| Finding::oracle("a re-signed archive accepted against the rules", e))?;
+                d.end("re-signed: accepted");
+            }
+            Err(e) => d.end(e.describe()),
+        }
+        return Ok(());
+    }
+    let mut changed = signed.clone();
+    mutate(d, &mut changed);
+    if changed == signed {
+        d.end("mutation undone");
+        return Ok(());
+    }
+    match bundle::verify(&changed, &DEV_PUBLIC_KEY) {
+        Ok(_) => Err(Finding::new("forgery", "a changed bundle verified", format!("{} bytes", changed.len()))),
+        Err(e) => {
+            d.end(e.describe());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The device-tree reader (`guest/fdt`). A generator builds a plausible tree from the
+//! decisions — the nodes and properties a QEMU `virt` tree has, plus nested nodes of its
+//! own — and, for about one input in eight, corrupts it (bytes, header fields, tokens,
+//! property lengths, truncation). The reader then looks up every property the generator
+//! wrote and a few paths of the decisions' choosing.
+//!
+//! Findings: a panic; a value slice outside the tree's bytes; and, for a tree left
+//! intact, a refusal or a value other than the one written.
+
+use crate::{Decisions, Finding};
+
+const BEGIN_NODE: u32 = 1;
+const END_NODE: u32 = 2;
+const PROP: u32 = 3;
+const NOP: u32 = 4;
+const END: u32 = 9;
+/// The header, then one empty memory reservation entry.
+const STRUCT_AT: usize = fdt::HEADER_LEN + 16;
+
+/// A tree under construction: the structure block, the strings block, and what it holds.
+#[derive(Default)]
+struct Tree {
+    structs: Vec<u8>,
+    strings: Vec<u8>,
+    /// The open nodes' path components.
+    path: Vec<String>,
+    /// Every property written: its path and value.
+    props: Vec<(String, Vec<u8>)>,
+    /// Where each property's length field is (in the structure block).
+    len_fields: Vec<usize>,
+}
+
+impl Tree {
+    fn token(&mut self, token: u32) {
+        self.structs.extend_from_slice(&token.to_be_bytes());
+    }
+
+    fn pad(&mut self) {
+        while self.structs.len() % 4 != 0 {
+            self.structs.push(0);
+        }
+    }
+
+    fn begin(&mut self, name: &str) {
+        self.token(BEGIN_NODE);
+        self.structs.extend_from_slice(name.as_bytes());
+        self.structs.push(0);
+        self.pad();
+        self.path.push(name.split('@').next().unwrap_or("").to_owned());
+    }
+
+    fn end(&mut self) {
+        self.token(END_NODE);
+        self.path.pop();
+    }
+
+    fn prop(&mut self, name: &str, value: &[u8]) {
+        let nameoff = self.string(name);
+        self.token(PROP);
+        self.len_fields.push(self.structs.len());
+        self.structs.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        self.structs.extend_from_slice(&(nameoff as u32).to_be_bytes());
+        self.structs.extend_from_slice(value);
+        self.pad();
+        // The root's components are skipped: it is "" in `path`.
+        let mut path = String::new();
+        for component in self.path.iter().skip(1) {
+            path.push('/');
+            path.push_str(component);
+        }
+        path.push('/');
+        path.push_str(name);
+        // The reader returns the first match in tree order: keep only the first.
+        if !self.props.iter().any(|(p, _)| *p == path) {
+            self.props.push((path, value.to_vec()));
+        }
+    }
+
+    /// The offset of `name` in the strings block (shared, as dtc does).
+    fn string(&mut self, name: &str) -> usize {
+        let mut at = 0;
+        for s in self.strings.split(|&b| b == 0) {
+            if s == name.as_bytes() && at < self.strings.len() {
+                return at;
+            }
+            at += s.len() + 1;
+        }
+        let at = self.strings.len();
+        self.strings.extend_from_slice(name.as_bytes());
+        self.strings.push(0);
+        at
+    }
+
+    /// The whole blob: header, reservation block, structure block, strings block.
+    fn blob(&self) -> Vec<u8> {
+        let strings_at = STRUCT_AT + self.structs.len();
+        let total = strings_at + self.strings.len();
+        let fields = [
+            fdt::MAGIC,
+            total as u32,
+            STRUCT_AT as u32,
+            strings_at as u32,
+            fdt::HEADER_LEN as u32,
+            17,
+            16,
+            0,
+            self.strings.len() as u32,
+            self.structs.len() as u32,
+        ];
+        let mut out: Vec<u8> = fields.iter().flat_map(|f| f.to_be_bytes()).collect();
+        out.extend_from_slice(&[0; 16]);
+        out.extend_from_slice(&self.structs);
+        out.extend_from_slice(&self.strings);
+        out
+    }
+}
+
+fn cells(value: u64, two: bool) -> Vec<u8> {
+    if two {
+        value.to_be_bytes().to_vec()
+    } else {
+        (value as u32).to_be_bytes().to_vec()
+    }
+}
+
+const PROP_NAMES: &[&str] =
+    &["reg", "compatible", "status", "interrupts", "clock-frequency", "#address-cells", "ranges"];
+
+/// Nodes of the generator's own under the current node, down to `depth` more levels.
+fn own_nodes(d: &mut Decisions, tree: &mut Tree, next: &mut usize, depth: usize) {
+    for _ in 0..d.below(4) {
+        let name = format!("dev{next}@{:x}", d.u32());
+        *next += 1;
+        tree.begin(&name);
+        for _ in 0..d.below(4) {
+            let name = *d.choose(PROP_NAMES);
+            let len = d.below(24);
+            let value = d.bytes(len);
+            tree.prop(name, &value);
+            if d.u8() == 0xff {
+                tree.token(NOP);
+            }
+        }
+        if depth > 0 && d.bool() {
+            own_nodes(d, tree, next, depth - 1);
+        }
+        tree.end();
+    }
+}
+
+/// A tree shaped like QEMU `virt`'s, its values from the decisions.
+fn generate(d: &mut Decisions) -> Tree {
+    let mut tree = Tree::default();
+    tree.begin("");
+    tree.prop("#address-cells", &2u32.to_be_bytes());
+    tree.prop("#size-cells", &2u32.to_be_bytes());
+    tree.prop("compatible", b"riscv-virtio\0");
+    tree.begin("chosen");
+    let seed_len = 16 + d.below(48);
+    let seed = d.bytes(seed_len);
+    tree.prop("rng-seed", &seed);
+    let two = !d.bool();
+    let start = d.u64();
+    tree.prop("linux,initrd-start", &cells(start, two));
+    tree.prop("linux,initrd-end", &cells(start.wrapping_add(u64::from(d.u32())), two));
+    tree.prop("bootargs", b"\0");
+    tree.end();
+    tree.begin("cpus");
+    tree.prop("timebase-frequency", &(10_000_000 ^ d.u32()).to_be_bytes());
+    for hart in 0..1 + d.below(4) {
+        tree.begin(&format!("cpu@{hart}"));
+        tree.prop("reg", &(hart as u32).to_be_bytes());
+        tree.prop("compatible", b"riscv\0");
+        tree.end();
+    }
+    tree.end();
+    tree.begin("memory@80000000");
+    let mut reg = 0x8000_0000u64.to_be_bytes().to_vec();
+    reg.extend_from_slice(&(u64::from(d.u32()) << 12).to_be_bytes());
+    tree.prop("reg", &reg);
+    tree.end();
+    let mut next = 0;
+    own_nodes(d, &mut tree, &mut next, 3);
+    tree.end();
+    tree.token(END);
+    tree
+}
+
+/// Breaks the blob in one of several ways; `false` when it left it as it was.
+fn corrupt(d: &mut Decisions, blob: &mut Vec<u8>, tree: &Tree) -> bool {
+    let before = blob.clone();
+    // Earlier corruptions may have cut the blob: every write below stays inside it.
+    let set = |blob: &mut Vec<u8>, at: usize, value: u32| {
+        if let Some(field) = blob.get_mut(at..at + 4) {
+            field.copy_from_slice(&value.to_be_bytes());
+        }
+    };
+    match d.below(6) {
+        0 => {
+            let at = d.below(blob.len());
+            let flip = d.u8().max(1);
+            if let Some(byte) = blob.get_mut(at) {
+                *byte ^= flip;
+            }
+        }
+        1 => {
+            // A header field (magic, totalsize, the offsets, versions, the sizes).
+            let field = d.below(10) * 4;
+            let old = blob.get(field..field + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let value = if d.bool() { d.u32() } else { old.wrapping_add(u32::from(d.u8())).wrapping_sub(128) };
+            set(blob, field, value);
+        }
+        2 => {
+            let len = d.below(blob.len());
+            blob.truncate(len);
+        }
+        3 => {
+            // A token overwritten by another (unbalancing the tree, or unknown).
+            let tokens = tree.structs.len() / 4;
+            let at = STRUCT_AT + 4 * d.below(tokens);
+            let any = d.u32();
+            let token = *d.choose(&[END_NODE, BEGIN_NODE, PROP, END, NOP, any]);
+            set(blob, at, token);
+        }
+        4 => {
+            // A property's length (or, just past it, its name offset).
+            if !tree.len_fields.is_empty() {
+                let at = STRUCT_AT + *d.choose(&tree.len_fields) + 4 * d.below(2);
+                let (any, small) = (d.u32(), u32::from(d.u8()));
+                let value = *d.choose(&[u32::MAX, u32::MAX - 3, 0x8000_0000, any, small]);
+                set(blob, at, value);
+            }
+        }
+        _ => {
+            // Garbage appended, the header's sizes left alone.
+            let len = 1 + d.below(16);
+            blob.extend(d.bytes(len));
+        }
+    }
+    *blob != before
+}
+
+/// `inner` lies inside `outer` (the same memory).
+fn inside(inner: &[u8], outer: &[u8]) -> bool {
+    let (start, end) = (outer.as_ptr() as usize, outer.as_ptr() as usize + outer.len());
+    let at = inner.as_ptr() as usize;
+    inner.is_empty() || (at >= start && at + inner.len() <= end)
+}
+
+/// One run.
+pub fn run(d: &mut Decisions) -> Result<(), Finding> {
+    let tree = generate(d);
+    let mut blob = tree.blob();
+    let mut corrupted = false;
+    if d.u8() >= 0xe0 {
+        for _ in 0..1 + d.below(3) {
+            corrupted |= corrupt(d, &mut blob, &tree);
+        }
+    }
+    let _ = fdt::total_size(&blob);
+    let reader = match fdt::Fdt::new(&blob) {
+        Ok(reader) => reader,
+        Err(e) if corrupted => {
+            d.end(e.what);
+            return Ok(());
+        }
+        Err(e) => return Err(Finding::oracle("an intact tree refused", format!("{} at {}", e.what, e.offset))),
+    };
+    let mut paths: Vec<String> = tree.props.iter().map(|(p, _)| p.clone()).collect();
+    for _ in 0..d.below(4) {
+        let mut path = d.choose(&tree.props).0.clone();
+        let cut = d.below(path.len() + 1);
+        path.truncate(cut);
+        paths.push(path);
+    }
+    paths.extend(["/", "//x", "/chosen/", "/cpus/cpu/reg", "/memory/reg"].map(String::from));
+    let mut walk_error = None;
+    for path in &paths {
+        match reader.property(path) {
+            Ok(Some(value)) if !inside(value, &blob) => {
+                return Err(Finding::oracle("a value outside the tree", format!("{path}: {} bytes", value.len())));
+            }
+            Ok(value) if !corrupted => {
+                if let Some((_, expected)) = tree.props.iter().find(|(p, _)| p == path) {
+                    if value != Some(expected.as_slice()) {
+                        return Err(Finding::oracle("an intact tree's value differs", format!("{path}: {value:?}")));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) if !corrupted => {
+                return Err(Finding::oracle(
+                    "an intact tree's walk failed",
+                    format!("{path}: {} at {}", e.what, e.offset),
+                ));
+            }
+            Err(e) => walk_error = Some(e.what),
+        }
+        let _ = (reader.u32(path), reader.u64(path), reader.cells(path));
+    }
+    d.end(match (corrupted, walk_error) {
+        (false, _) => "intact: every value read back",
+        (true, None) => "corrupted, still read",
+        (true, Some(what)) => what,
+    });
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! The targets: each a generator over the decisions and the guest code it drives.
+
+pub mod bundle;
+pub mod canary;
+pub mod elf;
+pub mod fdt;
+
+use crate::{Decisions, Finding};
+
+/// A target's entry point. A panic inside it is a finding too.
+pub type RunFn = fn(&mut Decisions) -> Result<(), Finding>;
+
+/// A named target.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line for `--list`.
+    pub about: &'static str,
+    /// Whether the gate (no arguments) runs it; the canary is left out, as it must find.
+    pub gate: bool,
+    /// One run.
+    pub run: RunFn,
+}
+
+/// Every target, in the order the gate runs them.
+pub const TARGETS: &[Target] = &[
+    Target { name: "fdt", about: "guest/fdt: generated device trees, rarely corrupted", gate: true, run: fdt::run },
+    Target {
+        name: "bundle",
+        about: "guest/bundle: signed bundles changed after signing, or re-signed",
+        gate: true,
+        run: bundle::run,
+    },
+    Target { name: "elf", about: "guest/elf: built images and corrupted fixtures", gate: true, run: elf::run },
+    Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
+];
+
+/// The target called `name`.
+pub fn by_name(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
