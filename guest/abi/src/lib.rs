@@ -132,6 +132,11 @@ pub mod sys {
     pub const ENTRY_READ: usize = 14;
     /// getpid() -> a0 = pid, a1 = badge.
     pub const GETPID: usize = 15;
+    /// console_read(buf_ptr, buf_len) -> bytes read from the UART (those waiting now,
+    /// 0 when none; it never waits). First program only.
+    pub const CONSOLE_READ: usize = 16;
+    /// reset(): SBI SRST cold reboot (QEMU under -no-reboot exits). First program only.
+    pub const RESET: usize = 17;
 }
 
 /// Error codes (a0 = -(code)).

@@ -6,6 +6,7 @@ use core::fmt;
 const UART: usize = 0x1000_0000;
 const LSR: usize = 5;
 const LSR_THR_EMPTY: u8 = 1 << 5;
+const LSR_DATA_READY: u8 = 1;
 /// QEMU virt's `sifive,test` finisher.
 const FINISHER: usize = 0x10_0000;
 const FINISHER_FAIL: u32 = 0x3333;
@@ -22,6 +23,19 @@ pub fn put_bytes(bytes: &[u8]) {
             }
             core::ptr::write_volatile(UART as *mut u8, b);
         }
+    }
+}
+
+/// A byte from the UART's receiver, if one is waiting (never waits).
+pub fn get_byte() -> Option<u8> {
+    // SAFETY: UART + LSR and UART (RBR) are registers of the NS16550A QEMU virt maps at
+    // 0x1000_0000; the kernel runs on physical addresses (satp = 0); reading RBR only
+    // when LSR says data is ready takes exactly that byte.
+    unsafe {
+        if core::ptr::read_volatile((UART + LSR) as *const u8) & LSR_DATA_READY == 0 {
+            return None;
+        }
+        Some(core::ptr::read_volatile(UART as *const u8))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use abi::{msg, sys, BootEntry, Error, Message, MAX_ENTRIES, MAX_PROCS, PAGE_SIZE};
 
-use crate::console::{now, power_off, put_bytes};
+use crate::console::{get_byte, now, power_off, put_bytes};
 use crate::lock::Lock;
 use crate::mm::{self, Frames, R, W, X};
 use crate::trap::{self, Hart, FRAME_WORDS, NONE};
@@ -10,6 +10,8 @@ use crate::{kprintln, sbi};
 
 /// The longest line the first program writes in one call.
 const LINE_MAX: usize = 256;
+/// Most bytes one console_read takes from the UART.
+const CONSOLE_MAX: usize = 64;
 /// How often an idle hart looks for work again, in parts of a second.
 const IDLE_POLLS_PER_SECOND: u64 = 1000;
 /// Time slices per second.
@@ -376,7 +378,12 @@ impl Kernel {
                 self.deliver();
                 return;
             }
-            sys::SPAWN | sys::POWER_OFF | sys::RECV => Err(Error::Permission),
+            sys::CONSOLE_READ if first => self.console_read(i, a0, a1).map(|n| (n, 0)),
+            sys::RESET if first => {
+                sbi::cold_reboot();
+                Err(Error::Invalid)
+            }
+            sys::SPAWN | sys::POWER_OFF | sys::RECV | sys::CONSOLE_READ | sys::RESET => Err(Error::Permission),
             sys::ENTRY_INFO => {
                 let mut name = [0u8; abi::NAME_LEN];
                 self.user_name(i, a0, a1, &mut name)
@@ -412,6 +419,24 @@ impl Kernel {
         put_bytes(&line[..len]);
         put_bytes(b"\r\n");
         Ok(())
+    }
+
+    /// Copies the bytes waiting in the UART (at most `len`, at most CONSOLE_MAX per call)
+    /// to the caller's `buf`; 0 when none wait.
+    fn console_read(&self, i: usize, buf: usize, len: usize) -> Result<usize, Error> {
+        let mut bytes = [0u8; CONSOLE_MAX];
+        let mut n = 0;
+        while n < len.min(CONSOLE_MAX) {
+            match get_byte() {
+                Some(b) => {
+                    bytes[n] = b;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        mm::copy_out(self.procs[i].root, buf, &bytes[..n]).map_err(|()| Error::Fault)?;
+        Ok(n)
     }
 
     /// Queues a message for the log endpoint; the caller waits until it is taken.

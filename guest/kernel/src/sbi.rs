@@ -1,4 +1,5 @@
-//! The SBI calls the kernel makes: TIME set_timer, HSM hart_start, SRST shutdown.
+//! The SBI calls the kernel makes: TIME set_timer, HSM hart_start, SRST shutdown and
+//! cold reboot.
 
 const EID_TIME: usize = 0x5449_4D45;
 const EID_HSM: usize = 0x0048_534D;
@@ -42,4 +43,10 @@ pub fn hart_start(hartid: usize, start: usize, opaque: usize) -> isize {
 /// Shuts the machine down (QEMU exits 0). Returns only if the firmware refuses.
 pub fn shutdown() {
     ecall(EID_SRST, 0, 0, 0, 0);
+}
+
+/// Cold-reboots the machine (SRST type 1; QEMU under -no-reboot exits 0). Returns only
+/// if the firmware refuses.
+pub fn cold_reboot() {
+    ecall(EID_SRST, 0, 1, 0, 0);
 }

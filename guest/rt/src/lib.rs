@@ -131,6 +131,42 @@ pub fn power_off(status: u16) -> ! {
     exit(1)
 }
 
+/// Cold-reboots the machine through SBI SRST (first program only); QEMU under
+/// -no-reboot exits. Returns the error if the kernel refuses.
+pub fn reset() -> Error {
+    let raw = syscall(abi::sys::RESET, [0; 5]).0;
+    Error::from_raw(raw).unwrap_or(Error::Invalid)
+}
+
+/// Reads the bytes waiting on the console (first program only); Ok(0) when none wait.
+pub fn console_read(buf: &mut [u8]) -> Result<usize, Error> {
+    result(syscall(abi::sys::CONSOLE_READ, [buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0]).0)
+}
+
+/// Reads one line from the console (first program only): bytes until CR or LF (not
+/// kept), at most `buf.len()` (and at most 64) bytes, no echo, sleeping about 1 ms
+/// between polls. Returns the line's length.
+pub fn read_line(buf: &mut [u8]) -> Result<usize, Error> {
+    let max = buf.len().min(64);
+    let pause = (timebase() / 1000).max(1);
+    let mut len = 0;
+    while len < max {
+        let mut byte = [0u8; 1];
+        if console_read(&mut byte)? == 0 {
+            sleep(pause);
+            continue;
+        }
+        match byte[0] {
+            b'\r' | b'\n' => break,
+            b => {
+                buf[len] = b;
+                len += 1;
+            }
+        }
+    }
+    Ok(len)
+}
+
 /// Waits for the next message on the log endpoint (first program only).
 pub fn recv(message: &mut Message) -> Result<(), Error> {
     result(syscall(abi::sys::RECV, [message as *mut Message as usize, 0, 0, 0, 0]).0).map(|_| ())
