@@ -342,9 +342,8 @@ pub struct ProgramEntry {
 /// What a boot case boots.
 #[derive(Clone, Debug)]
 pub enum Guest {
-    /// The bench builds it. With programs, the reference guest: the loader, the kernel
-    /// and a signed bundle of the programs, the first in init's place. Without, the smoke
-    /// guest (the bench's own fixture) booted directly.
+    /// The bench builds it: the reference guest's loader, its kernel and a signed bundle
+    /// of the programs (never empty), the first in init's place.
     Built { programs: Vec<ProgramEntry>, firmware: Firmware },
     /// A guest the bench does not build: an image, or a recipe that makes one.
     External(ExternalGuest),

@@ -138,6 +138,9 @@ pub(crate) fn programs(ctx: &Ctx, raw: &RawCase) -> Result<Vec<ProgramEntry>, Ca
             return Err(ctx.err(format!("programs[{index}]"), format!("{name:?} is the bench's own entry name")));
         }
     }
+    if entries.is_empty() {
+        return Err(ctx.err("programs", "empty: name at least the first program, which runs in init's place"));
+    }
     if let Some(first) = entries.first() {
         if !first.budgets.is_empty() {
             return Err(ctx.err(
@@ -176,6 +179,14 @@ pub(crate) fn reference_fields(
         None => None,
         Some(name) => {
             let later: Vec<String> = programs.iter().skip(1).map(|p| p.program.entry_name()).collect();
+            if later.is_empty() {
+                return Err(ctx.err(
+                    "reporter",
+                    format!(
+                        "{name:?} is not accepted: the first program starts no other, and a reporter is one it starts"
+                    ),
+                ));
+            }
             if !later.contains(name) {
                 return Err(ctx.err(
                     "reporter",

@@ -187,7 +187,13 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
             }
             Guest::External(external_guest(ctx, guest)?)
         }
-        (None, _) => Guest::Built {
+        (None, None) => {
+            return Err(ctx.err(
+                "programs",
+                "required: the programs the reference guest runs (the first in init's place), or a [guest] table for a guest the bench does not build",
+            ))
+        }
+        (None, Some(_)) => Guest::Built {
             programs: crate::reference::programs(ctx, raw)?,
             firmware: firmware(ctx, "firmware", raw.firmware.as_deref())?,
         },

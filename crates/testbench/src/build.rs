@@ -21,8 +21,6 @@ use crate::command::Cmd;
 
 /// Where the guest workspace lives, relative to the workspace root.
 pub const GUEST_MANIFEST: &str = "guest/Cargo.toml";
-/// The smoke guest, the bench's own fixture (package and binary).
-pub const SMOKE_PACKAGE: &str = "smoke";
 /// The reference guest: the loader and the kernel (each package's binary has its name).
 pub const LOADER_PACKAGE: &str = "loader";
 pub const REFERENCE_KERNEL_PACKAGE: &str = "kernel";

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, ProgramEntry};
 use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone, Verdict};
 
-use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE, SMOKE_PACKAGE};
+use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::cli::{Filter, Options};
 use crate::config::Config;
 use crate::qemu::BootSpec;
@@ -691,20 +691,6 @@ fn prepare(
     let boot = boot_of(case);
     let mut log = |line: &str| reporter.note("build", line);
     match &boot.guest {
-        Guest::Built { programs, firmware } if programs.is_empty() => {
-            // The smoke guest, the bench's own fixture, booted directly by the firmware.
-            let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
-            let key = BuildKey::new(arch, SMOKE_PACKAGE, SMOKE_PACKAGE, profile, &boot.kernel_features);
-            let smoke = builder.get(&key, &mut log).map_err(Blocked::Build)?;
-            Ok(Prepared {
-                kernel: smoke.path,
-                initrd: None,
-                append: None,
-                firmware: firmware.clone(),
-                machine: "virt".into(),
-                extra_args: Vec::new(),
-            })
-        }
         Guest::Built { programs, firmware } => {
             let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
                 .map_err(Blocked::Build)?;

@@ -87,7 +87,12 @@ fn cases_dir(cases: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-const SMOKE_DONE: &str = "description = \"smoke\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^smoke: done$']\npoweroff = true\n";
+const SMOKE_DONE: &str = "description = \"smoke\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [{ package = \"smoke\", bin = \"smoke\" }]\ntimeout_secs = 30\nexpect = ['^smoke: done$']\npoweroff = true\n";
+
+/// The smoke program in init's place, built with these features.
+fn smoke_with(features: &str) -> String {
+    SMOKE_DONE.replace("bin = \"smoke\" }", &format!("bin = \"smoke\", features = [{features}] }}"))
+}
 
 #[test]
 fn the_list_marks_cases_run_only_by_name() {
@@ -169,10 +174,10 @@ fn sweep_boots_have_their_own_files_and_print_in_seed_order() {
     let mut rng_lines = Vec::new();
     for seed in [1, 3, 5] {
         let log = std::fs::read_to_string(run_dir.join(format!("sweepy/seed-{seed}-rv64/console.log"))).unwrap();
-        rng_lines.push(log.lines().find(|l| l.starts_with("smoke: rng-seed")).unwrap().to_string());
+        rng_lines.push(log.lines().find(|l| l.starts_with("smoke: rng ")).unwrap().to_string());
     }
     rng_lines.dedup();
-    assert_eq!(rng_lines.len(), 3, "each seed fills rng-seed differently: {rng_lines:?}");
+    assert_eq!(rng_lines.len(), 3, "each seed fills rng-seed, and so the draws, differently: {rng_lines:?}");
 }
 
 #[test]
@@ -205,13 +210,13 @@ fn each_width_boots_its_own_hart_count() {
     for (arch, harts) in [("rv64", 3), ("rv32", 2)] {
         let log =
             std::fs::read_to_string(dir.join(format!("bench-smp-per-width/{arch}-smp{harts}/console.log"))).unwrap();
-        assert!(log.contains(&format!("smoke: harts {harts}\r\n")), "{arch} did not boot {harts} harts:\n{log}");
+        assert!(log.contains(&format!("kernel: harts {harts}\r\n")), "{arch} did not boot {harts} harts:\n{log}");
     }
     // --smp replaces every case's counts.
     let run = bench(&["--exact", "bench-smp-per-width", "--smp", "2", "--arch", "rv64"], &[]);
     run.expect_status(0);
     let log = std::fs::read_to_string(run.run_dir().join("bench-smp-per-width/rv64-smp2/console.log")).unwrap();
-    assert!(log.contains("smoke: harts 2\r\n"), "{log}");
+    assert!(log.contains("kernel: harts 2\r\n"), "{log}");
 }
 
 #[test]
@@ -274,12 +279,8 @@ fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
 
 #[test]
 fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_cargos_message() {
-    let same = SMOKE_DONE
-        .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"status-3\"]")
-        .replace("poweroff = true", "poweroff = true\npoweroff_status = 3");
-    let broken = SMOKE_DONE
-        .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"no-such-feature\"]")
-        .replace("poweroff = true", "poweroff = true\nmust_fail = '.*'");
+    let same = smoke_with("\"status-3\"").replace("poweroff = true", "poweroff = true\npoweroff_status = 3");
+    let broken = smoke_with("\"no-such-feature\"").replace("poweroff = true", "poweroff = true\nmust_fail = '.*'");
     let dir = cases_dir(&[("one", &same), ("two", &same), ("three-broken", &broken)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &[]);
     run.expect_status(1);
@@ -290,7 +291,11 @@ fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_car
         .filter_map(|e| e["message"].as_str())
         .filter(|m| m.starts_with("build: "))
         .collect();
-    assert_eq!(builds.len(), 2, "status-3 built once, the broken one once: {builds:#?}");
+    let mut distinct = builds.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), builds.len(), "a build ran twice: {builds:#?}");
+    assert_eq!(builds.iter().filter(|b| b.contains("--features status-3")).count(), 1, "{builds:#?}");
     let verdicts: Vec<(&str, &str)> = events
         .iter()
         .filter(|e| e["event"] == "boot-finished")
@@ -306,12 +311,16 @@ fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_car
 fn a_guest_the_bench_did_not_build_boots_from_an_absolute_path() {
     let run = bench(&["--exact", "bench-boot", "--arch", "rv64"], &[]);
     run.expect_status(0);
+    // The reference guest's loader and the bundle the bench signed, as images of its own.
     let image = tempfile::tempdir().unwrap();
-    let kernel = image.path().join("kernel.elf");
-    std::fs::copy(run.run_dir().join("build/rv64/smoke-release-default/smoke"), &kernel).unwrap();
+    let kernel = image.path().join("loader.elf");
+    let initrd = image.path().join("bundle.bin");
+    std::fs::copy(run.run_dir().join("build/rv64/loader-release-default/loader"), &kernel).unwrap();
+    std::fs::copy(run.run_dir().join("build/rv64/bench-boot-bundle.bin"), &initrd).unwrap();
     let case = format!(
-        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^smoke: hello from rv64$', '^smoke: harts 2$']\npoweroff = true\nsmp = [2]\n[guest]\nkernel = \"{}\"\nfirmware = \"default\"\nqemu_args = [\"-device\", \"virtio-rng-device\"]\n",
-        kernel.display()
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^kernel: harts 2$', '^smoke: hello from rv64$']\npoweroff = true\nsmp = [2]\n[guest]\nkernel = \"{}\"\ninitrd = \"{}\"\nfirmware = \"default\"\nqemu_args = [\"-device\", \"virtio-rng-device\"]\n",
+        kernel.display(),
+        initrd.display()
     );
     let dir = cases_dir(&[("external", &case)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
@@ -319,6 +328,7 @@ fn a_guest_the_bench_did_not_build_boots_from_an_absolute_path() {
     let command_line = std::fs::read_to_string(run.run_dir().join("external/rv64-smp2/command-line")).unwrap();
     assert!(
         command_line.contains(&format!("-kernel {}", kernel.display()))
+            && command_line.contains(&format!("-initrd {}", initrd.display()))
             && command_line.contains("-device virtio-rng-device"),
         "{command_line}"
     );
@@ -368,9 +378,7 @@ fn qemu_pids_with(needle: &str) -> Vec<u32> {
 
 #[test]
 fn a_bench_killed_outright_takes_its_qemu_with_it() {
-    let hang = SMOKE_DONE
-        .replace("kind = \"boot\"", "kind = \"boot\"\nkernel_features = [\"no-poweroff\"]")
-        .replace("timeout_secs = 30", "timeout_secs = 300");
+    let hang = smoke_with("\"no-poweroff\"").replace("timeout_secs = 30", "timeout_secs = 300");
     let dir = cases_dir(&[("hangs", &hang)]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_testbench"))
         .args(["--cases", dir.path().to_str().unwrap(), "--message-format", "json"])
