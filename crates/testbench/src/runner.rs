@@ -745,7 +745,7 @@ mod tests {
 
     fn case(name: &str, whole_run: bool) -> Case {
         let text = format!(
-            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nwhole_run = {whole_run}\n"
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\nwhole_run = {whole_run}\n"
         );
         testbench_case::parse(&format!("tests/{name}.toml"), &text).unwrap()
     }
