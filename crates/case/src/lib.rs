@@ -250,7 +250,7 @@ pub struct BootCase {
     pub icount: Option<String>,
     /// QEMU `-seed`, which fills the device tree's `/chosen/rng-seed`.
     pub qemu_seed: Option<u64>,
-    /// Features of the bench-built kernel (until the reference guest exists: the smoke guest).
+    /// Features of the reference kernel the bench builds.
     pub kernel_features: Vec<String>,
     /// Build the trusted base with the checked profile.
     pub debug_assertions: bool,

@@ -1,4 +1,5 @@
-//! The real `testbench` binary on real QEMU boots of the smoke guest.
+//! The real `testbench` binary on real QEMU boots of the reference guest (the smoke
+//! program in init's place for most).
 //!
 //! Each test runs the binary with stdin closed, in the workspace, with its own cases
 //! directory where it needs one, and on failure prints the command, its status, stdout
