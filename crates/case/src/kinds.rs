@@ -104,17 +104,18 @@ fn features(ctx: &Ctx, list: Option<&Vec<String>>) -> Result<Vec<String>, CaseEr
 pub(crate) fn host_tests(ctx: &Ctx, raw: &RawCase) -> Result<HostTestsCase, CaseError> {
     let workspace = below_root(ctx, "workspace", raw.workspace.as_deref().unwrap_or("."))?;
     let tools = names(ctx, "tools", raw.tools.as_deref().unwrap_or(&[]), "a program name on the path")?;
+    // The fields that belong to one fanout or another, and whether the case sets each.
+    let fanout_fields = [
+        ("values", raw.values.is_some()),
+        ("env", raw.env.is_some()),
+        ("test", raw.test.is_some()),
+        ("tests", raw.tests.is_some()),
+        ("filter", raw.filter.is_some()),
+        ("skip", raw.skip.is_some()),
+    ];
     let fanout = match raw.fanout.as_deref() {
         None => {
-            for (field, set) in [
-                ("values", raw.values.is_some()),
-                ("env", raw.env.is_some()),
-                ("test", raw.test.is_some()),
-                ("tests", raw.tests.is_some()),
-                ("filter", raw.filter.is_some()),
-                ("skip", raw.skip.is_some()),
-                ("late", raw.late.is_some()),
-            ] {
+            for (field, set) in fanout_fields.into_iter().chain([("late", raw.late.is_some())]) {
                 if set {
                     return Err(ctx.err(field, "only with a fanout (\"value\", \"file\" or \"test\")"));
                 }
@@ -123,14 +124,7 @@ pub(crate) fn host_tests(ctx: &Ctx, raw: &RawCase) -> Result<HostTestsCase, Case
         }
         Some(mode) => {
             let only = |allowed: &[&str]| -> Result<(), CaseError> {
-                for (field, set) in [
-                    ("values", raw.values.is_some()),
-                    ("env", raw.env.is_some()),
-                    ("test", raw.test.is_some()),
-                    ("tests", raw.tests.is_some()),
-                    ("filter", raw.filter.is_some()),
-                    ("skip", raw.skip.is_some()),
-                ] {
+                for (field, set) in fanout_fields {
                     if set && !allowed.contains(&field) {
                         return Err(ctx.err(
                             field,

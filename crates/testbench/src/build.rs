@@ -30,6 +30,11 @@ pub const PROGRAMS_PACKAGE: &str = "programs";
 /// A cargo build cannot hang a run forever: ten minutes is far past any build here.
 const BUILD_DEADLINE: Duration = Duration::from_secs(600);
 
+/// The cargo the bench runs: the one that runs the bench (`CARGO`), or `cargo` on the path.
+pub fn cargo() -> PathBuf {
+    std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("cargo"))
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Profile {
     Release,
@@ -94,8 +99,13 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(root: &Path, run_dir: &Path) -> Builder {
-        let cargo = std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("cargo"));
-        Builder { root: root.to_owned(), run_dir: run_dir.to_owned(), cargo, made: HashMap::new(), cargo_runs: 0 }
+        Builder {
+            root: root.to_owned(),
+            run_dir: run_dir.to_owned(),
+            cargo: cargo(),
+            made: HashMap::new(),
+            cargo_runs: 0,
+        }
     }
 
     /// The artifact for `key`, building it if this run has not yet.

@@ -207,6 +207,15 @@ pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Op
     }
 }
 
+/// Where `name` is an executable file on the path, if it is.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+    })
+}
+
 pub fn shell_quote(word: &str) -> String {
     if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
         word.to_string()

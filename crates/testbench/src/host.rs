@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, BuildCase, Fanout, GateCase, HostTestsCase, ScriptsCase};
 
-use crate::build::{BuildKey, Builder, Profile};
+use crate::build::{cargo, BuildKey, Builder, Profile};
 use crate::command::Cmd;
 use crate::runner::Blocked;
 
@@ -39,19 +39,7 @@ pub type HostResult = crate::runner::CaseResult;
 
 /// The first of `tools` that is not an executable on the path.
 pub fn missing_tool(tools: &[String]) -> Option<String> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    tools
-        .iter()
-        .find(|tool| {
-            !std::env::split_paths(&path).any(|dir| {
-                let candidate = dir.join(tool);
-                candidate.is_file()
-                    && std::fs::metadata(&candidate)
-                        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-                        .unwrap_or(false)
-            })
-        })
-        .cloned()
+    tools.iter().find(|tool| crate::command::on_path(tool).is_none()).cloned()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -75,10 +63,6 @@ struct Job {
     args: Vec<String>,
     env: Vec<(String, String)>,
     late: bool,
-}
-
-fn cargo() -> PathBuf {
-    std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
 fn test_binaries(stdout: &[u8]) -> Vec<TestBinary> {

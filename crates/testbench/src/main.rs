@@ -46,12 +46,8 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
     if modified(script).is_none_or(|script| script > stamp) {
         return false;
     }
-    let on_path = |name: &str| {
-        std::env::var_os("PATH")
-            .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file()))
-    };
     for qemu in ["qemu-system-riscv64", "qemu-system-riscv32"] {
-        match on_path(qemu).and_then(|path| modified(&path)) {
+        match command::on_path(qemu).and_then(|path| modified(&path)) {
             Some(installed) if installed <= stamp => {}
             _ => return false,
         }
