@@ -7,7 +7,6 @@
 #![no_main]
 
 mod console;
-mod lock;
 mod mm;
 mod proc;
 mod sbi;

@@ -1,9 +1,9 @@
 //! Processes, the scheduler and the system calls, all under the big kernel lock.
 
 use abi::{msg, sys, BootEntry, Error, Message, MAX_ENTRIES, MAX_PROCS, PAGE_SIZE};
+use ksync::{Lock, TimerQueue};
 
 use crate::console::{get_byte, now, power_off, put_bytes};
-use crate::lock::Lock;
 use crate::mm::{self, Frames, R, W, X};
 use crate::trap::{self, Hart, FRAME_WORDS, NONE};
 use crate::{kprintln, sbi};
@@ -49,7 +49,6 @@ struct Proc {
     used: usize,
     /// Quota handed to children still alive.
     lent: usize,
-    wake: u64,
     recv_at: usize,
     msg: Message,
     parent: usize,
@@ -64,7 +63,6 @@ const FREE: Proc = Proc {
     quota: 0,
     used: 0,
     lent: 0,
-    wake: 0,
     recv_at: 0,
     msg: Message::EMPTY,
     parent: NONE,
@@ -81,18 +79,24 @@ pub struct Kernel {
     pub timebase: u64,
     entries: [BootEntry; MAX_ENTRIES],
     entry_count: usize,
+    /// Sleeping processes (slots), by the tick they wake at.
+    sleepers: TimerQueue<MAX_PROCS>,
 }
 
 /// The kernel's state, behind the big lock.
-pub static KERNEL: Lock<Kernel> = Lock::new(Kernel {
-    frames: Frames::new(),
-    procs: [FREE; MAX_PROCS],
-    next: 0,
-    rng: 0,
-    timebase: 0,
-    entries: [BootEntry::EMPTY; MAX_ENTRIES],
-    entry_count: 0,
-});
+pub static KERNEL: Lock<Kernel> = Lock::new(
+    "kernel",
+    Kernel {
+        frames: Frames::new(),
+        procs: [FREE; MAX_PROCS],
+        next: 0,
+        rng: 0,
+        timebase: 0,
+        entries: [BootEntry::EMPTY; MAX_ENTRIES],
+        entry_count: 0,
+        sleepers: TimerQueue::new(),
+    },
+);
 
 impl Kernel {
     /// Takes the bundle's entries and seeds the generator.
@@ -355,9 +359,10 @@ impl Kernel {
             sys::SLEEP => {
                 let ticks = if cfg!(target_pointer_width = "32") { ((a1 as u64) << 32) | a0 as u64 } else { a0 as u64 };
                 let p = &mut self.procs[i];
-                p.wake = now().saturating_add(ticks);
                 p.state = State::Sleeping;
                 p.frame[A0] = 0;
+                // Every process sleeps at most once, so there is always room.
+                let _ = self.sleepers.add(i, now().saturating_add(ticks));
                 return;
             }
             sys::SPAWN if first => {
@@ -494,16 +499,10 @@ impl Kernel {
         Some(found)
     }
 
+    /// Wakes the processes due at `t`; returns the tick the next one is due at.
     fn wake_sleepers(&mut self, t: u64) -> u64 {
-        let mut next = u64::MAX;
-        for p in self.procs.iter_mut().filter(|p| p.state == State::Sleeping) {
-            if p.wake <= t {
-                p.state = State::Runnable;
-            } else {
-                next = next.min(p.wake);
-            }
-        }
-        next
+        let procs = &mut self.procs;
+        self.sleepers.expire(t, |i| procs[i].state = State::Runnable).unwrap_or(u64::MAX)
     }
 }
 

@@ -1,12 +1,14 @@
-//! The big kernel lock: a spin lock around all kernel state.
+//! The kernel's spin lock.
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-/// A spin lock; interrupts are off in the kernel, so it never has to.
+/// A spin lock; interrupts are off in the kernel, so it never has to turn them off.
 pub struct Lock<T> {
     held: AtomicBool,
+    /// The lock's class, for the machine's reports and its lock-order graph.
+    name: &'static str,
     value: UnsafeCell<T>,
 }
 
@@ -15,13 +17,23 @@ pub struct Lock<T> {
 unsafe impl<T: Send> Sync for Lock<T> {}
 
 impl<T> Lock<T> {
-    /// A free lock around `value`.
-    pub const fn new(value: T) -> Lock<T> {
-        Lock { held: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    /// A free lock of class `name` around `value`.
+    pub const fn new(name: &'static str, value: T) -> Lock<T> {
+        Lock { held: AtomicBool::new(false), name, value: UnsafeCell::new(value) }
+    }
+
+    /// The lock's class.
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// Spins until the lock is free, then holds it.
+    #[cfg_attr(feature = "machine", track_caller)]
     pub fn lock(&self) -> Guard<'_, T> {
+        #[cfg(feature = "machine")]
+        if let Some(hooks) = crate::machine::hooks() {
+            hooks.acquire(self as *const Self as usize, self.name, core::panic::Location::caller());
+        }
         while self.held.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             core::hint::spin_loop();
         }
@@ -52,5 +64,9 @@ impl<T> DerefMut for Guard<'_, T> {
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         self.lock.held.store(false, Ordering::Release);
+        #[cfg(feature = "machine")]
+        if let Some(hooks) = crate::machine::hooks() {
+            hooks.release(self.lock as *const Lock<T> as usize, self.lock.name);
+        }
     }
 }
