@@ -71,6 +71,11 @@ fn quiet_panics() {
     });
 }
 
+/// Takes the last panic's location and message that the hook kept on this thread.
+pub(crate) fn take_panic() -> Option<(String, String)> {
+    PANIC.with(|p| p.borrow_mut().take())
+}
+
 /// Runs `input` through `run` in this process.
 pub fn in_process(run: RunFn, input: &[u8]) -> Outcome {
     quiet_panics();

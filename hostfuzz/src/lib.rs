@@ -3,6 +3,7 @@
 //! - [`rng`]: the one seeded generator all input bytes come from.
 //! - [`decisions`]: how a generator reads an input, as decisions.
 //! - [`targets`]: the generators and the guest code they drive.
+//! - [`machine`]: kernel tasks as threads, one at a time, the input deciding who runs.
 //! - [`exec`]: one input, in a forked child (the runner) or in process (tests).
 //! - [`shrink`]: a finding's input made as small as it goes.
 //! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
@@ -11,6 +12,7 @@ pub mod decisions;
 pub mod exec;
 pub mod finding;
 pub mod hex;
+pub mod machine;
 pub mod rng;
 pub mod runner;
 pub mod shrink;
@@ -19,3 +21,8 @@ pub mod targets;
 pub use decisions::Decisions;
 pub use finding::Finding;
 pub use targets::RunFn;
+
+/// Every allocation goes through the machine's watch, which reports one made with
+/// interrupts off on a machine task's CPU.
+#[global_allocator]
+static ALLOCATOR: machine::Watch = machine::Watch;

@@ -4,6 +4,8 @@ pub mod bundle;
 pub mod canary;
 pub mod elf;
 pub mod fdt;
+pub mod rules;
+pub mod timers;
 
 use crate::{Decisions, Finding};
 
@@ -33,7 +35,19 @@ pub const TARGETS: &[Target] = &[
         run: bundle::run,
     },
     Target { name: "elf", about: "guest/elf: built images and corrupted fixtures", gate: true, run: elf::run },
+    Target {
+        name: "timers",
+        about: "the machine: guest/ksync's lock and timer queue under 2-4 tasks and a timer interrupt",
+        gate: true,
+        run: timers::run,
+    },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
+    Target {
+        name: "machine-rules",
+        about: "must always find: each run breaks one kernel rule on the machine",
+        gate: false,
+        run: rules::run,
+    },
 ];
 
 /// The target called `name`.
