@@ -39,7 +39,7 @@ fn run(args: &[String]) -> Result<Status, String> {
         match arg.as_str() {
             "--list" => {
                 for t in TARGETS {
-                    println!("{:<8} {}{}", t.name, t.about, if t.gate { "" } else { " (not in the gate)" });
+                    println!("{:<14} {}{}", t.name, t.about, if t.gate { "" } else { " (not in the gate)" });
                 }
                 return Ok(Status::Clean);
             }

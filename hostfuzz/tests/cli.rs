@@ -35,10 +35,11 @@ fn gate_exits_0_and_prints_the_same_twice() {
     let second = hostfuzz(&out, &[]);
     assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
     assert_eq!(stdout(&first), stdout(&second));
-    for target in ["fdt", "bundle", "elf"] {
+    for target in ["fdt", "bundle", "elf", "timers"] {
         assert!(stdout(&first).contains(&format!("{target}: 3000 inputs from seed 1")), "{}", stdout(&first));
     }
     assert!(!stdout(&first).contains("canary"));
+    assert!(!stdout(&first).contains("machine-rules"));
 }
 
 #[test]
@@ -66,12 +67,27 @@ fn an_ordinary_input_replays_clean_and_the_list_names_every_target() {
     std::fs::create_dir_all(&out).unwrap();
     let zeros = out.join("zeros.hex");
     std::fs::write(&zeros, "00000000\n").unwrap();
-    for target in ["fdt", "bundle", "elf", "canary"] {
-        let replay = hostfuzz(&out, &["--replay", target, zeros.to_str().unwrap()]);
-        assert_eq!(replay.status.code(), Some(0), "{target}: {}", stdout(&replay));
+    for target in hostfuzz::targets::TARGETS.iter().filter(|t| t.name != "machine-rules") {
+        let replay = hostfuzz(&out, &["--replay", target.name, zeros.to_str().unwrap()]);
+        assert_eq!(replay.status.code(), Some(0), "{}: {}", target.name, stdout(&replay));
     }
     let list = stdout(&hostfuzz(&out, &["--list"]));
-    assert_eq!(list.lines().count(), 4, "{list}");
+    assert_eq!(list.lines().count(), hostfuzz::targets::TARGETS.len(), "{list}");
+    for target in hostfuzz::targets::TARGETS {
+        assert!(list.lines().any(|l| l.split_whitespace().next() == Some(target.name)), "{list}");
+    }
     let bad = hostfuzz(&out, &["--target", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn the_machine_rules_target_finds_a_broken_rule_and_its_input_replays() {
+    let out = out_dir("machine-rules");
+    let run = hostfuzz(&out, &["--target", "machine-rules"]);
+    let text = stdout(&run);
+    assert_eq!(run.status.code(), Some(1), "{text}");
+    assert!(text.contains("machine-rules: FINDING at seed 1 iteration 0: invariant: "), "{text}");
+    let replay = hostfuzz(&out, &["--replay", "machine-rules", saved(&text, "shrunk: ").to_str().unwrap()]);
+    assert_eq!(replay.status.code(), Some(1), "{}", stdout(&replay));
+    assert!(stdout(&replay).contains("machine-rules: FINDING: invariant: "), "{}", stdout(&replay));
 }
