@@ -715,6 +715,21 @@ pub fn irq_save() {
     });
 }
 
+/// Turns preemption off for this task (counted: each needs its [`preempt_enable`]); a
+/// held spin lock counts as one too.
+pub fn preempt_disable() {
+    current(|m, me| m.enter(me).tasks[me].preempt_off += 1);
+}
+
+/// Undoes one [`preempt_disable`].
+pub fn preempt_enable() {
+    current(|m, me| {
+        let mut s = m.enter(me);
+        let t = &mut s.tasks[me];
+        t.preempt_off = t.preempt_off.checked_sub(1).expect("preempt_enable without preempt_disable");
+    });
+}
+
 /// Undoes one [`irq_save`].
 pub fn irq_restore() {
     current(|m, me| {

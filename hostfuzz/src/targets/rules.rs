@@ -7,14 +7,15 @@
 //! of a `match` scrutinee lives to the end of the `match`), 1 a lock-order inversion on
 //! an input whose schedule never deadlocks, 2 an allocation with interrupts off, 3 a task
 //! that ends holding a lock, 4 a clock-polling loop (a hang), 5 a wait in an interrupt
-//! handler, 6 a lost wake-up.
+//! handler, 6 a lost wake-up, 7 a park in a soft-IRQ handler, 8 a park with preemption
+//! off.
 
 use crate::machine::{self, Handlers, TaskFn};
 use crate::{Decisions, Finding};
 use ksync::Lock;
 
 /// How many rules the target breaks.
-pub const RULES: usize = 7;
+pub const RULES: usize = 9;
 
 struct Log {
     nic: Option<u32>,
@@ -29,6 +30,8 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let table = &table;
     let mut bodies: Vec<TaskFn<'_>> = Vec::new();
     let sleep_in_irq = || machine::sleep_until(machine::now() + 1);
+    let raise = machine::raise_softirq;
+    let park_in_softirq = machine::park;
     let mut handlers = Handlers::default();
     match rule {
         0 => {
@@ -79,7 +82,20 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
                 machine::park();
             }));
         }
-        _ => bodies.push(Box::new(machine::park)),
+        6 => bodies.push(Box::new(machine::park)),
+        7 => {
+            handlers.irq = Some(&raise);
+            handlers.softirq = Some(&park_in_softirq);
+            bodies.push(Box::new(|| {
+                machine::set_timer(Some(5));
+                machine::park();
+            }));
+        }
+        _ => bodies.push(Box::new(|| {
+            machine::preempt_disable();
+            machine::park();
+            machine::preempt_enable();
+        })),
     }
     machine::run(d, bodies, handlers)?;
     d.end("a rule was broken and nothing found it");
@@ -107,6 +123,8 @@ mod tests {
             "a loop that reads the clock without blocking (a hang)",
             "a wait in an interrupt handler",
             "every task waits and no deadline is left (a deadlock or a lost wake-up)",
+            "a wait in a soft-IRQ handler",
+            "a wait with a spin lock held or interrupts off",
         ];
         for (rule, what) in expected.iter().enumerate() {
             let outcome = in_process(run, &input(rule));

@@ -1,7 +1,8 @@
 //! The machine target: the guest kernel's lock (`ksync::Lock`) and timer queue
 //! (`ksync::TimerQueue`, the kernel's sleeping processes) run by two to four tasks — the
 //! harts — on the machine (src/machine.rs). Each task sleeps on the queue (the ordinary
-//! step), yields, wakes the due sleepers as a hart's scheduler loop does, or idles; the
+//! step), yields, wakes the due sleepers as a hart's scheduler loop does, wakes a sleeper
+//! early (cancel, as a signal would), moves a sleeper to another tick, or idles; the
 //! timer's interrupt raises a soft IRQ that wakes the due sleepers and re-arms the timer
 //! for the next, as the kernel re-arms its timer for the next wake-up.
 //!
@@ -25,8 +26,12 @@ struct World {
     /// The model: (tick, order added, task), in no particular order.
     model: Vec<(u64, u64, usize)>,
     added: u64,
-    /// Tasks an expiry has woken and that have not looked yet.
+    /// Tasks an expiry (or an interruption) has woken and that have not looked yet.
     woken: [bool; MAX_TASKS],
+    /// Each sleeper's tick, as [`retime`] may have moved it.
+    tick: [u64; MAX_TASKS],
+    /// Tasks woken before their tick on purpose, by [`interrupt`].
+    interrupted: [bool; MAX_TASKS],
     full: bool,
 }
 
@@ -90,6 +95,7 @@ fn sleep(kernel: &Lock<World>, me: usize, ticks: u64) {
             let order = w.added;
             w.added += 1;
             w.model.push((tick, order, me));
+            w.tick[me] = tick;
             check_reads_back(&w);
             machine::set_timer(w.sleepers.next());
         }
@@ -108,21 +114,69 @@ fn sleep(kernel: &Lock<World>, me: usize, ticks: u64) {
     if !std::mem::take(&mut w.woken[me]) {
         oracle("a sleeper ran on without an expiry waking it", format!("task {me} at {now}, tick {tick}"));
     }
-    if now < tick {
+    let interrupted = std::mem::take(&mut w.interrupted[me]);
+    let tick = w.tick[me];
+    if now < tick && !interrupted {
         oracle("a sleeper woke before its tick", format!("task {me} at {now}, tick {tick}"));
     }
+}
+
+/// Wakes a sleeper of the input's choosing before its tick, as a signal would; asks the
+/// queue to cancel `me`, who is not asleep, too.
+fn interrupt(kernel: &Lock<World>, me: usize) {
+    let mut w = kernel.lock();
+    if w.sleepers.cancel(me) {
+        oracle("cancel found a task that is not asleep", format!("task {me}"));
+    }
+    if w.model.is_empty() {
+        return;
+    }
+    let k = machine::decide(|d| d.below(w.model.len()));
+    let (_, _, id) = w.model.remove(k);
+    if !w.sleepers.cancel(id) {
+        oracle("cancel did not find a sleeper", format!("task {id}"));
+    }
+    check_reads_back(&w);
+    w.woken[id] = true;
+    w.interrupted[id] = true;
+    machine::set_timer(w.sleepers.next());
+    drop(w);
+    machine::unpark(id);
+}
+
+/// Moves a sleeper of the input's choosing to another tick: it goes after everyone
+/// already due then, even with the queue full.
+fn retime(kernel: &Lock<World>) {
+    let mut w = kernel.lock();
+    if w.model.is_empty() {
+        return;
+    }
+    let k = machine::decide(|d| d.below(w.model.len()));
+    let tick = machine::now() + 1 + machine::decide(|d| d.below(100)) as u64;
+    let id = w.model[k].2;
+    if w.sleepers.add(id, tick).is_err() {
+        oracle("moving a sleeper says full", format!("task {id}, {} asleep", w.model.len()));
+    }
+    let order = w.added;
+    w.added += 1;
+    w.model[k] = (tick, order, id);
+    w.tick[id] = tick;
+    check_reads_back(&w);
+    machine::set_timer(w.sleepers.next());
 }
 
 fn task(kernel: &Lock<World>, me: usize) {
     let steps = 1 + machine::decide(|d| d.below(6));
     for _ in 0..steps {
-        match machine::decide(|d| d.below(4)) {
+        match machine::decide(|d| d.below(6)) {
             0 => {
                 let ticks = 1 + machine::decide(|d| d.below(100)) as u64;
                 sleep(kernel, me, ticks);
             }
             1 => machine::yield_now(),
             2 => expire(kernel),
+            3 => interrupt(kernel, me),
+            4 => retime(kernel),
             _ => {
                 let idle = 1 + machine::decide(|d| d.below(50)) as u64;
                 machine::sleep_until(machine::now() + idle);
@@ -136,7 +190,15 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let tasks = 2 + d.below(MAX_TASKS - 1);
     let kernel = Lock::new(
         "kernel",
-        World { sleepers: TimerQueue::new(), model: Vec::new(), added: 0, woken: [false; MAX_TASKS], full: false },
+        World {
+            sleepers: TimerQueue::new(),
+            model: Vec::new(),
+            added: 0,
+            woken: [false; MAX_TASKS],
+            interrupted: [false; MAX_TASKS],
+            tick: [0; MAX_TASKS],
+            full: false,
+        },
     );
     let kernel = &kernel;
     let softirq = move || expire(kernel);
