@@ -35,7 +35,7 @@ fn gate_exits_0_and_prints_the_same_twice() {
     let second = hostfuzz(&out, &[]);
     assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
     assert_eq!(stdout(&first), stdout(&second));
-    for target in ["fdt", "bundle", "elf"] {
+    for target in ["fdt", "bundle", "elf", "programs"] {
         assert!(stdout(&first).contains(&format!("{target}: 3000 inputs from seed 1")), "{}", stdout(&first));
     }
     assert!(!stdout(&first).contains("canary"));
@@ -66,12 +66,12 @@ fn an_ordinary_input_replays_clean_and_the_list_names_every_target() {
     std::fs::create_dir_all(&out).unwrap();
     let zeros = out.join("zeros.hex");
     std::fs::write(&zeros, "00000000\n").unwrap();
-    for target in ["fdt", "bundle", "elf", "canary"] {
+    for target in ["fdt", "bundle", "elf", "programs", "canary"] {
         let replay = hostfuzz(&out, &["--replay", target, zeros.to_str().unwrap()]);
         assert_eq!(replay.status.code(), Some(0), "{target}: {}", stdout(&replay));
     }
     let list = stdout(&hostfuzz(&out, &["--list"]));
-    assert_eq!(list.lines().count(), 4, "{list}");
+    assert_eq!(list.lines().count(), 5, "{list}");
     let bad = hostfuzz(&out, &["--target", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
 }

@@ -4,6 +4,7 @@ pub mod bundle;
 pub mod canary;
 pub mod elf;
 pub mod fdt;
+pub mod programs;
 
 use crate::{Decisions, Finding};
 
@@ -33,6 +34,12 @@ pub const TARGETS: &[Target] = &[
         run: bundle::run,
     },
     Target { name: "elf", about: "guest/elf: built images and corrupted fixtures", gate: true, run: elf::run },
+    Target {
+        name: "programs",
+        about: "guest/listing: the log server's programs listings, now and then damaged",
+        gate: true,
+        run: programs::run,
+    },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
 ];
 
