@@ -4,6 +4,7 @@ pub mod bundle;
 pub mod canary;
 pub mod elf;
 pub mod fdt;
+pub mod programs;
 pub mod rules;
 pub mod timers;
 
@@ -35,6 +36,12 @@ pub const TARGETS: &[Target] = &[
         run: bundle::run,
     },
     Target { name: "elf", about: "guest/elf: built images and corrupted fixtures", gate: true, run: elf::run },
+    Target {
+        name: "programs",
+        about: "guest/listing: the log server's programs listings, now and then damaged",
+        gate: true,
+        run: programs::run,
+    },
     Target {
         name: "timers",
         about: "the machine: guest/ksync's lock and timer queue under 2-4 tasks and a timer interrupt",

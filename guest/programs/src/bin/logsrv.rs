@@ -5,8 +5,9 @@
 //!
 //! It reads the `programs` data entry (one line per program: its entry name, then the
 //! budgets it gets, of root, system and users), checks every line before it starts
-//! anything, starts each program with its place (2 on) as badge and an equal share of
-//! its pages, and then serves: lines, exit and fault notices, and done().
+//! anything (the portable `listing` crate, whose doc has the rules), starts each program
+//! with its place (2 on) as badge and an equal share of its pages, and then serves:
+//! lines, exit and fault notices, and done().
 //!
 //! Its own lines:
 //!
@@ -22,29 +23,24 @@
 #![no_std]
 #![no_main]
 
-use abi::{msg, Message, FIRST_PLACE, LAST_PLACE, NAME_LEN, STATUS_REFUSED};
+use abi::{msg, Message, FIRST_PLACE, STATUS_REFUSED};
+use listing::{Name, Refusal, Why};
 use rt::{log, Line};
 
 rt::program!("server", main);
 
-/// Programs the server can start: one per place.
-const MAX_PROGRAMS: usize = (LAST_PLACE - FIRST_PLACE + 1) as usize;
-/// The longest `programs` entry it reads.
-const LISTING_MAX: usize = 2048;
 /// Pages it keeps for itself out of its quota.
 const OWN_PAGES: usize = 64;
-const BUDGETS: [&[u8]; 3] = [b"root", b"system", b"users"];
 
 #[derive(Clone, Copy)]
 struct Program {
-    name: [u8; NAME_LEN],
-    len: usize,
+    name: Name,
     pid: u32,
 }
 
 impl Program {
     fn name(&self) -> &str {
-        core::str::from_utf8(&self.name[..self.len]).unwrap_or("?")
+        self.name.as_str()
     }
 }
 
@@ -53,58 +49,25 @@ fn refuse(line: usize, why: core::fmt::Arguments) -> ! {
     rt::power_off(STATUS_REFUSED)
 }
 
-/// Checks one line; returns the entry name.
-fn check_line(number: usize, line: &[u8]) -> Program {
-    if let Some(b) = line.iter().find(|b| !(0x20..0x7f).contains(*b)) {
-        refuse(number, format_args!("byte {b:#04x} is not printable ASCII"));
-    }
-    // Printable ASCII is UTF-8.
-    let text = core::str::from_utf8(line).unwrap_or("");
-    let mut words = text.split(' ');
-    let name = words.next().unwrap_or("");
-    if name.is_empty() || name.len() > NAME_LEN {
-        refuse(number, format_args!("no entry name"));
-    }
-    match rt::entry_info(name.as_bytes()) {
-        Ok((_, abi::KIND_PROGRAM)) => {}
-        _ => refuse(number, format_args!("the bundle has no program {name}")),
-    }
-    let mut seen = [false; BUDGETS.len()];
-    for budget in words {
-        let Some(k) = BUDGETS.iter().position(|b| *b == budget.as_bytes()) else {
-            refuse(number, format_args!("unknown budget {budget:?}"));
-        };
-        if seen[k] {
-            refuse(number, format_args!("budget {budget} named twice"));
-        }
-        seen[k] = true;
-    }
-    let mut program = Program { name: [0; NAME_LEN], len: name.len(), pid: 0 };
-    program.name[..name.len()].copy_from_slice(name.as_bytes());
-    program
-}
-
 fn main(_pid: u32, _badge: u32) {
-    let mut listing = [0u8; LISTING_MAX];
+    let mut bytes = [0u8; listing::MAX_LEN];
     let len = match rt::entry_info(b"programs") {
-        Ok((len, abi::KIND_DATA)) if len <= LISTING_MAX => len,
-        Ok((len, abi::KIND_DATA)) => refuse(0, format_args!("the entry has {len} bytes, more than {LISTING_MAX}")),
+        Ok((len, abi::KIND_DATA)) if len <= listing::MAX_LEN => len,
+        Ok((len, abi::KIND_DATA)) => refuse(0, format_args!("{}", Why::TooLong(len))),
         _ => 0,
     };
-    if rt::entry_read(b"programs", 0, &mut listing[..len]) != Ok(len) {
+    if rt::entry_read(b"programs", 0, &mut bytes[..len]) != Ok(len) {
         refuse(0, format_args!("the entry cannot be read"));
     }
-    let mut programs = [Program { name: [0; NAME_LEN], len: 0, pid: 0 }; MAX_PROGRAMS];
-    let mut count = 0;
-    let text = listing[..len].strip_suffix(b"\n").unwrap_or(&listing[..len]);
-    if !text.is_empty() {
-        for (k, line) in text.split(|&b| b == b'\n').enumerate() {
-            if count == MAX_PROGRAMS {
-                refuse(k + 1, format_args!("more than {MAX_PROGRAMS} programs"));
-            }
-            programs[count] = check_line(k + 1, line);
-            count += 1;
-        }
+    let is_program = |name: &str| matches!(rt::entry_info(name.as_bytes()), Ok((_, abi::KIND_PROGRAM)));
+    let accepted = match listing::parse(&bytes[..len], is_program) {
+        Ok(accepted) => accepted,
+        Err(Refusal { line, why }) => refuse(line, format_args!("{why}")),
+    };
+    let mut programs = [Program { name: Name::EMPTY, pid: 0 }; listing::MAX_PROGRAMS];
+    let count = accepted.names().len();
+    for (program, name) in programs.iter_mut().zip(accepted.names()) {
+        program.name = *name;
     }
     if count == 0 {
         log(b"[server] all programs ended");
@@ -113,7 +76,7 @@ fn main(_pid: u32, _badge: u32) {
     let share = (abi::FIRST_QUOTA_PAGES - OWN_PAGES) / count;
     for (k, program) in programs[..count].iter_mut().enumerate() {
         let place = FIRST_PLACE + k as u32;
-        match rt::spawn(&program.name[..program.len], place, share) {
+        match rt::spawn(program.name.as_bytes(), place, share) {
             Ok(pid) => {
                 program.pid = pid;
                 rt::log!("[server] started {} place {place} pid {pid}", program.name());
