@@ -75,3 +75,15 @@ fn an_ordinary_input_replays_clean_and_the_list_names_every_target() {
     let bad = hostfuzz(&out, &["--target", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn in_process_prints_what_the_fork_per_input_prints() {
+    let out = out_dir("in-process");
+    for args in [&["--count", "300"][..], &["--target", "canary"]] {
+        let forked = hostfuzz(&out, args);
+        let inline = hostfuzz(&out, &[&["--in-process"][..], args].concat());
+        assert_eq!(forked.status.code(), inline.status.code(), "{args:?}: {}", stdout(&inline));
+        assert_eq!(stdout(&forked), stdout(&inline), "{args:?}");
+        assert!(String::from_utf8_lossy(&inline.stderr).contains("inputs/s, in process"), "{args:?}");
+    }
+}
