@@ -7,6 +7,9 @@
 //!     cargo hostfuzz --count N ...                    N inputs instead of the gate's number
 //!     cargo hostfuzz --replay TARGET FILE.hex         one saved input
 //!     cargo hostfuzz --list                           the targets
+//!     cargo hostfuzz --in-process ...                 no fork: each input in the runner's
+//!                                                     own process (for measurement only:
+//!                                                     statics may leak between inputs)
 //!
 //! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error.
 
@@ -15,8 +18,9 @@ use hostfuzz::targets::{self, Target, TARGETS};
 use std::process::ExitCode;
 use std::time::Duration;
 
-const USAGE: &str = "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--target] [TARGET]\n       \
-                     cargo hostfuzz --replay TARGET FILE.hex";
+const USAGE: &str =
+    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process] [--target] [TARGET]\n       \
+     cargo hostfuzz [--in-process] --replay TARGET FILE.hex";
 
 fn target(name: &str) -> Result<&'static Target, String> {
     targets::by_name(name).ok_or_else(|| {
@@ -26,7 +30,7 @@ fn target(name: &str) -> Result<&'static Target, String> {
 }
 
 fn run(args: &[String]) -> Result<Status, String> {
-    let settings = Settings::from_env();
+    let mut settings = Settings::from_env();
     let mut seed = 1u64;
     let mut budget = Budget::Count(GATE_COUNT);
     let mut chosen: Option<&Target> = None;
@@ -53,6 +57,7 @@ fn run(args: &[String]) -> Result<Status, String> {
             "--seed" => seed = number("--seed", args.next())?,
             "--seconds" => budget = Budget::Time(Duration::from_secs(number("--seconds", args.next())?)),
             "--count" => budget = Budget::Count(number("--count", args.next())?),
+            "--in-process" => settings.in_process = true,
             "--target" => chosen = Some(target(&value("--target", args.next())?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");

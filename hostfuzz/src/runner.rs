@@ -1,10 +1,11 @@
 //! The gate, campaigns and replay: what `cargo hostfuzz` does (src/main.rs parses the
-//! arguments). Every input runs in its own forked child ([`crate::exec::forked`]).
+//! arguments). Every input runs in its own forked child ([`crate::exec::forked`]), or,
+//! with `--in-process` ([`Settings::in_process`]), in the runner's own process.
 
 use crate::exec::{self, Outcome, Verdict};
 use crate::rng::Rng;
 use crate::shrink::shrink;
-use crate::targets::Target;
+use crate::targets::{RunFn, Target};
 use crate::{hex, Finding};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,10 @@ pub struct Settings {
     pub shrink_for: Duration,
     /// `HOSTFUZZ_STATS=1`: end reasons one a line, and the depth.
     pub stats: bool,
+    /// `--in-process`: every input runs in this process ([`exec::in_process`]), no fork.
+    /// For measurement only: an input's statics reach the next, and no bound holds (a
+    /// hang hangs the runner). Panics are still caught, and the self-check still runs.
+    pub in_process: bool,
 }
 
 impl Settings {
@@ -50,6 +55,16 @@ impl Settings {
             bound: Duration::from_millis(number("HOSTFUZZ_BOUND_MS", 5000)),
             shrink_for: Duration::from_secs(number("HOSTFUZZ_SHRINK_SECS", 10)),
             stats: var("HOSTFUZZ_STATS").is_some_and(|v| v != "0"),
+            in_process: false,
+        }
+    }
+
+    /// Runs one input as these settings say: forked with the bound, or in process.
+    pub fn exec(&self, run: RunFn, input: &[u8]) -> Outcome {
+        if self.in_process {
+            exec::in_process(run, input)
+        } else {
+            exec::forked(run, input, self.bound)
         }
     }
 }
@@ -86,9 +101,7 @@ fn report(target: &Target, seed: u64, iter: u64, input: &[u8], outcome: &Outcome
     println!("{}: FINDING at seed {seed} iteration {iter}: {finding}", target.name);
     println!("  input: {} ({} bytes, {} read)", path.display(), input.len(), outcome.consumed);
     let same = |candidate: &[u8]| {
-        exec::forked(target.run, candidate, settings.bound)
-            .finding()
-            .is_some_and(|f| f.signature() == finding.signature())
+        settings.exec(target.run, candidate).finding().is_some_and(|f| f.signature() == finding.signature())
     };
     let shrunk = shrink(input, Instant::now() + settings.shrink_for, same);
     let min = save(&dir, &format!("{stem}.min.hex"), &shrunk.input);
@@ -117,7 +130,7 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
             break;
         }
         let input = Rng::for_input(seed, iter).input();
-        let outcome = exec::forked(target.run, &input, settings.bound);
+        let outcome = settings.exec(target.run, &input);
         depths.push(outcome.consumed);
         match &outcome.verdict {
             Verdict::Pass(reason) => *reasons.entry(reason.clone()).or_default() += 1,
@@ -129,7 +142,7 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
             }
         }
         if self_check && iter % SELF_CHECK_EVERY == 0 {
-            let again = exec::forked(target.run, &input, settings.bound);
+            let again = settings.exec(target.run, &input);
             if again != outcome {
                 elapsed = start.elapsed();
                 let detail = format!("first {outcome:?}, then {again:?}");
@@ -175,13 +188,14 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
         let line: Vec<String> = by_count.iter().map(|(r, c)| format!("{r} {c}")).collect();
         println!("  ended: {}", line.join("; "));
     }
-    eprintln!("{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, a fork each)", target.name, iter as f64 / elapsed);
+    let how = if settings.in_process { "in process" } else { "a fork each" };
+    eprintln!("{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, {how})", target.name, iter as f64 / elapsed);
     status
 }
 
-/// Runs a saved input once (forked) and prints its outcome.
+/// Runs a saved input once (forked, or in process) and prints its outcome.
 pub fn replay(target: &Target, input: &[u8], settings: &Settings) -> Status {
-    let outcome = exec::forked(target.run, input, settings.bound);
+    let outcome = settings.exec(target.run, input);
     let status = match &outcome.verdict {
         Verdict::Pass(reason) => {
             println!("{}: no finding ({reason}; {} bytes read)", target.name, outcome.consumed);
@@ -197,4 +211,36 @@ pub fn replay(target: &Target, input: &[u8], settings: &Settings) -> Status {
         }
     };
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Decisions;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+
+    /// Counts its runs in a static, and panics on a first decision of 7.
+    fn counted(d: &mut Decisions) -> Result<(), Finding> {
+        RUNS.fetch_add(1, Ordering::SeqCst);
+        assert_ne!(d.u8(), 7, "seven");
+        Ok(())
+    }
+
+    #[test]
+    fn in_process_runs_in_this_process_and_still_catches_panics() {
+        // No forked run here: the test harness has threads, and the fork per input
+        // relies on a runner with one (tests/cli.rs compares the two modes).
+        let settings = Settings { in_process: true, ..Settings::from_env() };
+        let before = RUNS.load(Ordering::SeqCst);
+        let outcome = settings.exec(counted, &[1]);
+        assert_eq!(outcome.verdict, Verdict::Pass("ok".to_owned()));
+        assert_eq!(RUNS.load(Ordering::SeqCst), before + 1, "an in-process run's static is the runner's");
+        let panicked = settings.exec(counted, &[7]);
+        let finding = panicked.finding().expect("the panic is a finding");
+        assert_eq!(finding.kind, "panic");
+        assert!(finding.detail.contains("seven"), "{finding}");
+        assert_eq!(RUNS.load(Ordering::SeqCst), before + 2);
+    }
 }

@@ -91,3 +91,15 @@ fn the_machine_rules_target_finds_a_broken_rule_and_its_input_replays() {
     assert_eq!(replay.status.code(), Some(1), "{}", stdout(&replay));
     assert!(stdout(&replay).contains("machine-rules: FINDING: invariant: "), "{}", stdout(&replay));
 }
+
+#[test]
+fn in_process_prints_what_the_fork_per_input_prints() {
+    let out = out_dir("in-process");
+    for args in [&["--count", "300"][..], &["--target", "canary"]] {
+        let forked = hostfuzz(&out, args);
+        let inline = hostfuzz(&out, &[&["--in-process"][..], args].concat());
+        assert_eq!(forked.status.code(), inline.status.code(), "{args:?}: {}", stdout(&inline));
+        assert_eq!(stdout(&forked), stdout(&inline), "{args:?}");
+        assert!(String::from_utf8_lossy(&inline.stderr).contains("inputs/s, in process"), "{args:?}");
+    }
+}
