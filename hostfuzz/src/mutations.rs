@@ -271,6 +271,11 @@ pub fn markdown(rows: &[(&Mutation, Ending)]) -> String {
         let found = match result {
             Ending::Caught(n, what) => {
                 let what = what.split(": ").take(2).collect::<Vec<_>>().join(": ");
+                // A panic's location, from the copy's root.
+                let what = match what.find("/guest/") {
+                    Some(at) => format!("panic: {}", &what[at + 1..]),
+                    None => what,
+                };
                 format!("{n} ({})", what.replace('|', "\\|"))
             }
             Ending::Hang(n) => format!("{n} (a hang)"),
@@ -357,7 +362,10 @@ pub fn main(ids: &[String], settings: &Settings) -> u8 {
             Ending::Survived => eprintln!("mutations: control: {target}: nothing found in {COUNT} inputs"),
             other => {
                 eprintln!("hostfuzz: the unmutated {target} does not pass {COUNT} inputs from seed 1: {other:?}");
-                eprintln!("hostfuzz: the mutation run is void (log: {})", scratch.runs.join(format!("{what}.log")).display());
+                eprintln!(
+                    "hostfuzz: the mutation run is void (log: {})",
+                    scratch.runs.join(format!("{what}.log")).display()
+                );
                 return 2;
             }
         }
@@ -394,7 +402,14 @@ pub fn main(ids: &[String], settings: &Settings) -> u8 {
             Ending::Survived => format!("SURVIVED {COUNT} inputs"),
             Ending::Error(e) => format!("ERROR: {e}"),
         };
-        eprintln!("mutations: [{}/{}] {} ({}): {shown} ({:.0} s)", i + 1, chosen.len(), m.id, m.target, t0.elapsed().as_secs_f64());
+        eprintln!(
+            "mutations: [{}/{}] {} ({}): {shown} ({:.0} s)",
+            i + 1,
+            chosen.len(),
+            m.id,
+            m.target,
+            t0.elapsed().as_secs_f64()
+        );
         rows.push((m, result));
     }
     if let Some((path, pristine)) = dirty {
@@ -468,7 +483,10 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("guest/x/src")).unwrap();
         fs::write(dir.join("guest/x/src/lib.rs"), "if a { return Err(1); }\nlet b = c;\nlet b = c;\n").unwrap();
-        let good = Mutation { replace: "".to_owned(), ..mutation("ok-one", "fdt", "guest/x/src/lib.rs", "if a { return Err(1); }\n") };
+        let good = Mutation {
+            replace: "".to_owned(),
+            ..mutation("ok-one", "fdt", "guest/x/src/lib.rs", "if a { return Err(1); }\n")
+        };
         let table = vec![
             good.clone(),
             mutation("twice", "fdt", "guest/x/src/lib.rs", "let b = c;"),
@@ -489,7 +507,7 @@ mod tests {
         assert!(has("m.toml: Bad_Id: id: not kebab-case"), "{errors:#?}");
         assert!(has("m.toml: ok-one: id: a second mutation"), "{errors:#?}");
         assert_eq!(errors.len(), 7, "{errors:#?}");
-        assert!(validate(&dir, &[good.clone()], &["fdt"], "m.toml").is_empty());
+        assert!(validate(&dir, std::slice::from_ref(&good), &["fdt"], "m.toml").is_empty());
 
         // The patch, on a copy: the tree it came from is left alone.
         copy_tree(&dir.join("guest"), &dir.join("copy/guest")).unwrap();
@@ -506,7 +524,10 @@ mod tests {
     #[test]
     fn a_run_is_judged_from_its_exit_and_its_finding_line() {
         let found = "elf: FINDING at seed 1 iteration 41: oracle: an accepted image breaks a rule: x\n";
-        assert_eq!(judge("elf", Some(1), found), Ending::Caught(42, "oracle: an accepted image breaks a rule: x".into()));
+        assert_eq!(
+            judge("elf", Some(1), found),
+            Ending::Caught(42, "oracle: an accepted image breaks a rule: x".into())
+        );
         assert_eq!(judge("fdt", Some(3), "fdt: HANG at seed 1 iteration 0: killed after 5s\n"), Ending::Hang(1));
         assert_eq!(judge("fdt", Some(0), "fdt: 20000 inputs from seed 1: nothing found\n"), Ending::Survived);
         assert!(matches!(judge("fdt", Some(1), "nothing"), Ending::Error(_)));
