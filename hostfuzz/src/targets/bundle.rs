@@ -70,7 +70,9 @@ fn mutate(d: &mut Decisions, bytes: &mut Vec<u8>) {
                 bytes[at..at + 4].copy_from_slice(&old.wrapping_add(delta).to_le_bytes());
             }
             14 => {
-                let len = d.below(bytes.len());
+                // Anywhere, or within the archive's header.
+                let within = *d.choose(&[bytes.len(), 24.min(bytes.len())]);
+                let len = d.below(within);
                 bytes.truncate(len);
                 if bytes.is_empty() {
                     return;

@@ -34,7 +34,9 @@ fn get(image: &[u8], at: usize, size: usize) -> Option<u64> {
 fn edge(d: &mut Decisions, user: &Range<u64>, word: usize) -> u64 {
     let max = if word == 4 { u64::from(u32::MAX) } else { u64::MAX };
     let base = *d.choose(&[user.start, user.end, 0, max, user.end / 2, 0x1000]);
-    let delta = d.below(0x2000) as u64;
+    // Mostly a page or two away, sometimes within a header's size of the edge.
+    let within = *d.choose(&[0x2000, 0x40]);
+    let delta = d.below(within) as u64;
     let value = if d.bool() { base.wrapping_sub(delta) } else { base.wrapping_add(delta) };
     value & max
 }
@@ -65,6 +67,11 @@ fn build(d: &mut Decisions) -> Vec<u8> {
     image[4] = if class == Class::Elf64 { 2 } else { 1 };
     image[5] = 1;
     image[6] = 1;
+    if d.u8() >= 0xf0 {
+        // Now and then the class, data encoding or version byte another value.
+        let at = 4 + d.below(3);
+        image[at] = d.u8();
+    }
     put(&mut image, 16, 2, field(d, 2, &user, 2) & 0xffff);
     put(&mut image, 18, 2, 243);
     put(&mut image, 20, 4, 1);

@@ -230,11 +230,12 @@ fn corrupt(d: &mut Decisions, blob: &mut Vec<u8>, tree: &Tree) -> bool {
             let field = d.below(10) * 4;
             let old = blob.get(field..field + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
             let len = blob.len() as u32;
-            let value = match d.below(3) {
+            let value = match d.below(4) {
                 0 => old.wrapping_add(u32::from(d.u8())).wrapping_sub(128),
                 1 => d.u32(),
-                // The edges the header checks draw.
-                _ => *d.choose(&[0, 16, 17, 18, 39, 40, len, len + 1, 1 << 20, (1 << 20) + 1, u32::MAX]),
+                // The edges the header checks draw: the versions', the sizes' and offsets'.
+                _ if field == 20 || field == 24 => *d.choose(&[16, 17, 18]),
+                _ => *d.choose(&[0, 16, 39, 40, len, len + 1, 1 << 20, (1 << 20) + 1, u32::MAX]),
             };
             set(blob, field, value);
         }
