@@ -7,12 +7,14 @@
 //! - [`exec`]: one input, in a forked child (the runner) or in process (tests).
 //! - [`shrink`]: a finding's input made as small as it goes.
 //! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
+//! - [`mutations`]: `cargo hostfuzz --mutations`, the proof that each harness bites.
 
 pub mod decisions;
 pub mod exec;
 pub mod finding;
 pub mod hex;
 pub mod machine;
+pub mod mutations;
 pub mod rng;
 pub mod runner;
 pub mod shrink;

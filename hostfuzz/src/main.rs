@@ -10,8 +10,12 @@
 //!     cargo hostfuzz --in-process ...                 no fork: each input in the runner's
 //!                                                     own process (for measurement only:
 //!                                                     statics may leak between inputs)
+//!     cargo hostfuzz --mutations [ID...]              each check of hostfuzz/mutations.toml removed
+//!                                                     in a scratch copy: a finding within 20,000
+//!                                                     inputs for each (src/mutations.rs)
 //!
-//! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error.
+//! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error. With
+//! `--mutations`: 0 every mutation caught, 1 one survived, 2 the run proves nothing.
 
 use hostfuzz::runner::{self, Budget, Settings, Status, GATE_COUNT};
 use hostfuzz::targets::{self, Target, TARGETS};
@@ -20,7 +24,8 @@ use std::time::Duration;
 
 const USAGE: &str =
     "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process] [--target] [TARGET]\n       \
-     cargo hostfuzz [--in-process] --replay TARGET FILE.hex";
+     cargo hostfuzz [--in-process] --replay TARGET FILE.hex\n       \
+     cargo hostfuzz --mutations [ID...]";
 
 fn target(name: &str) -> Result<&'static Target, String> {
     targets::by_name(name).ok_or_else(|| {
@@ -78,6 +83,9 @@ fn run(args: &[String]) -> Result<Status, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--mutations") {
+        return ExitCode::from(hostfuzz::mutations::main(&args[1..], &Settings::from_env()));
+    }
     match run(&args) {
         Ok(status) => ExitCode::from(status as u8),
         Err(message) => {

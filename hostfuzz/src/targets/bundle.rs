@@ -54,12 +54,15 @@ fn entries(d: &mut Decisions) -> Vec<Packed> {
 /// Changes `bytes` as the decisions say (at least one byte differs, or the length).
 fn mutate(d: &mut Decisions, bytes: &mut Vec<u8>) {
     for _ in 0..1 + d.below(4) {
-        match d.below(16) {
+        // The entries the table holds (as far as the bytes go): the table ops' targets.
+        let count = bytes.get(8..12).map_or(0, |c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
+        let rows = count.min(bytes.len().saturating_sub(bundle::HEADER_LEN) / bundle::ENTRY_LEN);
+        match d.below(19) {
             0..=11 => {
                 let at = d.below(bytes.len());
                 bytes[at] ^= d.u8().max(1);
             }
-            12 | 13 => {
+            12 | 13 if bytes.len() >= 4 => {
                 // A little-endian u32 field set to a nearby value (counts, offsets, lengths).
                 let at = d.below(bytes.len().saturating_sub(3)) & !3;
                 let delta = *d.choose(&[1u32, u32::MAX, 8, 4, 0x100, 0x8000_0000]);
@@ -67,18 +70,79 @@ fn mutate(d: &mut Decisions, bytes: &mut Vec<u8>) {
                 bytes[at..at + 4].copy_from_slice(&old.wrapping_add(delta).to_le_bytes());
             }
             14 => {
-                let len = d.below(bytes.len());
+                // Anywhere, or within the archive's header.
+                let within = *d.choose(&[bytes.len(), 24.min(bytes.len())]);
+                let len = d.below(within);
                 bytes.truncate(len);
                 if bytes.is_empty() {
                     return;
                 }
             }
-            _ => {
+            15 => {
                 let len = 1 + d.below(16);
                 bytes.extend(d.bytes(len));
             }
+            16 if rows > 0 => {
+                // An entry's name field zeroed: the empty name.
+                let at = bundle::HEADER_LEN + bundle::ENTRY_LEN * d.below(rows);
+                bytes[at..at + bundle::NAME_LEN].fill(0);
+            }
+            17 if rows > 0 => {
+                // An entry's kind set: a second kernel or first program, or no kind at all.
+                let at = bundle::HEADER_LEN + bundle::ENTRY_LEN * d.below(rows) + bundle::NAME_LEN;
+                let kind = *d.choose(&[1u32, 2, 3, 4, 0, 5]);
+                bytes[at..at + 4].copy_from_slice(&kind.to_le_bytes());
+            }
+            _ if rows > 1 => {
+                // One entry's name copied over another's: a duplicate.
+                let from = bundle::HEADER_LEN + bundle::ENTRY_LEN * d.below(rows);
+                let to = bundle::HEADER_LEN + bundle::ENTRY_LEN * d.below(rows);
+                bytes.copy_within(from..from + bundle::NAME_LEN, to);
+            }
+            _ => {
+                let at = d.below(bytes.len());
+                bytes[at] ^= 1;
+            }
         }
     }
+}
+
+/// The format's rules on the archive's own bytes (read here, not through the parser):
+/// header, each table entry as stored, the canonical layout of the data.
+fn raw_rules(archive: &[u8], count: usize) -> Result<(), String> {
+    let word = |at: usize| archive.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if archive.get(..8) != Some(&b"TBBUNDL1"[..]) {
+        return Err(format!("magic {:x?}", archive.get(..8)));
+    }
+    if word(8) != Some(count as u32) || word(12) != Some(0) {
+        return Err(format!("header count {:?} for {count} entries, reserved {:?}", word(8), word(12)));
+    }
+    let mut end = bundle::HEADER_LEN + bundle::ENTRY_LEN * count;
+    for i in 0..count {
+        let at = bundle::HEADER_LEN + bundle::ENTRY_LEN * i;
+        let name = archive.get(at..at + bundle::NAME_LEN).ok_or(format!("entry {i} past the end"))?;
+        let used = name.iter().position(|&b| b == 0).unwrap_or(bundle::NAME_LEN);
+        if name[used..].iter().any(|&b| b != 0) {
+            return Err(format!("entry {i}: bytes after the name's NUL"));
+        }
+        let field = |o: usize| word(at + bundle::NAME_LEN + o).ok_or(format!("entry {i} past the end"));
+        let (kind, offset, len, reserved) = (field(0)?, field(4)?, field(8)?, field(12)?);
+        if !(1..=4).contains(&kind) || reserved != 0 {
+            return Err(format!("entry {i}: kind {kind}, reserved {reserved}"));
+        }
+        let start = end.next_multiple_of(bundle::DATA_ALIGN);
+        if offset as usize != start {
+            return Err(format!("entry {i}: data at {offset}, the layout says {start}"));
+        }
+        if archive.get(end..start).is_none_or(|pad| pad.iter().any(|&b| b != 0)) {
+            return Err(format!("entry {i}: padding {end}..{start} not zero"));
+        }
+        end = start + len as usize;
+    }
+    if end != archive.len() {
+        return Err(format!("data ends at {end}, the archive at {}", archive.len()));
+    }
+    Ok(())
 }
 
 fn same_entries(verified: &bundle::Bundle<'_>, packed: &[Packed]) -> bool {
@@ -112,7 +176,7 @@ fn rules(verified: &bundle::Bundle<'_>) -> Result<(), String> {
     if verified.kernel().kind != Kind::Kernel || verified.first_program().kind != Kind::FirstProgram {
         return Err("kernel() or first_program() of the wrong kind".to_owned());
     }
-    Ok(())
+    raw_rules(archive, verified.entries().count())
 }
 
 /// One run.

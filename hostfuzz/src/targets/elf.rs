@@ -34,7 +34,9 @@ fn get(image: &[u8], at: usize, size: usize) -> Option<u64> {
 fn edge(d: &mut Decisions, user: &Range<u64>, word: usize) -> u64 {
     let max = if word == 4 { u64::from(u32::MAX) } else { u64::MAX };
     let base = *d.choose(&[user.start, user.end, 0, max, user.end / 2, 0x1000]);
-    let delta = d.below(0x2000) as u64;
+    // Mostly a page or two away, sometimes within a header's size of the edge.
+    let within = *d.choose(&[0x2000, 0x40]);
+    let delta = d.below(within) as u64;
     let value = if d.bool() { base.wrapping_sub(delta) } else { base.wrapping_add(delta) };
     value & max
 }
@@ -57,11 +59,19 @@ fn build(d: &mut Decisions) -> Vec<u8> {
         Class::Elf32 => (4, 52, 32),
     };
     let phnum = 1 + d.below(4);
-    let mut image = vec![0u8; ehsize + phnum * phsize];
+    // Now and then the table is longer than the loads, to the limit or one past it, the
+    // rest PT_NULL: how the phnum limit is reached.
+    let rows = phnum + *d.choose(&[0, 0, 0, 0, 0, 0, elf::MAX_PHNUM - phnum, elf::MAX_PHNUM + 1 - phnum]);
+    let mut image = vec![0u8; ehsize + rows * phsize];
     image[..4].copy_from_slice(b"\x7fELF");
     image[4] = if class == Class::Elf64 { 2 } else { 1 };
     image[5] = 1;
     image[6] = 1;
+    if d.u8() >= 0xf0 {
+        // Now and then the class, data encoding or version byte another value.
+        let at = 4 + d.below(3);
+        image[at] = d.u8();
+    }
     put(&mut image, 16, 2, field(d, 2, &user, 2) & 0xffff);
     put(&mut image, 18, 2, 243);
     put(&mut image, 20, 4, 1);
@@ -69,7 +79,7 @@ fn build(d: &mut Decisions) -> Vec<u8> {
     let (entry_at, phoff_at, phentsize_at) = if word == 8 { (24, 32, 54) } else { (24, 28, 42) };
     put(&mut image, phoff_at, word, phoff);
     put(&mut image, phentsize_at, 2, phsize as u64);
-    put(&mut image, phentsize_at + 2, 2, field(d, phnum as u64, &user, 2) & 0xffff);
+    put(&mut image, phentsize_at + 2, 2, field(d, rows as u64, &user, 2) & 0xffff);
     let (p_offset, p_vaddr, p_filesz, p_memsz, p_flags) =
         if word == 8 { (8, 16, 32, 40, 4) } else { (4, 8, 16, 20, 24) };
     let mut vaddr = user.start + 0x1000 * d.below(16) as u64;
@@ -108,7 +118,11 @@ fn corrupt_fixture(d: &mut Decisions) -> Option<Vec<u8>> {
     match d.below(6) {
         0 => elf::corrupt::segment_vaddr(image, edge(d, &user, word)),
         1 => elf::corrupt::entry(image, edge(d, &user, word)),
-        2 => elf::corrupt::truncate(image, d.below(image.len() + 1)),
+        // Mostly within the headers, sometimes within the identification.
+        2 => {
+            let within = *d.choose(&[image.len() + 1, 128, 20]);
+            elf::corrupt::truncate(image, d.below(within))
+        }
         3 => {
             const FLAGS: [&str; 7] = ["rwx", "wx", "r", "rx", "x", "rw", ""];
             let flags = FLAGS[d.below(FLAGS.len())];
@@ -132,10 +146,27 @@ fn corrupt_fixture(d: &mut Decisions) -> Option<Vec<u8>> {
 fn recheck(image: &[u8], program: &elf::Program<'_>) -> Result<(), String> {
     let word = if image.get(4) == Some(&2) { 8 } else { 4 };
     let user = if word == 8 { elf::USER_RV64 } else { elf::USER_RV32 };
-    if (word == 8) != (program.class == Class::Elf64) {
-        return Err("class".to_owned());
+    if !matches!(image.get(4), Some(1 | 2)) || (word == 8) != (program.class == Class::Elf64) {
+        return Err(format!("class {:?}, program says {:?}", image.get(4), program.class));
+    }
+    // The identification and the header's fixed fields.
+    let ehsize = if word == 8 { 64 } else { 52 };
+    if image.len() < ehsize {
+        return Err(format!("{} bytes, shorter than the ELF header", image.len()));
+    }
+    let ident = (&image[..4], image[5], image[6]);
+    if ident != (&b"\x7fELF"[..], 1, 1) {
+        return Err(format!("identification {ident:x?} (magic, little-endian, version 1)"));
+    }
+    let fixed = (get(image, 16, 2), get(image, 18, 2), get(image, 20, 4));
+    if fixed != (Some(2), Some(243), Some(1)) {
+        return Err(format!("e_type, e_machine, e_version {fixed:?}: not ET_EXEC, EM_RISCV, 1"));
     }
     let (phoff_at, phnum_at, phsize) = if word == 8 { (32, 56, 56) } else { (28, 44, 32) };
+    let phentsize = get(image, phnum_at - 2, 2);
+    if phentsize != Some(phsize as u64) {
+        return Err(format!("e_phentsize {phentsize:?}"));
+    }
     let (p_offset, p_vaddr, p_filesz, p_memsz, p_flags) =
         if word == 8 { (8, 16, 32, 40, 4) } else { (4, 8, 16, 20, 24) };
     let entry = get(image, 24, word).ok_or("entry unreadable")?;
@@ -144,6 +175,9 @@ fn recheck(image: &[u8], program: &elf::Program<'_>) -> Result<(), String> {
     }
     let phoff = get(image, phoff_at, word).ok_or("phoff")? as usize;
     let phnum = get(image, phnum_at, 2).ok_or("phnum")? as usize;
+    if phnum > elf::MAX_PHNUM {
+        return Err(format!("e_phnum {phnum} past the limit {}", elf::MAX_PHNUM));
+    }
     let mut loads: Vec<(Range<u64>, u32)> = Vec::new();
     for i in 0..phnum {
         let at = phoff + i * phsize;
@@ -193,6 +227,16 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         },
     };
     let user = if image.get(4) == Some(&1) { elf::USER_RV32 } else { elf::USER_RV64 };
+    // check_class accepts only the class asked for.
+    for class in [Class::Elf64, Class::Elf32] {
+        if let Ok(program) = elf::check_class(&image, class) {
+            let byte = image.get(4).copied();
+            if program.class != class || byte != Some(if class == Class::Elf64 { 2 } else { 1 }) {
+                let detail = format!("asked for {class:?}, EI_CLASS {byte:?}");
+                return Err(Finding::oracle("check_class accepted another class", detail));
+            }
+        }
+    }
     match elf::check(&image, user) {
         Ok(program) => {
             recheck(&image, &program).map_err(|e| Finding::oracle("an accepted image breaks a rule", e))?;

@@ -148,10 +148,22 @@ fn own_nodes(d: &mut Decisions, tree: &mut Tree, next: &mut usize, depth: usize)
     }
 }
 
+/// A tree whose header and blocks are sound but whose structure breaks one rule (the
+/// generator's own corruptions, so each structural check is reached).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quirk {
+    None,
+    RootNamed,
+    PropertyOutsideRoot,
+    EndInsideNode,
+    ExtraEndNode,
+    UnknownToken,
+}
+
 /// A tree shaped like QEMU `virt`'s, its values from the decisions.
-fn generate(d: &mut Decisions) -> Tree {
+fn generate(d: &mut Decisions, quirk: Quirk) -> Tree {
     let mut tree = Tree::default();
-    tree.begin("");
+    tree.begin(if quirk == Quirk::RootNamed { "x" } else { "" });
     tree.prop("#address-cells", &2u32.to_be_bytes());
     tree.prop("#size-cells", &2u32.to_be_bytes());
     tree.prop("compatible", b"riscv-virtio\0");
@@ -181,7 +193,17 @@ fn generate(d: &mut Decisions) -> Tree {
     tree.end();
     let mut next = 0;
     own_nodes(d, &mut tree, &mut next, 3);
-    tree.end();
+    if quirk == Quirk::UnknownToken {
+        tree.token(*d.choose(&[0, 5, 8, 10, 0x100, u32::MAX]));
+    }
+    if quirk != Quirk::EndInsideNode {
+        tree.end();
+    }
+    match quirk {
+        Quirk::PropertyOutsideRoot => tree.prop("stray", b"\0"),
+        Quirk::ExtraEndNode => tree.token(END_NODE),
+        _ => {}
+    }
     tree.token(END);
     tree
 }
@@ -207,7 +229,14 @@ fn corrupt(d: &mut Decisions, blob: &mut Vec<u8>, tree: &Tree) -> bool {
             // A header field (magic, totalsize, the offsets, versions, the sizes).
             let field = d.below(10) * 4;
             let old = blob.get(field..field + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            let value = if d.bool() { d.u32() } else { old.wrapping_add(u32::from(d.u8())).wrapping_sub(128) };
+            let len = blob.len() as u32;
+            let value = match d.below(4) {
+                0 => old.wrapping_add(u32::from(d.u8())).wrapping_sub(128),
+                1 => d.u32(),
+                // The edges the header checks draw: the versions', the sizes' and offsets'.
+                _ if field == 20 || field == 24 => *d.choose(&[16, 17, 18]),
+                _ => *d.choose(&[0, 16, 39, 40, len, len + 1, 1 << 20, (1 << 20) + 1, u32::MAX]),
+            };
             set(blob, field, value);
         }
         2 => {
@@ -247,17 +276,133 @@ fn inside(inner: &[u8], outer: &[u8]) -> bool {
     inner.is_empty() || (at >= start && at + inner.len() <= end)
 }
 
+fn be32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// What `total_size` may accept: a whole header with the magic and a size in bounds.
+fn size_rules(blob: &[u8], total: usize) -> Result<(), String> {
+    if blob.len() < fdt::HEADER_LEN || be32(blob, 0) != Some(fdt::MAGIC) {
+        return Err(format!("{} bytes, magic {:x?}", blob.len(), be32(blob, 0)));
+    }
+    if !(fdt::HEADER_LEN..=fdt::MAX_TOTAL_SIZE).contains(&total) || be32(blob, 4) != Some(total as u32) {
+        return Err(format!("totalsize {total}, the header says {:?}", be32(blob, 4)));
+    }
+    Ok(())
+}
+
+/// What `Fdt::new` may accept, read here from the header: the size rules, the tree
+/// within the bytes, version 17 compatible, both blocks inside the tree. The structure
+/// and strings blocks.
+fn header_rules(blob: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let total = be32(blob, 4).unwrap_or(0) as usize;
+    size_rules(blob, total)?;
+    let tree = blob.get(..total).ok_or(format!("totalsize {total} past the {} bytes", blob.len()))?;
+    let field = |at: usize| be32(tree, at).unwrap_or(0) as usize;
+    if field(20) < 17 || field(24) > 17 {
+        return Err(format!("version {}, last compatible {}", field(20), field(24)));
+    }
+    let block = |off: usize, size: usize| tree.get(off..off + size).ok_or(format!("block {off}+{size} past {total}"));
+    Ok((block(field(8), field(36))?, block(field(12), field(32))?))
+}
+
+/// Where the structure block first breaks a rule that every walk checks (a token past
+/// the block, an unterminated name, a named root, an unbalanced FDT_END_NODE, a
+/// property cut short or outside the root, FDT_END inside a node, an unknown token), as
+/// an offset into it; `None` when it is sound up to its FDT_END. Read here, to the
+/// standard, not through the reader.
+fn first_break(structs: &[u8]) -> Option<usize> {
+    let (mut at, mut depth) = (0usize, 0usize);
+    loop {
+        let token = be32(structs, at)?;
+        let here = at;
+        let broken = Some(here);
+        at += 4;
+        match token {
+            BEGIN_NODE => {
+                let len = structs.get(at..)?.iter().position(|&b| b == 0);
+                let Some(len) = len else { return broken };
+                if depth == 0 && len > 0 {
+                    return broken;
+                }
+                depth += 1;
+                at = (at + len + 1).next_multiple_of(4);
+            }
+            END_NODE if depth == 0 => return broken,
+            END_NODE => depth -= 1,
+            PROP => {
+                let Some(len) = be32(structs, at) else { return broken };
+                if be32(structs, at + 4).is_none() || depth == 0 || structs.len() < at + 8 + len as usize {
+                    return broken;
+                }
+                at = (at + 8 + len as usize).next_multiple_of(4);
+            }
+            NOP => {}
+            END if depth == 0 => return None,
+            _ => return broken,
+        }
+        if at > structs.len() {
+            return Some(here);
+        }
+    }
+}
+
+/// Whether `Fdt::property` walks the tree for `path` (or answers `None` from the path
+/// alone): a `/`, then non-empty components.
+fn walks(path: &str) -> bool {
+    path.strip_prefix('/').is_some_and(|rest| rest.split('/').all(|c| !c.is_empty()))
+}
+
+/// The rules a walk's answer keeps: a value only from a sound stretch of the structure
+/// block, under the path's property name; `None` only from a sound block.
+fn walk_rules(path: &str, value: Option<&[u8]>, structs: &[u8], strings: &[u8]) -> Result<(), String> {
+    let broken = first_break(structs);
+    let Some(value) = value else {
+        return match broken {
+            Some(at) if walks(path) => Err(format!("{path}: not found, but the block breaks at {at}")),
+            _ => Ok(()),
+        };
+    };
+    if !inside(value, structs) {
+        return Err(format!("{path}: value outside the structure block"));
+    }
+    let prop = (value.as_ptr() as usize - structs.as_ptr() as usize).wrapping_sub(12);
+    if broken.is_some_and(|at| at < prop) || be32(structs, prop) != Some(PROP) {
+        return Err(format!("{path}: a value at {prop}, but the block breaks at {broken:?}"));
+    }
+    let nameoff = be32(structs, prop + 8).unwrap_or(u32::MAX) as usize;
+    let name = strings.get(nameoff..).and_then(|s| s.split(|&b| b == 0).next().filter(|n| n.len() < s.len()));
+    if name != path.rsplit('/').next().map(str::as_bytes) {
+        return Err(format!("{path}: the value's property is named {name:?}"));
+    }
+    Ok(())
+}
+
 /// One run.
 pub fn run(d: &mut Decisions) -> Result<(), Finding> {
-    let tree = generate(d);
+    let quirk = if d.u8() >= 0xf8 {
+        *d.choose(&[
+            Quirk::RootNamed,
+            Quirk::PropertyOutsideRoot,
+            Quirk::EndInsideNode,
+            Quirk::ExtraEndNode,
+            Quirk::UnknownToken,
+        ])
+    } else {
+        Quirk::None
+    };
+    let tree = generate(d, quirk);
     let mut blob = tree.blob();
-    let mut corrupted = false;
+    let mut corrupted = quirk != Quirk::None;
     if d.u8() >= 0xe0 {
         for _ in 0..1 + d.below(3) {
             corrupted |= corrupt(d, &mut blob, &tree);
         }
     }
-    let _ = fdt::total_size(&blob);
+    if let Ok(total) = fdt::total_size(&blob) {
+        size_rules(&blob, total).map_err(|e| Finding::oracle("total_size accepted a bad header", e))?;
+    }
     let reader = match fdt::Fdt::new(&blob) {
         Ok(reader) => reader,
         Err(e) if corrupted => {
@@ -274,9 +419,30 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         paths.push(path);
     }
     paths.extend(["/", "//x", "/chosen/", "/cpus/cpu/reg", "/memory/reg"].map(String::from));
+    let (structs, strings) = header_rules(&blob).map_err(|e| Finding::oracle("Fdt::new accepted a bad header", e))?;
     let mut walk_error = None;
     for path in &paths {
-        match reader.property(path) {
+        let found = reader.property(path);
+        if let Ok(value) = found {
+            walk_rules(path, value, structs, strings)
+                .map_err(|e| Finding::oracle("a walk answered past a broken structure block", e))?;
+        }
+        // The numbers: a value of exactly their length.
+        let value = found.ok().flatten();
+        let number = |n: Option<u64>, lens: &[usize]| match (n, value) {
+            (None, _) => true,
+            (Some(n), Some(v)) => lens.contains(&v.len()) && v.iter().fold(0u64, |a, &b| a << 8 | u64::from(b)) == n,
+            (Some(_), None) => false,
+        };
+        let numbers = (reader.u32(path), reader.u64(path), reader.cells(path));
+        let ok = number(numbers.0.ok().flatten().map(u64::from), &[4])
+            && number(numbers.1.ok().flatten(), &[8])
+            && number(numbers.2.ok().flatten(), &[4, 8]);
+        if !ok {
+            let detail = format!("{path}: {value:x?} read as {numbers:x?}");
+            return Err(Finding::oracle("a number read from a value of another length", detail));
+        }
+        match found {
             Ok(Some(value)) if !inside(value, &blob) => {
                 return Err(Finding::oracle("a value outside the tree", format!("{path}: {} bytes", value.len())));
             }
@@ -296,7 +462,6 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             }
             Err(e) => walk_error = Some(e.what),
         }
-        let _ = (reader.u32(path), reader.u64(path), reader.cells(path));
     }
     d.end(match (corrupted, walk_error) {
         (false, _) => "intact: every value read back",
