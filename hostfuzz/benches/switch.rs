@@ -1,7 +1,9 @@
 //! The machine's cost per task switch, beside its baseline: the same hand-over of one
 //! CPU between two host threads through a mutex and a condition variable each, without
 //! the machine's bookkeeping. `cargo bench --manifest-path hostfuzz/Cargo.toml --bench
-//! switch` prints both and their ratio (docs/performance.md).
+//! switch` prints both and their ratio (docs/performance.md). The process is pinned to
+//! one CPU first: a hand-over is then a context switch on that CPU, not a wake-up
+//! racing the other core's load, and the figures hold still from run to run.
 
 use hostfuzz::machine::{self, Handlers, TaskFn};
 use hostfuzz::Decisions;
@@ -48,7 +50,26 @@ fn baseline_run() -> (f64, u64) {
     (start.elapsed().as_secs_f64(), 2 * YIELDS as u64)
 }
 
+/// Pins this process (and the threads it makes from now on) to the first CPU it may use.
+fn pin_to_one_cpu() {
+    // SAFETY: `set` is a zeroed cpu_set_t, filled and read only through libc's CPU_*
+    // macros and passed with its own size; pid 0 is this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return;
+        }
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else {
+            return;
+        };
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn main() {
+    pin_to_one_cpu();
     // Best of five, each one after the other in this one process.
     let best = |f: fn() -> (f64, u64)| {
         (0..5).map(|_| f()).map(|(secs, n)| secs * 1e9 / n as f64).fold(f64::INFINITY, f64::min)
