@@ -178,11 +178,30 @@ thread_local! {
     static IRQ_OFF: Cell<u32> = const { Cell::new(0) };
     /// Bytes allocated with interrupts off and not yet reported.
     static ALLOC_WITH_IRQ_OFF: Cell<usize> = const { Cell::new(0) };
+    /// Whether the machine's own code runs on this thread: its allocations are not the
+    /// kernel's.
+    static IN_MACHINE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the machine's own code on this thread until dropped (unwinding included).
+struct InMachine(bool);
+
+impl InMachine {
+    fn enter(on: bool) -> InMachine {
+        InMachine(IN_MACHINE.with(|c| c.replace(on)))
+    }
+}
+
+impl Drop for InMachine {
+    fn drop(&mut self) {
+        IN_MACHINE.with(|c| c.set(self.0));
+    }
 }
 
 /// Runs `f` with this thread's machine and task, if it is a task's thread.
 fn with_current<R>(f: impl FnOnce(&Shared<'_, '_, '_>, usize) -> R) -> Option<R> {
     let (ptr, me) = CURRENT.with(Cell::get)?;
+    let _machine = InMachine::enter(true);
     // SAFETY: CURRENT is set only by a task thread of `run`, to the `Shared` that `run`
     // keeps on its stack until every task thread has been joined, and is cleared before
     // that thread ends; so the pointer is live here. The lifetimes are erased only for
@@ -352,6 +371,8 @@ impl<'d, 'a, 'env> Shared<'d, 'a, 'env> {
         IRQ_OFF.with(|c| c.set(c.get() + 1));
         drop(s);
         if let Some(irq) = self.handlers.irq {
+            // The handler is the kernel's code, not the machine's.
+            let _kernel = InMachine::enter(false);
             irq();
         }
         let mut s = self.enter(me);
@@ -361,6 +382,7 @@ impl<'d, 'a, 'env> Shared<'d, 'a, 'env> {
             s.tasks[me].ctx = Ctx::SoftIrq;
             drop(s);
             if let Some(softirq) = self.handlers.softirq {
+                let _kernel = InMachine::enter(false);
                 softirq();
             }
             s = self.enter(me);
@@ -618,6 +640,7 @@ fn current<R>(f: impl FnOnce(&Shared<'_, '_, '_>, usize) -> R) -> R {
 
 /// Reads decisions from the input inside a task.
 pub fn decide<R>(f: impl FnOnce(&mut Decisions<'_>) -> R) -> R {
+    // `f` reads decisions; what it allocates is the harness's, as the machine's is.
     current(|m, me| {
         let mut s = m.enter(me);
         f(&mut *s.d)
@@ -762,7 +785,7 @@ pub struct Watch;
 fn note_allocation(size: usize) {
     // try_with: a thread being torn down has no thread-locals left, and no task on it.
     let off = IRQ_OFF.try_with(Cell::get).unwrap_or(0);
-    if off != 0 {
+    if off != 0 && !IN_MACHINE.try_with(Cell::get).unwrap_or(true) {
         let _ = ALLOC_WITH_IRQ_OFF.try_with(|c| {
             if c.get() == 0 {
                 c.set(size.max(1));
@@ -796,5 +819,58 @@ unsafe impl GlobalAlloc for Watch {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller's contract for `dealloc`, passed on unchanged.
         unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs one task parked on a timer whose interrupt runs `irq`; the finding, if any.
+    fn park_under(irq: &(dyn Fn() + Sync)) -> Option<Finding> {
+        let mut d = Decisions::new(&[]);
+        let task: TaskFn<'_> = Box::new(|| {
+            set_timer(Some(3));
+            park();
+        });
+        let handlers = Handlers { irq: Some(irq), softirq: None };
+        run(&mut d, vec![task], handlers).err()
+    }
+
+    #[test]
+    fn an_interrupt_handler_that_takes_a_lock_is_no_finding_but_one_that_allocates_is() {
+        let lock = ksync::Lock::new("irq-data", 0u32);
+        let wake = || {
+            *lock.lock() += 1;
+            unpark(0);
+        };
+        assert_eq!(park_under(&wake), None);
+        assert_eq!(*lock.lock(), 1);
+        let allocate = || {
+            let line = format!("tick {}", 1);
+            drop(line);
+            unpark(0);
+        };
+        let finding = park_under(&allocate).expect("a finding");
+        assert_eq!(finding.what, "an allocation with interrupts off", "{finding}");
+    }
+
+    #[test]
+    fn the_clock_jumps_to_the_nearest_deadline_and_sleepers_wake_in_order() {
+        let mut d = Decisions::new(&[]);
+        let order = Mutex::new(Vec::new());
+        let order = &order;
+        let tasks: Vec<TaskFn<'_>> = [30u64, 10, 20]
+            .into_iter()
+            .map(|tick| {
+                Box::new(move || {
+                    sleep_until(tick);
+                    order.lock().unwrap().push((tick, now()));
+                }) as TaskFn<'_>
+            })
+            .collect();
+        let report = run(&mut d, tasks, Handlers::default()).expect("no finding");
+        assert_eq!(*order.lock().unwrap(), [(10, 10), (20, 20), (30, 30)]);
+        assert_eq!(report.clock, 30);
     }
 }
