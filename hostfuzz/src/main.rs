@@ -1,7 +1,7 @@
 //! `cargo hostfuzz`: the gate, campaigns, replay (docs/host-fuzzing.md).
 //!
-//!     cargo hostfuzz                                  the gate: every target but the canary,
-//!                                                     a fixed number of inputs from seed 1
+//!     cargo hostfuzz                                  the gate: every target but the two that
+//!                                                     must find, a fixed number of inputs from seed 1
 //!     cargo hostfuzz --target canary                  one target, the gate's inputs
 //!     cargo hostfuzz --seed 7 --seconds 60 [TARGET]   a campaign (each target, 60 s)
 //!     cargo hostfuzz --count N ...                    N inputs instead of the gate's number
