@@ -104,12 +104,22 @@ impl fmt::Display for ExitStatus {
     }
 }
 
-/// How the guest ended, as QEMU's QMP SHUTDOWN event told the runner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the guest ended, as QEMU's QMP SHUTDOWN event told the runner. A power-off is
+/// only ever [`Shutdown::PowerOff`]: no event is not one.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shutdown {
+    /// SHUTDOWN with reason "guest-shutdown".
     PowerOff,
+    /// SHUTDOWN with reason "guest-panic": on riscv `virt` this is how QEMU reports a
+    /// power-off through the test finisher with a failure status (an SBI system failure
+    /// exits 255), so it is a power-off when QEMU's exit status is not 0.
+    PowerOffFailure,
+    /// SHUTDOWN with a reset's reason ("guest-reset" under -no-reboot).
     Reset,
-    Unknown,
+    /// No SHUTDOWN event came before QEMU closed its QMP connection.
+    NoEvent,
+    /// SHUTDOWN with another reason ("guest-panic", "host-signal", ...), as QEMU named it.
+    Other(String),
 }
 
 /// How the boot ended.
@@ -144,6 +154,8 @@ pub enum FailureKind {
     NoPowerOff,
     /// The guest reset where it should have powered off.
     Reset,
+    /// QEMU exited without reporting a power-off (no SHUTDOWN event, or another reason).
+    PowerOffUnproven,
     /// The guest powered off with another status than the expected one.
     WrongStatus,
     /// QEMU was killed by a signal after all expects matched.
@@ -713,11 +725,15 @@ impl Judge {
                             format!("qemu exited with {status} before the guest printed a line; stderr: {stderr}"),
                         );
                     }
-                    let how = match (shutdown, status) {
+                    let how = match (&shutdown, status) {
                         (Shutdown::Reset, _) => "reset".to_string(),
                         (Shutdown::PowerOff, ExitStatus::Code(n)) => {
                             format!("powered off, status {n}")
                         }
+                        (Shutdown::PowerOffFailure, ExitStatus::Code(n)) if n != 0 => {
+                            format!("powered off, status {n}")
+                        }
+                        (Shutdown::Other(reason), status) => format!("qemu exited, {status}, shutdown reason {reason}"),
                         (_, status) => format!("qemu exited, {status}"),
                     };
                     let mut message = format!("guest ended ({how}) while {waiting}");
@@ -744,6 +760,23 @@ impl Judge {
                 Ending::Exited { status: ExitStatus::Signal(n), .. } => {
                     fail(FailureKind::Killed, format!("qemu killed by signal {n}"))
                 }
+                Ending::Exited { status: ExitStatus::Code(0), shutdown: Shutdown::PowerOffFailure, .. } => fail(
+                    FailureKind::PowerOffUnproven,
+                    "qemu exited (status 0) after SHUTDOWN with reason guest-panic, which is a power-off only \
+                     with a failure status"
+                        .into(),
+                ),
+                Ending::Exited { status, shutdown: Shutdown::NoEvent, .. } => fail(
+                    FailureKind::PowerOffUnproven,
+                    format!(
+                        "qemu exited ({status}) with no SHUTDOWN event on QMP: no power-off was seen \
+                         (wanted SHUTDOWN with reason guest-shutdown)"
+                    ),
+                ),
+                Ending::Exited { status, shutdown: Shutdown::Other(reason), .. } => fail(
+                    FailureKind::PowerOffUnproven,
+                    format!("qemu exited ({status}) after SHUTDOWN with reason {reason}, not guest-shutdown"),
+                ),
                 Ending::Exited { status: ExitStatus::Code(n), .. } if n != self.cfg.poweroff_status => fail(
                     FailureKind::WrongStatus,
                     format!("powered off with status {n}, expected {}", self.cfg.poweroff_status),

@@ -23,8 +23,8 @@ impl Rng {
     fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())].clone()
     }
 }
 
@@ -165,7 +165,13 @@ fn ending(rng: &mut Rng) -> Ending {
     }
     Ending::Exited {
         status: if rng.chance(80) { ExitStatus::Code(rng.below(3) as i32) } else { ExitStatus::Signal(9) },
-        shutdown: rng.pick(&[Shutdown::PowerOff, Shutdown::Reset, Shutdown::Unknown]),
+        shutdown: rng.pick(&[
+            Shutdown::PowerOff,
+            Shutdown::Reset,
+            Shutdown::NoEvent,
+            Shutdown::PowerOffFailure,
+            Shutdown::Other("host-signal".into()),
+        ]),
         stderr_tail: vec!["err".into()],
     }
 }

@@ -18,7 +18,7 @@
 //! @<secs> <bytes>            (one feed call; nothing is added, write \n yourself)
 //! poll <secs>
 //! end <secs> timeout <deadline secs>
-//! end <secs> exit <status N|signal N> <poweroff|reset|unknown> [stderr: a | b]
+//! end <secs> exit <status N|signal N> <poweroff|panic|reset|noevent|other=REASON> [stderr: a | b]
 //! === expected
 //! (written by the test: the sends and the verdict)
 //! ```
@@ -176,7 +176,9 @@ fn parse(text: &str) -> Case {
                     let shutdown = match how {
                         "poweroff" => Shutdown::PowerOff,
                         "reset" => Shutdown::Reset,
-                        "unknown" => Shutdown::Unknown,
+                        "noevent" => Shutdown::NoEvent,
+                        "panic" => Shutdown::PowerOffFailure,
+                        other if other.starts_with("other=") => Shutdown::Other(other["other=".len()..].into()),
                         other => panic!("bad shutdown {other:?}"),
                     };
                     let stderr_tail = match stderr.strip_prefix("stderr: ") {

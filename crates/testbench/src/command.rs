@@ -116,12 +116,15 @@ impl Cmd {
         for (key, value) in &self.env {
             command.env(key, value);
         }
+        let bench = rustix::process::getpid();
         // SAFETY: the closure runs in the child between fork and exec and calls only
-        // prctl(PR_SET_PDEATHSIG), which is async-signal-safe and allocates nothing.
+        // prctl(PR_SET_PDEATHSIG) and getppid, which are async-signal-safe and allocate
+        // nothing (the error for a lost parent is made without allocating).
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                    .map_err(std::io::Error::from)
+                    .map_err(std::io::Error::from)?;
+                still_child_of(bench)
             });
         }
         command
@@ -184,6 +187,17 @@ fn drain<R: Read + Send + 'static>(stream: Option<R>) -> std::thread::JoinHandle
     })
 }
 
+/// The check after the parent-death signal is set: a bench that died between the fork
+/// and the prctl sent no signal, and its child now has another parent. Such a child must
+/// not exec (its exec fails with this error and the child exits).
+fn still_child_of(bench: rustix::process::Pid) -> std::io::Result<()> {
+    if rustix::process::getppid() == Some(bench) {
+        Ok(())
+    } else {
+        Err(std::io::Error::from(rustix::io::Errno::SRCH))
+    }
+}
+
 /// Wait for `child` until `timeout`; on the deadline kill it and return `None`.
 pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
     let start = Instant::now();
@@ -236,6 +250,18 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(4));
         let message = error.to_string();
         assert!(message.starts_with("the sleeper to finish: no end after 100ms"), "{message}");
+    }
+
+    #[test]
+    fn a_child_whose_parent_is_not_the_bench_does_not_run() {
+        // A child spawned through the wrapper has the bench as its parent: it runs.
+        let out = Cmd::new("true", "true", Duration::from_secs(10)).output().unwrap();
+        assert!(out.status.success());
+        // The check itself, from this process: its parent passes, any other PID (here
+        // its own, as for a child reparented after the bench died) stops the exec.
+        assert!(still_child_of(rustix::process::getppid().unwrap()).is_ok());
+        let error = still_child_of(rustix::process::getpid()).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(rustix::io::Errno::SRCH.raw_os_error()));
     }
 
     #[test]

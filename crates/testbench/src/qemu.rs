@@ -1,8 +1,10 @@
 //! Booting one guest under QEMU and feeding its console to the judge.
 //!
 //! One boot, step by step: write the full command line into the boot's directory;
-//! listen for QEMU's QMP connection (how the guest ended); start QEMU with the serial
-//! console on a pipe and the parent-death signal set; then read the console as it comes,
+//! listen for QEMU's QMP connection (how the guest ended) in the run's private socket
+//! directory; start QEMU paused (`-S`) with the serial console on a pipe and the
+//! parent-death signal set; accept QEMU's own QMP connection, negotiate and only then
+//! start the guest (qmp.rs: no event can be lost); then read the console as it comes,
 //! handing each chunk and its arrival time to the judge, typing what the judge says to
 //! type, until the judge has a verdict, QEMU exits, or the case's deadline passes. A
 //! verdict ends the boot at once (QEMU is killed): no boot waits out its deadline once
@@ -18,13 +20,16 @@ use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, Firmware};
-use testbench_judge::{Ending, ExitStatus, Judge, Verdict};
+use testbench_judge::{Ending, ExitStatus, Judge, Shutdown, Verdict};
 
 use crate::command::{shell_quote, Cmd};
-use crate::qmp::QmpListener;
+use crate::qmp::QmpDir;
 
 /// QEMU prints its version at once; ten seconds is a QEMU that cannot run.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
+/// QEMU has this long from its start to connect to the bench's QMP socket (the guest
+/// does not run until it has, so this is QEMU's own start, however loaded the host).
+const QMP_DEADLINE: Duration = Duration::from_secs(30);
 /// After the console closes, QEMU has this long to exit before it is killed.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
@@ -150,6 +155,8 @@ pub struct BootSpec {
     pub judge: testbench_judge::Config,
     /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
     pub dt_edits: Vec<testbench_case::DtEdit>,
+    /// The run's private directory for QMP sockets.
+    pub qmp_dir: std::sync::Arc<QmpDir>,
 }
 
 /// How one boot went: the verdict, and what the judge's capture patterns took.
@@ -222,7 +229,7 @@ impl BootSpec {
     pub fn run(&self, root: &Path) -> Result<BootOutcome, String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
         let dtb = if self.dt_edits.is_empty() { None } else { Some(self.edited_tree(root)?) };
-        let qmp = QmpListener::new().map_err(|e| format!("failed to listen for QMP: {e}"))?;
+        let qmp = self.qmp_dir.listen().map_err(|e| format!("failed to listen for QMP: {e}"))?;
         let cmd = self.command_with(root, &qmp.qemu_args(), &self.machine, dtb.as_deref());
         let command_line = cmd.display();
         std::fs::write(
@@ -233,9 +240,7 @@ impl BootSpec {
         let mut console = std::fs::File::create(self.dir.join("console.log"))
             .map_err(|e| format!("failed to create console.log: {e}"))?;
 
-        let start = Instant::now();
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
-        let watch = qmp.watch(self.timeout + EXIT_DEADLINE);
         let mut stdin = child.stdin.take();
         let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
         let mut stdout = child.stdout.take().expect("stdout is piped");
@@ -261,6 +266,19 @@ impl BootSpec {
             bytes
         });
 
+        // The guest starts only on the connection the bench holds. A QEMU that exited
+        // first (bad arguments, say) is judged below by its exit and its stderr; one
+        // that neither connects nor exits is killed, and the boot fails saying so.
+        let watch = match qmp.start_guest(&mut child, Instant::now() + QMP_DEADLINE) {
+            Ok(watch) => Some(watch),
+            Err(_) if matches!(child.try_wait(), Ok(Some(_))) => None,
+            Err(error) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(error);
+            }
+        };
+        let start = Instant::now();
         let mut judge = Judge::new(self.judge.clone());
         let deadline = start + self.timeout;
         let mut verdict = None;
@@ -313,7 +331,19 @@ impl BootSpec {
                         ))
                     }
                 };
-                let shutdown = watch.finish(Duration::from_secs(2));
+                let shutdown = match watch {
+                    Some(watch) => {
+                        let strangers = watch.strangers();
+                        if !strangers.is_empty() {
+                            let _ = std::fs::write(
+                                self.dir.join("qmp.log"),
+                                format!("refused QMP connections (not the bench's QEMU): {}\n", strangers.join(", ")),
+                            );
+                        }
+                        watch.finish(Duration::from_secs(2))
+                    }
+                    None => Shutdown::NoEvent,
+                };
                 let status = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
                     (Some(code), _) => ExitStatus::Code(code),
                     (None, Some(signal)) => ExitStatus::Signal(signal),

@@ -1,78 +1,133 @@
-//! How a guest ended, learnt from QEMU itself over QMP.
+//! How a guest ended, learnt from QEMU itself over QMP, on a channel no other process
+//! can speak on.
 //!
 //! Under `-no-reboot` QEMU exits with status 0 both when the guest powers off and when it
-//! resets, so the exit status cannot tell a guest that reset from one that powered off.
-//! QEMU's `SHUTDOWN` event can (`reason` "guest-shutdown" or "guest-reset"). The bench
-//! listens on a Unix socket before it starts QEMU, QEMU connects to it as a client while
-//! it starts (so there is no window in which the bench must race to connect), and this
-//! module reads the events until QEMU closes the connection at its exit.
+//! resets, so the exit status cannot tell the two apart; QEMU's `SHUTDOWN` event can
+//! (`reason` "guest-shutdown" or "guest-reset"). The evidence is positive, never assumed:
+//!
+//! - QEMU starts paused (`-S`) and connects, as a client, to a socket the bench listens
+//!   on. The bench accepts only a peer whose PID (`SO_PEERCRED`) is its own QEMU child;
+//!   any other connection is closed unread and noted.
+//! - The bench negotiates (`qmp_capabilities`) and only then starts the guest (`cont`):
+//!   QEMU sends events only on a negotiated connection, so no event can be lost to a
+//!   bench that was slow to connect.
+//! - The sockets live in a directory of the run's own, made 0700 under a name drawn at
+//!   random in the temporary directory ([`QmpDir`]); it goes when the run ends, and a
+//!   later run removes the ones a killed bench left ([`sweep_stale`]).
+//! - The judge passes a power-off only on a `SHUTDOWN` event with reason
+//!   "guest-shutdown"; no event, or another reason, fails the case naming what it saw.
+//!
+//! Every line read is bounded ([`LINE_MAX`]) and every wait has a deadline.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use testbench_judge::Shutdown;
 
-pub struct QmpListener {
-    listener: UnixListener,
-    path: PathBuf,
+/// A Unix socket's path must fit `sun_path`: 108 bytes with its terminating NUL.
+pub const SUN_PATH_MAX: usize = 108;
+
+/// The longest QMP message the bench reads; QEMU's greeting and events are a few
+/// hundred bytes. A longer line is refused (the connection is dropped).
+const LINE_MAX: usize = 64 * 1024;
+
+/// The prefix of a run's socket directory in the temporary directory:
+/// `testbench-qmp-<pid>-<random>`. The PID lets a later run tell a dead run's directory.
+const DIR_PREFIX: &str = "testbench-qmp-";
+
+/// The socket file of the boot numbered `n` in the run's directory.
+fn socket_name(n: u64) -> String {
+    format!("boot-{n}.qmp")
 }
 
-static SOCKET_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The longest socket name a run uses ([`socket_name`] of the largest number).
+fn longest_socket_name() -> String {
+    socket_name(u64::MAX)
+}
 
-impl QmpListener {
-    /// A socket in the temporary directory: a run directory's path can be longer than a
-    /// Unix socket path may be (108 bytes).
-    pub fn new() -> std::io::Result<QmpListener> {
-        let n = SOCKET_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("testbench-{}-{n}.qmp", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+/// A run's own directory for its QMP sockets: 0700, named at random, removed on drop.
+pub struct QmpDir {
+    dir: tempfile::TempDir,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl QmpDir {
+    /// Make the directory in `tmp`, refusing one whose sockets' paths would not fit a
+    /// Unix socket address.
+    pub fn create(tmp: &Path) -> Result<QmpDir, String> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(tmp)
+            .map_err(|e| format!("failed to make the QMP socket directory in {}: {e}", tmp.display()))?;
+        let longest = dir.path().join(longest_socket_name());
+        let length = longest.as_os_str().len();
+        if length >= SUN_PATH_MAX {
+            return Err(format!(
+                "the QMP socket path {} would be {length} bytes, and a Unix socket's path must be under \
+                 {SUN_PATH_MAX} bytes: set TMPDIR to a shorter directory (it is {})",
+                longest.display(),
+                tmp.display()
+            ));
+        }
+        Ok(QmpDir { dir, next: std::sync::atomic::AtomicU64::new(0) })
+    }
+
+    #[cfg(test)]
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A listening socket for one boot.
+    pub fn listen(&self) -> std::io::Result<QmpListener> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self.dir.path().join(socket_name(n));
         let listener = UnixListener::bind(&path)?;
         listener.set_nonblocking(true)?;
         Ok(QmpListener { listener, path })
     }
+}
 
-    /// QEMU's arguments that connect its QMP monitor to this socket.
-    pub fn qemu_args(&self) -> Vec<String> {
-        vec![
-            "-chardev".into(),
-            format!("socket,id=testbench-qmp,path={},server=off", self.path.display()),
-            "-mon".into(),
-            "chardev=testbench-qmp,mode=control".into(),
-        ]
+/// Remove the socket directories in `tmp` that runs killed outright left behind: ours
+/// (same owner), of a PID that no longer runs, holding nothing but sockets.
+pub fn sweep_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    let uid = rustix::process::getuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|rest| rest.split_once('-')).map(|(pid, _)| pid) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<i32>() else { continue };
+        let Ok(meta) = entry.path().symlink_metadata() else { continue };
+        if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != uid || crate::rundir::pid_alive(pid) {
+            continue;
+        }
+        remove_if_only_sockets(&entry.path());
     }
+}
 
-    /// Accept QEMU's connection on a thread of its own and record the shutdown reason.
-    /// The thread ends when QEMU closes the connection, or after `deadline` without one.
-    pub fn watch(self, deadline: Duration) -> QmpWatch {
-        let shutdown = Arc::new(Mutex::new(Shutdown::Unknown));
-        let seen = shutdown.clone();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let handle = std::thread::spawn(move || {
-            let start = Instant::now();
-            let stream = loop {
-                // Read the flag before trying: a connection QEMU made before it exited is
-                // still in the backlog, and one more accept takes it.
-                let give_up = stopped.load(Ordering::Acquire) || start.elapsed() > deadline;
-                match self.listener.accept() {
-                    Ok((stream, _)) => break stream,
-                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                        if give_up {
-                            return;
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(_) => return,
-                }
-            };
-            let _ = read_events(stream, &seen);
-        });
-        QmpWatch { shutdown, stop, handle: Some(handle) }
+fn remove_if_only_sockets(dir: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let entries: Vec<_> = entries.flatten().collect();
+    if !entries.iter().all(|e| e.file_type().is_ok_and(|t| t.is_socket())) {
+        return;
     }
+    for entry in &entries {
+        let _ = std::fs::remove_file(entry.path());
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// One boot's listening socket.
+pub struct QmpListener {
+    listener: UnixListener,
+    path: PathBuf,
 }
 
 impl Drop for QmpListener {
@@ -81,56 +136,201 @@ impl Drop for QmpListener {
     }
 }
 
-fn read_events(stream: UnixStream, seen: &Mutex<Shutdown>) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    let mut writer = stream.try_clone()?;
-    let reader = BufReader::new(stream);
-    let mut greeted = false;
-    for line in reader.lines() {
-        let line = line?;
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-        if !greeted && message.get("QMP").is_some() {
-            // Events flow only once capabilities are negotiated.
-            writer.write_all(b"{\"execute\":\"qmp_capabilities\"}\n")?;
-            greeted = true;
-            continue;
-        }
-        if message["event"] == "SHUTDOWN" {
-            let how = shutdown_from_event(&message["data"]);
-            *seen.lock().unwrap() = how;
-        }
-    }
-    Ok(())
+/// What the QMP channel saw, for the judge and the boot's log.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The first SHUTDOWN event's reason (QEMU exits after it under -no-reboot).
+    shutdown: Option<String>,
+    /// Connections refused because their peer was not the bench's QEMU.
+    strangers: Vec<String>,
 }
 
-/// QEMU's SHUTDOWN reasons: "guest-shutdown" (a power-off), "guest-reset" (a reset under
-/// -no-reboot), "guest-panic", and host-side reasons ("host-signal", "host-qmp-quit").
-pub fn shutdown_from_event(data: &serde_json::Value) -> Shutdown {
-    match data["reason"].as_str() {
+impl QmpListener {
+    /// QEMU's arguments: start paused, and connect the QMP monitor to this socket.
+    pub fn qemu_args(&self) -> Vec<String> {
+        vec![
+            "-S".into(),
+            "-chardev".into(),
+            format!("socket,id=testbench-qmp,path={},server=off", self.path.display()),
+            "-mon".into(),
+            "chardev=testbench-qmp,mode=control".into(),
+        ]
+    }
+
+    /// Accept QEMU's connection (its PID checked), negotiate, and start the guest.
+    /// Until `deadline`; an error says what was missing. The events that follow are
+    /// read on a thread of their own until QEMU closes the connection.
+    pub fn start_guest(self, child: &mut Child, deadline: Instant) -> Result<QmpWatch, String> {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stream = self.accept_own(child, deadline, &seen)?;
+        let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        stream.set_nonblocking(false).map_err(|e| format!("QMP: {e}"))?;
+        stream.set_read_timeout(Some(remaining)).map_err(|e| format!("QMP: {e}"))?;
+        let mut writer = stream.try_clone().map_err(|e| format!("QMP: {e}"))?;
+        let mut reader = BufReader::new(stream);
+        let greeting = read_message(&mut reader).map_err(|e| format!("QEMU's QMP greeting: {e}"))?;
+        if greeting.get("QMP").is_none() {
+            return Err(format!("QEMU's first QMP message is not its greeting: {}", clip(&greeting.to_string())));
+        }
+        execute(&mut reader, &mut writer, "qmp_capabilities", &seen)?;
+        execute(&mut reader, &mut writer, "cont", &seen)?;
+        // From here the guest runs: events are read without a deadline of their own;
+        // the connection ends when QEMU exits, and QEMU's life has the boot's deadline.
+        let _ = reader.get_ref().set_read_timeout(None);
+        let events = seen.clone();
+        let handle = std::thread::spawn(move || {
+            while let Ok(message) = read_message(&mut reader) {
+                note_event(&message, &events);
+            }
+        });
+        Ok(QmpWatch { seen, handle: Some(handle) })
+    }
+
+    /// The first connection whose peer is `child`; others are closed unread.
+    fn accept_own(&self, child: &mut Child, deadline: Instant, seen: &Mutex<Seen>) -> Result<UnixStream, String> {
+        let own = child.id() as i32;
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => match rustix::net::sockopt::socket_peercred(&stream) {
+                    Ok(cred) if cred.pid.as_raw_nonzero().get() == own => return Ok(stream),
+                    Ok(cred) => {
+                        let what = format!("PID {} (uid {})", cred.pid.as_raw_nonzero(), cred.uid.as_raw());
+                        lock(seen).strangers.push(what);
+                    }
+                    Err(error) => lock(seen).strangers.push(format!("a peer of unknown PID ({error})")),
+                },
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        return Err(format!(
+                            "QEMU exited ({status}) before it connected to the bench's QMP socket{}",
+                            strangers_note(seen)
+                        ));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(format!(
+                            "QEMU did not connect to the bench's QMP socket by the deadline (the guest starts \
+                             only once it has){}",
+                            strangers_note(seen)
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(error) => return Err(format!("failed to accept QEMU's QMP connection: {error}")),
+            }
+        }
+    }
+}
+
+fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+    seen.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn strangers_note(seen: &Mutex<Seen>) -> String {
+    let seen = lock(seen);
+    if seen.strangers.is_empty() {
+        String::new()
+    } else {
+        format!("; refused connections from {}", seen.strangers.join(", "))
+    }
+}
+
+/// Send one command and read up to its reply, noting the events on the way.
+fn execute<R: BufRead>(
+    reader: &mut R,
+    writer: &mut impl Write,
+    command: &str,
+    seen: &Mutex<Seen>,
+) -> Result<(), String> {
+    writeln!(writer, "{{\"execute\":\"{command}\"}}")
+        .and_then(|_| writer.flush())
+        .map_err(|e| format!("QMP {command}: {e}"))?;
+    loop {
+        let message = read_message(reader).map_err(|e| format!("QMP {command}: waiting for its reply: {e}"))?;
+        if message.get("return").is_some() {
+            return Ok(());
+        }
+        if let Some(error) = message.get("error") {
+            return Err(format!("QMP {command} failed: {}", clip(&error.to_string())));
+        }
+        note_event(&message, seen);
+    }
+}
+
+fn note_event(message: &serde_json::Value, seen: &Mutex<Seen>) {
+    if message["event"] == "SHUTDOWN" {
+        let reason = message["data"]["reason"].as_str().unwrap_or("(no reason)");
+        let mut seen = lock(seen);
+        if seen.shutdown.is_none() {
+            seen.shutdown = Some(clip(reason));
+        }
+    }
+}
+
+/// One QMP message: a line of JSON of at most [`LINE_MAX`] bytes.
+fn read_message<R: BufRead>(reader: &mut R) -> std::io::Result<serde_json::Value> {
+    let mut line = Vec::new();
+    let n = reader.by_ref().take(LINE_MAX as u64 + 1).read_until(b'\n', &mut line)?;
+    if n == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "QEMU closed the connection"));
+    }
+    if line.last() != Some(&b'\n') {
+        let why = if line.len() > LINE_MAX {
+            format!("a message longer than {LINE_MAX} bytes")
+        } else {
+            "the connection closed inside a message".to_string()
+        };
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    }
+    serde_json::from_slice(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+fn clip(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [cut: {} bytes more]", &text[..end], text.len() - end)
+}
+
+/// QEMU's SHUTDOWN reason, as the judge takes it: "guest-shutdown" is a power-off, and
+/// "guest-panic" the test finisher's power-off with a failure status (riscv `virt`);
+/// "guest-reset" (a reset under -no-reboot), "subsystem-reset" and "snapshot-load" are
+/// resets; any other reason (the host-side ones) is named as it came.
+pub fn shutdown_from_reason(reason: Option<&str>) -> Shutdown {
+    match reason {
+        None => Shutdown::NoEvent,
         Some("guest-shutdown") => Shutdown::PowerOff,
+        Some("guest-panic") => Shutdown::PowerOffFailure,
         Some("guest-reset") | Some("subsystem-reset") | Some("snapshot-load") => Shutdown::Reset,
-        _ => Shutdown::Unknown,
+        Some(other) => Shutdown::Other(other.to_string()),
     }
 }
 
 pub struct QmpWatch {
-    shutdown: Arc<Mutex<Shutdown>>,
-    /// Set once QEMU has exited: a connection not made by then never will be.
-    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Seen>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl QmpWatch {
-    /// How the guest ended, once QEMU has exited (waits at most `bound` for the reader).
+    /// How the guest ended, once QEMU has exited (waits at most `bound` for the reader
+    /// to reach the end of the connection).
     pub fn finish(mut self, bound: Duration) -> Shutdown {
-        self.stop.store(true, Ordering::Release);
         if let Some(handle) = self.handle.take() {
             let start = Instant::now();
             while !handle.is_finished() && start.elapsed() < bound {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        *self.shutdown.lock().unwrap()
+        shutdown_from_reason(lock(&self.seen).shutdown.as_deref())
+    }
+
+    /// The connections refused because their peer was not the bench's QEMU.
+    pub fn strangers(&self) -> Vec<String> {
+        lock(&self.seen).strangers.clone()
     }
 }
 
@@ -139,10 +339,113 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shutdown_reasons_map_to_power_off_and_reset() {
-        let parse = |reason: &str| shutdown_from_event(&serde_json::json!({ "guest": true, "reason": reason }));
-        assert_eq!(parse("guest-shutdown"), Shutdown::PowerOff);
-        assert_eq!(parse("guest-reset"), Shutdown::Reset);
-        assert_eq!(parse("host-signal"), Shutdown::Unknown);
+    fn shutdown_reasons_map_to_power_off_reset_and_the_rest_by_name() {
+        assert_eq!(shutdown_from_reason(Some("guest-shutdown")), Shutdown::PowerOff);
+        assert_eq!(shutdown_from_reason(Some("guest-reset")), Shutdown::Reset);
+        assert_eq!(shutdown_from_reason(Some("guest-panic")), Shutdown::PowerOffFailure);
+        assert_eq!(shutdown_from_reason(Some("host-signal")), Shutdown::Other("host-signal".into()));
+        assert_eq!(shutdown_from_reason(None), Shutdown::NoEvent);
+    }
+
+    #[test]
+    fn the_socket_directory_is_private_random_and_goes_with_the_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let a = QmpDir::create(tmp.path()).unwrap();
+        let b = QmpDir::create(tmp.path()).unwrap();
+        assert_ne!(a.path(), b.path());
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{mode:o}");
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        let random = name.strip_prefix(&format!("{DIR_PREFIX}{}-", std::process::id())).unwrap();
+        assert!(random.len() >= 6, "{name}");
+        let listener = a.listen().unwrap();
+        let socket = listener.path.clone();
+        assert!(socket.exists());
+        drop(listener);
+        assert!(!socket.exists());
+        let dir = a.path().to_path_buf();
+        drop(a);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_socket_path_that_would_not_fit_is_refused_naming_the_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("d".repeat(100));
+        std::fs::create_dir(&deep).unwrap();
+        let error = QmpDir::create(&deep).err().expect("a 100-byte directory leaves no room for a socket");
+        assert!(error.contains("must be under 108 bytes"), "{error}");
+        assert!(error.contains("TMPDIR"), "{error}");
+    }
+
+    #[test]
+    fn a_dead_runs_socket_directory_is_swept_and_a_live_ones_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        // PIDs above the kernel's pid_max (4194304 at most) are dead.
+        let dead = tmp.path().join(format!("{DIR_PREFIX}4999999-abcdef"));
+        std::fs::create_dir(&dead).unwrap();
+        let _left = UnixListener::bind(dead.join("boot-0.qmp")).unwrap();
+        let dead_with_file = tmp.path().join(format!("{DIR_PREFIX}4999998-abcdef"));
+        std::fs::create_dir(&dead_with_file).unwrap();
+        std::fs::write(dead_with_file.join("not-a-socket"), "x").unwrap();
+        let live = QmpDir::create(tmp.path()).unwrap();
+        let _socket = live.listen().unwrap();
+        sweep_stale(tmp.path());
+        assert!(!dead.exists(), "a dead run's directory of sockets stayed");
+        assert!(dead_with_file.exists(), "a directory holding more than sockets was removed");
+        assert!(live.path().exists(), "a live run's directory was removed");
+    }
+
+    /// A process that is not the bench's QEMU child connects first and forges a
+    /// power-off: it is refused unread, and the child's own connection is the one used.
+    #[test]
+    fn a_stranger_connecting_first_is_refused_and_the_child_is_heard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = QmpDir::create(tmp.path()).unwrap();
+        let listener = dir.listen().unwrap();
+        let path = listener.path.clone();
+        // The stranger: this test process itself, connecting before the child.
+        let mut stranger = UnixStream::connect(&path).unwrap();
+        let _ = stranger.write_all(
+            b"{\"QMP\":{}}\n{\"return\":{}}\n{\"return\":{}}\n{\"event\":\"SHUTDOWN\",\"data\":{\"reason\":\"guest-shutdown\"}}\n",
+        );
+        // The child: a QMP peer that reports a reset once it is told to run.
+        let script = format!(
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({path:?})\nf=s.makefile('rwb')\n\
+             f.write(b'{{\"QMP\":{{}}}}\\n');f.flush()\n\
+             for line in f:\n  f.write(b'{{\"return\":{{}}}}\\n');f.flush()\n  \
+             if b'cont' in line:\n    f.write(b'{{\"event\":\"SHUTDOWN\",\"data\":{{\"reason\":\"guest-reset\"}}}}\\n');f.flush();break\n",
+            path = path.display().to_string()
+        );
+        let mut child = std::process::Command::new("python3").args(["-c", &script]).spawn().unwrap();
+        let watch = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20)).unwrap();
+        child.wait().unwrap();
+        assert_eq!(watch.strangers().len(), 1, "{:?}", watch.strangers());
+        assert_eq!(watch.finish(Duration::from_secs(5)), Shutdown::Reset);
+    }
+
+    #[test]
+    fn a_child_that_never_speaks_qmp_gets_no_guest_started() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = QmpDir::create(tmp.path()).unwrap();
+        let listener = dir.listen().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
+        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20)).err().unwrap();
+        assert!(error.starts_with("QEMU exited (exit status: 0) before it connected"), "{error}");
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let listener = dir.listen().unwrap();
+        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200)).err().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(error.contains("did not connect to the bench's QMP socket by the deadline"), "{error}");
+    }
+
+    #[test]
+    fn an_endless_qmp_line_is_refused() {
+        let long = vec![b'x'; LINE_MAX + 10];
+        let mut reader = BufReader::new(&long[..]);
+        let error = read_message(&mut reader).unwrap_err();
+        assert!(error.to_string().contains("longer than"), "{error}");
     }
 }

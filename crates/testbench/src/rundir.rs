@@ -27,7 +27,7 @@ pub fn create(root: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-fn pid_alive(pid: i32) -> bool {
+pub fn pid_alive(pid: i32) -> bool {
     rustix::process::Pid::from_raw(pid).is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
 }
 

@@ -461,6 +461,22 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         }
     }
 
+    // The run's private directory for QMP sockets (qmp.rs), made before anything builds
+    // so that a temporary directory too deep for a socket's path is refused first.
+    let tmp = std::env::temp_dir();
+    crate::qmp::sweep_stale(&tmp);
+    let qmp_dir = if selected.iter().any(|c| c.as_boot().is_some()) {
+        match crate::qmp::QmpDir::create(&tmp) {
+            Ok(dir) => Some(Arc::new(dir)),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return EXIT_BAD_INPUT;
+            }
+        }
+    } else {
+        None
+    };
+
     let run_dir = match crate::rundir::create(&ws.root) {
         Ok(dir) => dir,
         Err(error) => {
@@ -584,6 +600,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 dir: boot.dir.clone(),
                 judge: judge_config(boot_of(case), &ws.config),
                 dt_edits: boot_of(case).device_tree.clone(),
+                qmp_dir: qmp_dir.clone().expect("a run with boots has its QMP socket directory"),
             });
             (index, spec)
         })
