@@ -111,12 +111,19 @@ fn main() {
             std::process::exit(runner::EXIT_FAILED);
         }
     }
-    let cases_dir = match &options.cases {
+    // A relative --cases is made absolute here, so the replay line works from anywhere.
+    let cases_flag = options.cases.as_ref().map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
+    let cases_dir = match &cases_flag {
         Some(dir) => dir.clone(),
         None => root.join("tests"),
     };
-    let workspace = runner::Workspace { root, cases_dir, cases_flag: options.cases.clone(), config };
-    let mut reporter = report::Reporter::new(options.format);
+    let workspace = runner::Workspace { root, cases_dir, cases_flag, config };
+    let color = report::use_color(
+        options.color,
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let mut reporter = report::Reporter::new(options.format, color);
     let status = runner::run(&workspace, &options, &mut reporter);
     std::process::exit(status);
 }
