@@ -90,20 +90,26 @@ fn setup(root: &std::path::Path) -> Result<(), String> {
 
 fn main() {
     let flags = cli::Flags::parse();
+    // Kept for a refusal of the command line itself: its JSON and JUnit still say why.
+    let junit = flags.junit.clone();
+    let format = if flags.message_format == "json" { cli::MessageFormat::Json } else { cli::MessageFormat::Human };
     let options = match flags.validate() {
         Ok(options) => options,
         Err(error) => {
-            eprintln!("error: {error}");
-            std::process::exit(runner::EXIT_BAD_INPUT);
+            let mut reporter = report::Reporter::new(format, false);
+            std::process::exit(runner::refuse_with(&mut reporter, junit.as_deref(), vec![error]));
         }
     };
+    let color = report::use_color(
+        options.color,
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let mut reporter = report::Reporter::new(options.format, color);
     let root = workspace_root();
     let config = match config::load(&root) {
         Ok(config) => config,
-        Err(error) => {
-            eprintln!("error: {error}");
-            std::process::exit(runner::EXIT_BAD_INPUT);
-        }
+        Err(error) => std::process::exit(runner::refuse_with(&mut reporter, options.junit.as_deref(), vec![error])),
     };
     if !options.list {
         if let Err(error) = setup(&root) {
@@ -118,12 +124,6 @@ fn main() {
         None => root.join("tests"),
     };
     let workspace = runner::Workspace { root, cases_dir, cases_flag, config };
-    let color = report::use_color(
-        options.color,
-        std::io::IsTerminal::is_terminal(&std::io::stdout()),
-        std::env::var_os("NO_COLOR").as_deref(),
-    );
-    let mut reporter = report::Reporter::new(options.format, color);
     let status = runner::run(&workspace, &options, &mut reporter);
     std::process::exit(status);
 }

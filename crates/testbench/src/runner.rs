@@ -266,8 +266,14 @@ fn host_replay_line(case: &Case, arch: Option<Arch>, ws: &Workspace) -> String {
 /// Refuse the run: every refusal printed together (and in JSON as one event), and a
 /// JUnit report that says so when one was asked for.
 fn refuse(reporter: &mut Reporter, options: &Options, errors: Vec<String>) -> i32 {
+    refuse_with(reporter, options.junit.as_deref(), errors)
+}
+
+/// `refuse`, for a refusal that comes before there are options (the command line, the
+/// configuration).
+pub fn refuse_with(reporter: &mut Reporter, junit: Option<&Path>, errors: Vec<String>) -> i32 {
     reporter.refused(&errors);
-    if let Some(path) = &options.junit {
+    if let Some(path) = junit {
         if let Err(error) = reporter.write_junit(path) {
             eprintln!("error: {error}");
         }

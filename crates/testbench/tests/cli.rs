@@ -624,7 +624,15 @@ fn verdicts_are_coloured_only_when_asked_and_a_long_name_keeps_the_columns() {
     assert!(coloured.stdout.contains("\x1b[32mPASS\x1b[0m"), "{}", coloured.explain());
     let auto = bench(&["--cases", cases, "--color", "auto"], &[]);
     assert!(!auto.stdout.contains('\x1b'), "{}", auto.explain());
-    let refused = bench(&["--cases", cases, "--color", "sometimes"], &[]);
+    // A refused command line is a JSON event and a JUnit error entry too.
+    let junit = image.path().join("refused.xml");
+    let refused = bench(
+        &["--cases", cases, "--color", "sometimes", "--message-format", "json", "--junit", junit.to_str().unwrap()],
+        &[],
+    );
     refused.expect_status(2);
-    assert!(refused.stderr.contains("--color \"sometimes\" is not accepted: auto, always or never"));
+    let accepted = "--color \"sometimes\" is not accepted: auto, always or never";
+    assert!(refused.stderr.contains(accepted), "{}", refused.explain());
+    assert_eq!(refused.events()[0]["errors"][0], accepted, "{}", refused.explain());
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("testbench run refused"));
 }
