@@ -524,6 +524,20 @@ mod tests {
     }
 
     #[test]
+    fn the_console_tail_never_reads_the_whole_file() {
+        // A sparse 64 GiB log (no disk, no memory): reading it whole could not end well,
+        // reading its end is instant.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        let file = std::fs::File::create(&path).unwrap();
+        let size = 64u64 << 30;
+        file.set_len(size).unwrap();
+        let end = b"\nsecond to last\nthe last line\r\n";
+        std::os::unix::fs::FileExt::write_at(&file, end, size).unwrap();
+        assert_eq!(console_tail(&path, 2), ["second to last", "the last line"]);
+    }
+
+    #[test]
     fn colour_follows_the_flag_the_terminal_and_no_color() {
         use std::ffi::OsStr;
         assert!(use_color(ColorChoice::Auto, true, None));
