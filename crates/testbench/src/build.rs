@@ -10,6 +10,10 @@
 //! target directories of their own, and the copy is what the boot reads, so a second
 //! run in the same worktree rebuilding the shared target/ never changes what this run
 //! boots.
+//!
+//! What a person sees: one line per build cargo actually did (`built <what> in <time>`),
+//! nothing for a build cargo found fresh. Every cargo command line, and how it went, is
+//! in the run directory's `build.log`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -145,11 +149,15 @@ impl Builder {
         if !key.features.is_empty() {
             cmd = cmd.args(["--features", &key.features.join(",")]);
         }
-        log(&format!("build: {}", cmd.display()));
+        self.record(&format!("build: {}", cmd.display()));
         self.cargo_runs += 1;
-        let output = cmd.output().map_err(|error| error.to_string())?;
+        let output = cmd.output().map_err(|error| {
+            self.record(&format!("  failed: {error}"));
+            error.to_string()
+        })?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
+            self.record(&format!("  failed ({}):\n{}", output.status, stderr.trim_end()));
             return Err(format!(
                 "cargo failed to build {} ({}):\n{}",
                 key.describe(),
@@ -165,9 +173,36 @@ impl Builder {
         let copy = dir.join(&key.bin);
         std::fs::copy(&executable, &copy)
             .map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
-        log(&format!("built {} in {:.1}s", key.describe(), start.elapsed().as_secs_f64()));
+        let took = start.elapsed().as_secs_f64();
+        if compiled_anything(&output.stdout) {
+            self.record(&format!("  built in {took:.1}s"));
+            log(&format!("built {} in {took:.1}s", key.describe()));
+        } else {
+            self.record(&format!("  fresh (nothing to compile), {took:.1}s"));
+        }
         Ok(Artifact { path: copy })
     }
+
+    /// Append a line to the run's build.log (a log that cannot be written loses nothing
+    /// the verdict needs, so its errors are ignored).
+    fn record(&self, line: &str) {
+        use std::io::Write;
+        let path = self.run_dir.join(BUILD_LOG);
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// The run directory's log of every cargo command line and how it went.
+pub const BUILD_LOG: &str = "build.log";
+
+/// Whether cargo compiled anything: an artifact its JSON messages do not call fresh.
+pub fn compiled_anything(stdout: &[u8]) -> bool {
+    stdout.split(|&b| b == b'\n').any(|line| {
+        serde_json::from_slice::<serde_json::Value>(line)
+            .is_ok_and(|m| m["reason"] == "compiler-artifact" && m["fresh"] != true)
+    })
 }
 
 /// The executable of `bin` that cargo's JSON messages report, if any.
@@ -203,6 +238,19 @@ not json at all
 "#;
         assert_eq!(executable_from_messages(messages, "smoke"), Some(PathBuf::from("/t/a/smoke")));
         assert_eq!(executable_from_messages(messages, "absent"), None);
+    }
+
+    #[test]
+    fn a_build_is_fresh_when_cargo_calls_every_artifact_fresh() {
+        let fresh = br#"{"reason":"compiler-artifact","fresh":true,"target":{"name":"a","kind":["lib"]}}
+{"reason":"compiler-artifact","fresh":true,"target":{"name":"smoke","kind":["bin"]},"executable":"/t/smoke"}
+{"reason":"build-finished","success":true}
+"#;
+        assert!(!compiled_anything(fresh));
+        let built = br#"{"reason":"compiler-artifact","fresh":true,"target":{"name":"a","kind":["lib"]}}
+{"reason":"compiler-artifact","fresh":false,"target":{"name":"smoke","kind":["bin"]},"executable":"/t/smoke"}
+"#;
+        assert!(compiled_anything(built));
     }
 
     #[test]

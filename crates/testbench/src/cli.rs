@@ -44,6 +44,16 @@ pub struct Flags {
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
+    /// Colour the verdicts: auto (a terminal only, unless NO_COLOR is set), always or never.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub color: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +75,7 @@ pub struct Options {
     pub cases: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub format: MessageFormat,
+    pub color: ColorChoice,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +138,12 @@ impl Flags {
             "json" => MessageFormat::Json,
             other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
         };
+        let color = match self.color.as_str() {
+            "auto" => ColorChoice::Auto,
+            "always" => ColorChoice::Always,
+            "never" => ColorChoice::Never,
+            other => return Err(format!("--color {other:?} is not accepted: auto, always or never")),
+        };
         if let Some(n) = self.smp {
             if !(1..=testbench_case::SMP_MAX).contains(&n) {
                 return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
@@ -152,6 +169,7 @@ impl Flags {
             cases: self.cases,
             junit: self.junit,
             format,
+            color,
         })
     }
 }

@@ -90,20 +90,26 @@ fn setup(root: &std::path::Path) -> Result<(), String> {
 
 fn main() {
     let flags = cli::Flags::parse();
+    // Kept for a refusal of the command line itself: its JSON and JUnit still say why.
+    let junit = flags.junit.clone();
+    let format = if flags.message_format == "json" { cli::MessageFormat::Json } else { cli::MessageFormat::Human };
     let options = match flags.validate() {
         Ok(options) => options,
         Err(error) => {
-            eprintln!("error: {error}");
-            std::process::exit(runner::EXIT_BAD_INPUT);
+            let mut reporter = report::Reporter::new(format, false);
+            std::process::exit(runner::refuse_with(&mut reporter, junit.as_deref(), vec![error]));
         }
     };
+    let color = report::use_color(
+        options.color,
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let mut reporter = report::Reporter::new(options.format, color);
     let root = workspace_root();
     let config = match config::load(&root) {
         Ok(config) => config,
-        Err(error) => {
-            eprintln!("error: {error}");
-            std::process::exit(runner::EXIT_BAD_INPUT);
-        }
+        Err(error) => std::process::exit(runner::refuse_with(&mut reporter, options.junit.as_deref(), vec![error])),
     };
     if !options.list {
         if let Err(error) = setup(&root) {
@@ -111,12 +117,13 @@ fn main() {
             std::process::exit(runner::EXIT_FAILED);
         }
     }
-    let cases_dir = match &options.cases {
+    // A relative --cases is made absolute here, so the replay line works from anywhere.
+    let cases_flag = options.cases.as_ref().map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
+    let cases_dir = match &cases_flag {
         Some(dir) => dir.clone(),
         None => root.join("tests"),
     };
-    let workspace = runner::Workspace { root, cases_dir, cases_flag: options.cases.clone(), config };
-    let mut reporter = report::Reporter::new(options.format);
+    let workspace = runner::Workspace { root, cases_dir, cases_flag, config };
     let status = runner::run(&workspace, &options, &mut reporter);
     std::process::exit(status);
 }

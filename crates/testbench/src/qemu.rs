@@ -30,6 +30,9 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// QEMU has this long from its start to connect to the bench's QMP socket (the guest
 /// does not run until it has, so this is QEMU's own start, however loaded the host).
 const QMP_DEADLINE: Duration = Duration::from_secs(30);
+/// A QEMU whose QMP connection failed has this long to exit on its own (it is judged by
+/// its exit and stderr) before it is killed (the boot fails with the QMP trouble).
+const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
 /// After the console closes, QEMU has this long to exit before it is killed.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
@@ -269,14 +272,15 @@ impl BootSpec {
         // The guest starts only on the connection the bench holds. A QEMU that exited
         // first (bad arguments, say) is judged below by its exit and its stderr; one
         // that neither connects nor exits is killed, and the boot fails saying so.
+        // QEMU connects before it builds the machine, so one that fails then (ROM
+        // regions overlapping, say) closes the connection just before it exits: give it
+        // a moment to exit before calling the connection's end the bench's trouble.
         let watch = match qmp.start_guest(&mut child, Instant::now() + QMP_DEADLINE) {
             Ok(watch) => Some(watch),
-            Err(_) if matches!(child.try_wait(), Ok(Some(_))) => None,
-            Err(error) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(error);
-            }
+            Err(error) => match crate::command::wait_deadline(&mut child, QMP_EXIT_GRACE) {
+                Ok(Some(_)) => None,
+                _ => return Err(error),
+            },
         };
         let start = Instant::now();
         let mut judge = Judge::new(self.judge.clone());
@@ -374,7 +378,62 @@ impl BootSpec {
     }
 }
 
+/// What a verdict quotes of QEMU's stderr: its first error line (QEMU's headline, such as
+/// `qemu-system-riscv64: Some ROM regions are overlapping`, comes before its advice),
+/// then `…` when lines were left out, then the last `count` lines; each line clipped.
 pub fn last_lines(text: &str, count: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(count)..].iter().map(|l| l.to_string()).collect()
+    let first_tail = lines.len().saturating_sub(count);
+    let mut quote = Vec::new();
+    if let Some(headline) = headline(&lines).filter(|&h| h < first_tail) {
+        quote.push(lines[headline]);
+        if headline + 1 < first_tail {
+            quote.push("…");
+        }
+    }
+    quote.extend(&lines[first_tail..]);
+    quote.into_iter().map(|l| crate::report::clip(l, crate::report::QUOTE_MAX_BYTES)).collect()
+}
+
+/// QEMU's first error line: `<program>: <message>` that is not a warning; or the first
+/// line when none looks like one.
+fn headline(lines: &[&str]) -> Option<usize> {
+    let is_error = |line: &&str| {
+        line.split_once(": ").is_some_and(|(program, message)| {
+            !program.is_empty() && !program.contains(char::is_whitespace) && !message.starts_with("warning:")
+        })
+    };
+    lines.iter().position(is_error).or(if lines.is_empty() { None } else { Some(0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROM_OVERLAP: &str = "qemu-system-riscv64: Some ROM regions are overlapping
+These ROM regions might have been loaded by direct user request or by default.
+They could be BIOS/firmware images, a guest kernel, initrd or some other file loaded into guest memory.
+Check whether you intended to load all this guest code, and whether it has been built to load to the correct addresses.
+
+The following two regions overlap (in the memory address space):
+  /usr/share/qemu/opensbi-riscv64-generic-fw_dynamic.bin (addresses 0x0000000080000000 - 0x0000000080042868)
+  kernel/kernel ELF program header segment 0 (addresses 0x0000000080000000 - 0x0000000080001000)
+";
+
+    #[test]
+    fn the_stderr_quote_keeps_qemus_headline_and_its_last_lines() {
+        let quote = last_lines(ROM_OVERLAP, 5);
+        assert_eq!(quote[0], "qemu-system-riscv64: Some ROM regions are overlapping");
+        assert_eq!(quote[1], "…");
+        assert_eq!(quote.len(), 7, "{quote:#?}");
+        assert!(quote[6].starts_with("  kernel/kernel ELF program header"), "{quote:#?}");
+        // Short stderr: every line once, no marker.
+        assert_eq!(last_lines("a: bad\nb\n", 5), ["a: bad", "b"]);
+        // A warning is not the headline; the error after it is.
+        let warned = "q: warning: old\nq: the error\n1\n2\n3\n";
+        assert_eq!(last_lines(warned, 2), ["q: the error", "…", "2", "3"]);
+        // A long line is clipped.
+        let long = format!("q: {}\n", "x".repeat(5000));
+        assert!(last_lines(&long, 5)[0].ends_with("more bytes cut]"));
+    }
 }

@@ -4,16 +4,107 @@
 //! the replay command and where the logs are, and a summary line. On a terminal a live
 //! progress line shows what is running; elsewhere only plain lines, so CI logs read well.
 //! JSON form (`--message-format json`): one object per event on stdout, nothing else.
-//! JUnit (`--junit PATH`): written at the end, one test case per boot.
+//! JUnit (`--junit PATH`): written at the end, one test case per boot, or one error
+//! entry when the run was refused.
+//!
+//! Verdicts are coloured (PASS green, FAIL red, SKIP yellow) only when `--color` says so:
+//! `auto` colours a terminal and never a pipe or a file, and `NO_COLOR` turns it off.
+//! The result columns are as wide as the run's longest label, so a long case name never
+//! breaks them.
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::cli::MessageFormat;
+use crate::cli::{ColorChoice, MessageFormat};
+
+/// How many console lines a failure that timed out quotes, and how much of the end of
+/// `console.log` is read to find them (the file itself may be large).
+pub const CONSOLE_TAIL_LINES: usize = 10;
+const CONSOLE_TAIL_WINDOW: u64 = 32 * 1024;
+/// The most of one line a report quotes.
+pub const QUOTE_MAX_BYTES: usize = 300;
+
+/// `line` cut to at most `max` bytes (on a character boundary), with a marker saying how
+/// much was cut.
+pub fn clip(line: &str, max: usize) -> String {
+    if line.len() <= max {
+        return line.to_string();
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} [… {} more bytes cut]", &line[..end], line.len() - end)
+}
+
+/// The last `count` non-empty lines of a console log as a terminal shows them, each
+/// clipped, read from the file's last few KiB only. A line cut by the start of that
+/// window is left out, unless it is all there is (then it is marked as cut).
+pub fn console_tail(path: &Path, count: usize) -> Vec<String> {
+    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(CONSOLE_TAIL_WINDOW);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return Vec::new();
+    }
+    let mut bytes = Vec::new();
+    if file.take(CONSOLE_TAIL_WINDOW).read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let mut pieces: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let mut cut_first = false;
+    if start > 0 {
+        if pieces.len() > 1 {
+            pieces.remove(0);
+        } else {
+            cut_first = true;
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for (index, piece) in pieces.iter().enumerate() {
+        let shown = testbench_judge::shown(piece);
+        if shown.trim().is_empty() {
+            continue;
+        }
+        let shown = if index == 0 && cut_first { format!("[…] {shown}") } else { shown };
+        lines.push(shown);
+    }
+    let skip = lines.len().saturating_sub(count);
+    lines.into_iter().skip(skip).map(|l| clip(&l, QUOTE_MAX_BYTES)).collect()
+}
+
+/// Whether verdicts are coloured: `always` and `never` are obeyed; `auto` colours only a
+/// terminal, and only when `NO_COLOR` is unset or empty.
+pub fn use_color(choice: ColorChoice, stdout_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => stdout_is_terminal && no_color.is_none_or(|v| v.is_empty()),
+    }
+}
+
+/// A boot's label: `<case> <arch> smp<N>`, `<case> <arch>` (a build case) or `<case> host`.
+pub fn label_of(case: &str, arch: Option<&str>, smp: Option<u32>) -> String {
+    match (arch, smp) {
+        (Some(arch), Some(smp)) => format!("{case} {arch} smp{smp}"),
+        (Some(arch), None) => format!("{case} {arch}"),
+        _ => format!("{case} host"),
+    }
+}
+
+/// The seed column: `seed <S>`, `seed none` for a boot QEMU seeded itself, empty for a
+/// case that boots nothing.
+pub fn seed_text(seed: Option<u64>, boots: bool) -> String {
+    match (seed, boots) {
+        (Some(seed), _) => format!("seed {seed}"),
+        (None, true) => "seed none".to_string(),
+        (None, false) => String::new(),
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -36,17 +127,35 @@ pub struct BootReport {
     pub outcome: Outcome,
     pub duration: Duration,
     pub dir: PathBuf,
+    /// The one command that replays this boot, from any directory.
     pub replay: String,
+    /// What the replay cannot repeat, for a person (never part of the command).
+    pub replay_note: Option<String>,
+    /// Whether the seed names the test (a sweep's seeds are distinct tests; a pinned or
+    /// environment seed is a property of the one test).
+    pub sweep: bool,
+    /// The last console lines, for a failure that timed out.
+    pub console_tail: Vec<String>,
 }
 
 impl BootReport {
     pub fn label(&self) -> String {
-        match (&self.arch, self.smp) {
-            (Some(arch), Some(smp)) => format!("{} {arch} smp{smp}", self.case),
-            (Some(arch), None) => format!("{} {arch}", self.case),
-            _ => format!("{} host", self.case),
+        label_of(&self.case, self.arch.as_deref(), self.smp)
+    }
+
+    /// The replay command with its note, as a person reads it.
+    fn replay_shown(&self) -> String {
+        match &self.replay_note {
+            Some(note) => format!("{}  # {note}", self.replay),
+            None => self.replay.clone(),
         }
     }
+}
+
+/// One row the run will print, known before it starts (to size the columns).
+pub struct Row {
+    pub label: String,
+    pub seed: String,
 }
 
 #[derive(Default, Debug, Clone, Copy)]
@@ -58,18 +167,89 @@ pub struct Summary {
 
 pub struct Reporter {
     format: MessageFormat,
+    color: bool,
     progress: Option<ProgressBar>,
     reports: Vec<BootReport>,
+    /// Why the run was refused, when it was (for JUnit).
+    refusals: Vec<String>,
+    label_width: usize,
+    seed_width: usize,
     pub summary: Summary,
 }
+
+/// The narrowest the label and seed columns are, so short runs still line up as before.
+const MIN_LABEL_WIDTH: usize = 40;
+const MIN_SEED_WIDTH: usize = 10;
 
 fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
 impl Reporter {
-    pub fn new(format: MessageFormat) -> Reporter {
-        Reporter { format, progress: None, reports: Vec::new(), summary: Summary::default() }
+    pub fn new(format: MessageFormat, color: bool) -> Reporter {
+        Reporter {
+            format,
+            color,
+            progress: None,
+            reports: Vec::new(),
+            refusals: Vec::new(),
+            label_width: MIN_LABEL_WIDTH,
+            seed_width: MIN_SEED_WIDTH,
+            summary: Summary::default(),
+        }
+    }
+
+    /// A verdict word, padded to `width`, coloured when colour is on.
+    fn verdict_word(&self, word: &str, width: usize) -> String {
+        let padded = format!("{word:<width$}");
+        if !self.color {
+            return padded;
+        }
+        let code = match word {
+            "PASS" => "32",
+            "FAIL" => "31",
+            "SKIP" => "33",
+            _ => return padded,
+        };
+        // Only the word is coloured; the padding stays outside so columns line up.
+        format!("\x1b[{code}m{word}\x1b[0m{}", &padded[word.len()..])
+    }
+
+    /// Why the run was refused: every refusal, together. Human: `error:` lines on stderr;
+    /// JSON: one `refused` event on stdout (and the same lines on stderr). Kept for JUnit.
+    pub fn refused(&mut self, errors: &[String]) {
+        for error in errors {
+            eprintln!("error: {error}");
+        }
+        if self.format == MessageFormat::Json {
+            self.emit_json(json!({ "event": "refused", "errors": errors }));
+        }
+        self.refusals.extend(errors.iter().cloned());
+    }
+
+    /// `--list`: a line per case, or a `case` event per case in JSON.
+    pub fn list(&self, cases: &[testbench_case::Case]) {
+        let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for case in cases {
+            let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
+            match self.format {
+                MessageFormat::Human => {
+                    let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
+                    let mark = if case.whole_run { "" } else { " [by name only]" };
+                    self.line(&format!(
+                        "{:<width$}  {:<10}  {:<10}  {}{mark}",
+                        case.name,
+                        case.kind.name(),
+                        arch,
+                        case.description
+                    ));
+                }
+                MessageFormat::Json => self.emit_json(json!({
+                    "event": "case", "name": case.name, "kind": case.kind.name(), "arch": arch,
+                    "description": case.description, "whole_run": case.whole_run, "file": case.file,
+                })),
+            }
+        }
     }
 
     fn emit_json(&self, value: serde_json::Value) {
@@ -100,7 +280,10 @@ impl Reporter {
         }
     }
 
-    pub fn run_started(&mut self, run_dir: &Path, boots: usize) {
+    pub fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
+        let boots = rows.len();
+        self.label_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0).max(MIN_LABEL_WIDTH);
+        self.seed_width = rows.iter().map(|r| r.seed.len()).max().unwrap_or(0).max(MIN_SEED_WIDTH);
         match self.format {
             MessageFormat::Human => {
                 self.line(&format!("testbench: {boots} boots; logs in {}", run_dir.display()));
@@ -136,32 +319,38 @@ impl Reporter {
             Outcome::Fail(_) => self.summary.failed += 1,
             Outcome::Skip(_) => self.summary.skipped += 1,
         }
-        let seed = match (report.seed, report.smp) {
-            (Some(seed), _) => format!("seed {seed}"),
-            (None, Some(_)) => "seed none".to_string(),
-            (None, None) => String::new(),
-        };
+        let seed = seed_text(report.seed, report.smp.is_some());
         match self.format {
             MessageFormat::Human => {
                 if let Some(bar) = &self.progress {
                     bar.inc(1);
                 }
-                let head = format!("{:<40} {seed:<10}", report.label());
+                let (label_width, seed_width) = (self.label_width, self.seed_width);
+                let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
                 let text = match &report.outcome {
-                    Outcome::Pass => format!("{head} PASS  {}", secs(report.duration)),
-                    Outcome::ExpectedFailure(reason) => {
-                        format!("{head} PASS  {} (failed as it must: {reason})", secs(report.duration))
-                    }
-                    Outcome::Skip(reason) => format!("{head} SKIP  {reason}"),
+                    Outcome::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
+                    Outcome::ExpectedFailure(reason) => format!(
+                        "{head} {} {} (failed as it must: {reason})",
+                        self.verdict_word("PASS", 5),
+                        secs(report.duration)
+                    ),
+                    Outcome::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
                     Outcome::Fail(reason) => {
                         let mut text = format!(
-                            "{head} FAIL  {}\n    reason: {}",
+                            "{head} {} {}\n    reason: {}",
+                            self.verdict_word("FAIL", 5),
                             secs(report.duration),
                             reason.replace('\n', "\n      ")
                         );
+                        if !report.console_tail.is_empty() {
+                            text.push_str("\n    last console lines:");
+                            for line in &report.console_tail {
+                                text.push_str(&format!("\n      | {line}"));
+                            }
+                        }
                         text.push_str(&format!(
                             "\n    replay: {}\n    logs:   {}",
-                            report.replay,
+                            report.replay_shown(),
                             report.dir.display()
                         ));
                         text
@@ -179,7 +368,10 @@ impl Reporter {
                 self.emit_json(json!({
                     "event": "boot-finished", "case": report.case, "kind": report.kind, "arch": report.arch, "smp": report.smp,
                     "seed": report.seed, "verdict": verdict, "reason": reason,
-                    "duration_secs": report.duration.as_secs_f64(), "dir": report.dir, "replay": report.replay,
+                    "failed_as_it_must": matches!(report.outcome, Outcome::ExpectedFailure(_)),
+                    "console_tail": report.console_tail,
+                    "duration_secs": report.duration.as_secs_f64(), "dir": report.dir,
+                    "replay": report.replay, "replay_note": report.replay_note,
                 }));
             }
         }
@@ -233,16 +425,34 @@ impl Reporter {
     }
 
     pub fn write_junit(&self, path: &Path) -> Result<(), String> {
-        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+        use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
         let mut report = Report::new("testbench");
         let mut suite = TestSuite::new("boot");
+        if !self.refusals.is_empty() {
+            // A refused run ran nothing; CI still gets a report, and it says why.
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message(format!("the run was refused ({} refusals)", self.refusals.len()));
+            status.set_type("refused");
+            status.set_description(self.refusals.join("\n"));
+            let mut case = TestCase::new("testbench run refused", status);
+            case.set_classname("testbench");
+            suite.add_test_case(case);
+        }
         for boot in &self.reports {
             let status = match &boot.outcome {
                 Outcome::Pass | Outcome::ExpectedFailure(_) => TestCaseStatus::success(),
                 Outcome::Fail(reason) => {
                     let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     status.set_message(reason.clone());
-                    status.set_description(format!("replay: {}\nlogs: {}", boot.replay, boot.dir.display()));
+                    let mut description = String::new();
+                    if !boot.console_tail.is_empty() {
+                        description.push_str("last console lines:\n");
+                        for line in &boot.console_tail {
+                            description.push_str(&format!("  | {line}\n"));
+                        }
+                    }
+                    description.push_str(&format!("replay: {}\nlogs: {}", boot.replay_shown(), boot.dir.display()));
+                    status.set_description(description);
                     status
                 }
                 Outcome::Skip(reason) => {
@@ -251,17 +461,95 @@ impl Reporter {
                     status
                 }
             };
-            let name = match boot.seed {
-                Some(seed) => format!("{} seed{seed}", boot.label()),
-                None => boot.label(),
+            // A test keeps its name whatever seed it ran with, so CI histories line up;
+            // the seed is a property. A sweep's seeds are distinct tests of one case.
+            let name = match (boot.seed, boot.sweep) {
+                (Some(seed), true) => format!("{} seed{seed}", boot.label()),
+                _ => boot.label(),
             };
             let mut case = TestCase::new(name, status);
             case.set_classname(boot.case.clone());
             case.set_time(boot.duration);
+            if let Some(seed) = boot.seed {
+                case.add_property(Property::new("seed", seed.to_string()));
+            }
+            if matches!(boot.outcome, Outcome::ExpectedFailure(_)) {
+                case.add_property(Property::new("failed_as_it_must", "true"));
+            }
             suite.add_test_case(case);
         }
         report.add_test_suite(suite);
         let xml = report.to_string().map_err(|e| format!("failed to write JUnit XML: {e}"))?;
         std::fs::write(path, xml).map_err(|e| format!("failed to write {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_is_clipped_with_a_marker_on_a_char_boundary() {
+        assert_eq!(clip("short", 10), "short");
+        let long = "é".repeat(200); // 400 bytes
+        let clipped = clip(&long, 301);
+        assert!(clipped.starts_with(&"é".repeat(150)), "{clipped}");
+        assert!(clipped.ends_with("[… 100 more bytes cut]"), "{clipped}");
+    }
+
+    #[test]
+    fn the_console_tail_is_the_last_shown_lines_read_from_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        let mut text = Vec::new();
+        // A large file: only its end is read, and the line the window cuts is left out.
+        for i in 0..100_000 {
+            text.extend_from_slice(format!("line {i}\r\n").as_bytes());
+        }
+        text.extend_from_slice(b"\x1b[1mbold\x1b[0m\r\n\r\n");
+        text.extend_from_slice(&vec![b'x'; 1000]);
+        std::fs::write(&path, &text).unwrap();
+        let tail = console_tail(&path, 3);
+        assert_eq!(tail.len(), 3, "{tail:?}");
+        assert_eq!(tail[0], "line 99999");
+        assert_eq!(tail[1], "bold");
+        assert!(tail[2].starts_with(&"x".repeat(QUOTE_MAX_BYTES)) && tail[2].ends_with("[… 700 more bytes cut]"));
+
+        // One line longer than the window: its end, marked as cut at both ends.
+        std::fs::write(&path, vec![b'y'; 100_000]).unwrap();
+        let tail = console_tail(&path, 3);
+        assert_eq!(tail.len(), 1);
+        assert!(tail[0].starts_with("[…] yyy") && tail[0].contains("more bytes cut"), "{}", &tail[0][..40]);
+        assert!(console_tail(&dir.path().join("absent"), 3).is_empty());
+    }
+
+    #[test]
+    fn the_console_tail_never_reads_the_whole_file() {
+        // A sparse 64 GiB log (no disk, no memory): reading it whole could not end well,
+        // reading its end is instant.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        let file = std::fs::File::create(&path).unwrap();
+        let size = 64u64 << 30;
+        file.set_len(size).unwrap();
+        let end = b"\nsecond to last\nthe last line\r\n";
+        std::os::unix::fs::FileExt::write_at(&file, end, size).unwrap();
+        assert_eq!(console_tail(&path, 2), ["second to last", "the last line"]);
+    }
+
+    #[test]
+    fn colour_follows_the_flag_the_terminal_and_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_color(ColorChoice::Auto, true, None));
+        assert!(use_color(ColorChoice::Auto, true, Some(OsStr::new(""))));
+        assert!(!use_color(ColorChoice::Auto, true, Some(OsStr::new("1"))));
+        assert!(!use_color(ColorChoice::Auto, false, None));
+        assert!(use_color(ColorChoice::Always, false, Some(OsStr::new("1"))));
+        assert!(!use_color(ColorChoice::Never, true, None));
+        let reporter = Reporter::new(MessageFormat::Human, true);
+        assert_eq!(reporter.verdict_word("PASS", 5), "\x1b[32mPASS\x1b[0m ");
+        assert_eq!(reporter.verdict_word("FAIL", 5), "\x1b[31mFAIL\x1b[0m ");
+        assert_eq!(reporter.verdict_word("SKIP", 5), "\x1b[33mSKIP\x1b[0m ");
+        assert_eq!(Reporter::new(MessageFormat::Human, false).verdict_word("PASS", 5), "PASS ");
     }
 }

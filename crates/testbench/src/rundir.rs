@@ -2,14 +2,20 @@
 //!
 //! Two runs at once in one worktree never share a file: each has its own directory, named
 //! by its PID and start time, and writes only there (and to `last`, which it replaces
-//! atomically). Pruning keeps the newest few and never removes the directory of a run
-//! whose process is still alive.
+//! atomically). Pruning keeps the newest few, and never removes the directory of a run
+//! whose process is still alive nor of one younger than `MIN_AGE`, so the `logs:` path a
+//! run printed stays good for at least that long whatever else runs in the worktree.
+//!
+//! `last` is whoever started last: each run directory holds `invocation.json` (the
+//! command line, PID, start time and working directory) saying whose run it is.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How many run directories are kept (the newest ones; live runs are never removed).
+/// How many run directories are kept beyond the young and the live ones (the newest).
 pub const KEEP_RUNS: usize = 8;
+/// A run directory younger than this is never pruned.
+pub const MIN_AGE: Duration = Duration::from_secs(3600);
 
 pub fn create(root: &Path) -> std::io::Result<PathBuf> {
     let base = root.join("target/testbench");
@@ -17,13 +23,20 @@ pub fn create(root: &Path) -> std::io::Result<PathBuf> {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let dir = base.join(format!("run-{}-{secs}", std::process::id()));
     std::fs::create_dir(&dir)?;
+    let invocation = serde_json::json!({
+        "command": std::env::args().collect::<Vec<_>>(),
+        "pid": std::process::id(),
+        "started_unix_secs": secs,
+        "cwd": std::env::current_dir().ok(),
+    });
+    std::fs::write(dir.join("invocation.json"), format!("{invocation:#}\n"))?;
     // `last` names the newest run: a symlink made beside it and renamed over it, so a
     // reader sees the old run or the new one, never no link.
     let tmp = base.join(format!(".last-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(dir.file_name().unwrap(), &tmp)?;
     std::fs::rename(&tmp, base.join("last"))?;
-    prune(&base, &dir);
+    prune(&base, &dir, secs);
     Ok(dir)
 }
 
@@ -38,7 +51,7 @@ pub fn parse_name(name: &str) -> Option<(i32, u64)> {
     Some((pid.parse().ok()?, secs.parse().ok()?))
 }
 
-fn prune(base: &Path, own: &Path) {
+fn prune(base: &Path, own: &Path, now_secs: u64) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
     let mut runs: Vec<(u64, i32, PathBuf)> = entries
         .filter_map(|e| e.ok())
@@ -49,8 +62,9 @@ fn prune(base: &Path, own: &Path) {
         })
         .collect();
     runs.sort_by(|a, b| b.0.cmp(&a.0).then(b.2.cmp(&a.2)));
-    for (_, pid, path) in runs.into_iter().skip(KEEP_RUNS) {
-        if path == own || pid_alive(pid) {
+    for (secs, pid, path) in runs.into_iter().skip(KEEP_RUNS) {
+        let young = now_secs.saturating_sub(secs) < MIN_AGE.as_secs();
+        if path == own || young || pid_alive(pid) {
             continue;
         }
         let _ = std::fs::remove_dir_all(&path);
@@ -83,5 +97,30 @@ mod tests {
         assert!(left.contains(&dir.file_name().unwrap().to_string_lossy().into_owned()));
         assert_eq!(left.len(), KEEP_RUNS + 1, "{left:?}");
         assert_eq!(std::fs::read_link(base.join("last")).unwrap(), PathBuf::from(dir.file_name().unwrap()));
+        // `last` says whose run it is.
+        let invocation: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(base.join("last/invocation.json")).unwrap()).unwrap();
+        assert_eq!(invocation["pid"], std::process::id());
+        assert!(invocation["command"].as_array().is_some_and(|c| !c.is_empty()), "{invocation}");
+        assert!(invocation["cwd"].is_string() && invocation["started_unix_secs"].is_u64(), "{invocation}");
+    }
+
+    #[test]
+    fn a_run_younger_than_the_minimum_age_is_never_pruned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("target/testbench");
+        std::fs::create_dir_all(&base).unwrap();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let young = now - MIN_AGE.as_secs() + 60;
+        let old = now - MIN_AGE.as_secs() - 60;
+        // Dead runs, more than KEEP_RUNS of them: the oldest young one must stay.
+        std::fs::create_dir(base.join(format!("run-4999999-{young}"))).unwrap();
+        for i in 0..(KEEP_RUNS as u64 + 2) {
+            std::fs::create_dir(base.join(format!("run-4999998-{}", young + 1 + i))).unwrap();
+        }
+        std::fs::create_dir(base.join(format!("run-4999997-{old}"))).unwrap();
+        create(tmp.path()).unwrap();
+        assert!(base.join(format!("run-4999999-{young}")).exists(), "a run {}s old was pruned", now - young);
+        assert!(!base.join(format!("run-4999997-{old}")).exists(), "a dead run past the age and the count stayed");
     }
 }

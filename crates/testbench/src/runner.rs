@@ -11,13 +11,16 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, ProgramEntry};
-use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone, Verdict};
+use testbench_judge::{
+    Config as JudgeConfig, FailureKind, Input as JudgeInput, Pattern as JudgePattern, ServerDone, Verdict,
+};
 
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::cli::{Filter, Options};
+use crate::command::shell_quote;
 use crate::config::Config;
 use crate::qemu::BootSpec;
-use crate::report::{BootReport, Outcome, Reporter};
+use crate::report::{BootReport, Outcome, Reporter, Row};
 
 /// After the last expect the bench keeps reading this long (a checked build: `SETTLE_CHECKED`).
 pub const SETTLE: Duration = Duration::from_millis(50);
@@ -221,8 +224,22 @@ fn plan_host(cases: &[&Case], options: &Options) -> Vec<(usize, Option<Arch>)> {
     runs
 }
 
-fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> String {
-    let mut line = String::new();
+/// The start of every replay line: the workspace, so the line works from any directory.
+fn replay_prefix(ws: &Workspace) -> String {
+    format!("cd {} && ", shell_quote(&ws.root.display().to_string()))
+}
+
+/// The `--cases` a replay repeats (absolute: main made it so).
+fn replay_cases(ws: &Workspace) -> String {
+    match &ws.cases_flag {
+        Some(dir) => format!(" --cases {}", shell_quote(&dir.display().to_string())),
+        None => String::new(),
+    }
+}
+
+/// The command that replays one boot, and a note for a person on what it cannot repeat.
+fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> (String, Option<String>) {
+    let mut line = replay_prefix(ws);
     if boot.seed_from == SeedFrom::Environment {
         line.push_str(&format!("TESTBENCH_QEMU_SEED={} ", boot.seed.unwrap_or(0)));
     }
@@ -230,13 +247,38 @@ fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> String {
     if boot.seed_from == SeedFrom::Sweep {
         line.push_str(&format!(" --sweep {}", boot.seed.unwrap_or(0)));
     }
-    if let Some(dir) = &ws.cases_flag {
-        line.push_str(&format!(" --cases {}", crate::command::shell_quote(&dir.display().to_string())));
+    line.push_str(&replay_cases(ws));
+    let note = (boot.seed_from == SeedFrom::None)
+        .then(|| "seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly".to_string());
+    (line, note)
+}
+
+/// The command that replays a case that boots nothing.
+fn host_replay_line(case: &Case, arch: Option<Arch>, ws: &Workspace) -> String {
+    let mut line = format!("{}cargo testbench --exact {}", replay_prefix(ws), case.name);
+    if let Some(arch) = arch {
+        line.push_str(&format!(" --arch {arch}"));
     }
-    if boot.seed_from == SeedFrom::None {
-        line.push_str("  # seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly");
-    }
+    line.push_str(&replay_cases(ws));
     line
+}
+
+/// Refuse the run: every refusal printed together (and in JSON as one event), and a
+/// JUnit report that says so when one was asked for.
+fn refuse(reporter: &mut Reporter, options: &Options, errors: Vec<String>) -> i32 {
+    refuse_with(reporter, options.junit.as_deref(), errors)
+}
+
+/// `refuse`, for a refusal that comes before there are options (the command line, the
+/// configuration).
+pub fn refuse_with(reporter: &mut Reporter, junit: Option<&Path>, errors: Vec<String>) -> i32 {
+    reporter.refused(&errors);
+    if let Some(path) = junit {
+        if let Err(error) = reporter.write_junit(path) {
+            eprintln!("error: {error}");
+        }
+    }
+    EXIT_BAD_INPUT
 }
 
 /// What each (case, width) boots, once built.
@@ -354,29 +396,45 @@ fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> Outcome {
     }
 }
 
-/// One boot, or two when the case asks for captures that differ across boots.
-fn boot_once_or_twice(spec: BootSpec, root: &Path) -> CaseResult {
+/// Whether a verdict is a wait that ran out (its report quotes the console's last lines).
+fn timed_out(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
+}
+
+/// One boot, or two when the case asks for captures that differ across boots; and the
+/// console log to quote when the verdict is a timeout.
+fn boot_once_or_twice(spec: BootSpec, root: &Path) -> (CaseResult, Option<PathBuf>) {
+    let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
     let trouble = |e: String| Blocked::Build(format!("the bench could not boot: {e}"));
-    let first = spec.run(root).map_err(trouble)?;
+    let first = match spec.run(root) {
+        Ok(first) => first,
+        Err(e) => return (Err(trouble(e)), None),
+    };
     if spec.judge.capture.is_empty() || first.verdict != Verdict::Pass {
-        return Ok(verdict_result(first.verdict));
+        let tail = console(&spec.dir, &first.verdict);
+        return (Ok(verdict_result(first.verdict)), tail);
     }
     let second_spec = BootSpec { dir: spec.dir.join("second-boot"), ..spec };
-    let second = second_spec.run(root).map_err(trouble)?;
+    let second = match second_spec.run(root) {
+        Ok(second) => second,
+        Err(e) => return (Err(trouble(e)), None),
+    };
     if second.verdict != Verdict::Pass {
-        return Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}")));
+        let tail = console(&second_spec.dir, &second.verdict);
+        return (Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"))), tail);
     }
     for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
         if a == b {
-            return Ok(Err(format!(
+            let message = format!(
                 "{} '{}' captured '{}' in both boots",
                 pattern.label,
                 pattern.regex.as_str(),
                 a.as_deref().unwrap_or("")
-            )));
+            );
+            return (Ok(Err(message)), None);
         }
     }
-    Ok(Ok(()))
+    (Ok(Ok(())), None)
 }
 
 fn verdict_result(verdict: Verdict) -> Result<(), String> {
@@ -398,66 +456,41 @@ fn parse_env_seed() -> Result<Option<u64>, String> {
     }
 }
 
-pub fn list(cases: &[Case]) {
-    let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
-    for case in cases {
-        let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
-        let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
-        let mark = if case.whole_run { "" } else { " [by name only]" };
-        println!("{:<width$}  {:<10}  {:<10}  {}{mark}", case.name, case.kind.name(), arch, case.description);
-    }
-}
-
 /// The run proper; returns the exit status.
 pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     let started = Instant::now();
     let cases = match load_cases(&ws.cases_dir) {
         Ok(cases) => cases,
-        Err(errors) => {
-            for error in errors {
-                eprintln!("error: {error}");
-            }
-            return EXIT_BAD_INPUT;
-        }
+        Err(errors) => return refuse(reporter, options, errors),
     };
     if options.list {
-        list(&cases);
+        reporter.list(&cases);
         return EXIT_PASSED;
     }
     let selected = match select(&cases, &options.filter) {
         Ok(selected) => selected,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return EXIT_BAD_INPUT;
-        }
+        Err(error) => return refuse(reporter, options, vec![error]),
     };
     let errors: Vec<String> = selected.iter().flat_map(|c| check_inputs(c, &ws.root)).collect();
     if !errors.is_empty() {
-        for error in errors {
-            eprintln!("error: {error}");
-        }
-        return EXIT_BAD_INPUT;
+        return refuse(reporter, options, errors);
     }
     if options.sweep.is_some() && selected.len() != 1 {
         let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
-        eprintln!(
-            "error: --sweep runs one case; the filter took {}: {} (name one with --exact)",
+        let error = format!(
+            "--sweep runs one case; the filter took {}: {} (name one with --exact)",
             names.len(),
             names.join(", ")
         );
-        return EXIT_BAD_INPUT;
+        return refuse(reporter, options, vec![error]);
     }
     let env_seed = match parse_env_seed() {
         Ok(seed) => seed,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return EXIT_BAD_INPUT;
-        }
+        Err(error) => return refuse(reporter, options, vec![error]),
     };
     if let Some(dir) = &options.keep_failed {
         if let Err(error) = std::fs::create_dir_all(dir) {
-            eprintln!("error: --keep-failed {}: {error}", dir.display());
-            return EXIT_BAD_INPUT;
+            return refuse(reporter, options, vec![format!("--keep-failed {}: {error}", dir.display())]);
         }
     }
 
@@ -468,10 +501,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     let qmp_dir = if selected.iter().any(|c| c.as_boot().is_some()) {
         match crate::qmp::QmpDir::create(&tmp) {
             Ok(dir) => Some(Arc::new(dir)),
-            Err(error) => {
-                eprintln!("error: {error}");
-                return EXIT_BAD_INPUT;
-            }
+            Err(error) => return refuse(reporter, options, vec![error]),
         }
     } else {
         None
@@ -486,7 +516,18 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     };
     let boots = plan(&selected, options, &run_dir, env_seed);
     let host_runs = plan_host(&selected, options);
-    reporter.run_started(&run_dir, boots.len() + host_runs.len());
+    let mut rows: Vec<Row> = host_runs
+        .iter()
+        .map(|(index, arch)| Row {
+            label: crate::report::label_of(&selected[*index].name, arch.map(|a| a.name()), None),
+            seed: String::new(),
+        })
+        .collect();
+    rows.extend(boots.iter().map(|boot| Row {
+        label: crate::report::label_of(&selected[boot.case].name, Some(boot.arch.name()), Some(boot.smp)),
+        seed: crate::report::seed_text(boot.seed, true),
+    }));
+    reporter.run_started(&run_dir, &rows);
     let mut builder = Builder::new(&ws.root, &run_dir);
 
     // Probe each width's QEMU once, before its first boot, on threads of their own while
@@ -518,13 +559,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             _ => unreachable!("plan_host plans host kinds only, a build case with its width"),
         };
         let outcome = outcome_of(case, result, options.allow_skip);
-        let mut replay = format!("cargo testbench --exact {}", case.name);
-        if let Some(arch) = arch {
-            replay.push_str(&format!(" --arch {arch}"));
-        }
-        if let Some(dir) = &ws.cases_flag {
-            replay.push_str(&format!(" --cases {}", crate::command::shell_quote(&dir.display().to_string())));
-        }
+        let replay = host_replay_line(case, *arch, ws);
         reporter.boot_finished(BootReport {
             case: case.name.clone(),
             kind: case.kind.name(),
@@ -535,6 +570,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             duration: started_case.elapsed(),
             dir: ctx.dir.clone(),
             replay,
+            replay_note: None,
+            sweep: false,
+            console_tail: Vec::new(),
         });
     }
 
@@ -606,7 +644,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         })
         .collect();
     let queue = Arc::new(Mutex::new(jobs.into_iter()));
-    let (sender, receiver) = mpsc::channel::<(usize, CaseResult, Duration)>();
+    let (sender, receiver) = mpsc::channel::<(usize, (CaseResult, Option<PathBuf>), Duration)>();
     let workers = options.jobs.min(boots.len()).max(1);
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -620,7 +658,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             // The spawning thread waits for QEMU: its exit is what the parent-death
             // signal follows (see command.rs).
             let result = match spec {
-                Err(blocked) => Err(blocked),
+                Err(blocked) => (Err(blocked), None),
                 Ok(spec) => boot_once_or_twice(spec, &root),
             };
             if sender.send((index, result, started.elapsed())).is_err() {
@@ -629,17 +667,26 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         }));
     }
     drop(sender);
-    let mut waiting: BTreeMap<usize, (CaseResult, Duration)> = BTreeMap::new();
+    let mut waiting: BTreeMap<usize, ((CaseResult, Option<PathBuf>), Duration)> = BTreeMap::new();
     let mut next_to_print = 0;
     if let Some(first) = boots.first() {
         reporter.boot_started(&format!("{} {} smp{}", selected[first.case].name, first.arch, first.smp), first.seed);
     }
     for (index, result, took) in receiver {
         waiting.insert(index, (result, took));
-        while let Some((result, took)) = waiting.remove(&next_to_print) {
+        while let Some(((result, timed_out_console), took)) = waiting.remove(&next_to_print) {
             let boot = &boots[next_to_print];
             let case = selected[boot.case];
             let outcome = outcome_of(case, result, options.allow_skip);
+            // A wait that ran out says what the guest printed last, so the person need
+            // not open the log to see where it stopped.
+            let console_tail = match (&outcome, &timed_out_console) {
+                (Outcome::Fail(_), Some(console)) => {
+                    crate::report::console_tail(console, crate::report::CONSOLE_TAIL_LINES)
+                }
+                _ => Vec::new(),
+            };
+            let (replay, replay_note) = replay_line(case, boot, ws);
             if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
                 keep_failed(keep, case, boot);
             }
@@ -652,7 +699,10 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 outcome,
                 duration: took,
                 dir: boot.dir.clone(),
-                replay: replay_line(case, boot, ws),
+                replay,
+                replay_note,
+                sweep: boot.seed_from == SeedFrom::Sweep,
+                console_tail,
             });
             next_to_print += 1;
             if let Some(next) = boots.get(next_to_print) {

@@ -58,10 +58,15 @@ impl Run {
 }
 
 fn bench(args: &[&str], env: &[(&str, &str)]) -> Run {
+    bench_in(&root(), args, env)
+}
+
+/// The binary run from `cwd` (the workspace is still the one it was built from).
+fn bench_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_testbench"));
     command
         .args(args)
-        .current_dir(root())
+        .current_dir(cwd)
         .env("TESTBENCH_NO_SETUP", "1")
         .env_remove("TESTBENCH_QEMU_SEED")
         .stdin(Stdio::null());
@@ -86,6 +91,12 @@ fn cases_dir(cases: &[(&str, &str)]) -> tempfile::TempDir {
         std::fs::write(dir.path().join(format!("{name}.toml")), text).unwrap();
     }
     dir
+}
+
+/// The cargo command lines a run's build.log holds, one per cargo run.
+fn build_commands(run_dir: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(run_dir.join("build.log")).unwrap_or_default();
+    log.lines().filter(|l| l.starts_with("build: ")).map(str::to_string).collect()
 }
 
 const SMOKE_DONE: &str = "description = \"smoke\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [{ package = \"smoke\", bin = \"smoke\" }]\ntimeout_secs = 30\nexpect = ['^smoke: done$']\npoweroff = true\n";
@@ -166,13 +177,10 @@ fn sweep_boots_have_their_own_files_and_print_in_seed_order() {
         events.iter().filter(|e| e["event"] == "boot-finished").map(|e| e["seed"].as_u64().unwrap()).collect();
     assert_eq!(seeds, [1, 3, 5], "{}", run.explain());
     // One build of each piece (the kernel, the smoke program, the loader) serves every seed.
-    let builds = events
-        .iter()
-        .filter(|e| e["event"] == "build" && e["message"].as_str().unwrap().starts_with("build: "))
-        .count();
+    let run_dir = run.run_dir();
+    let builds = build_commands(&run_dir).len();
     assert_eq!(builds, 3, "one build serves every seed\n{}", run.explain());
     assert!(events.iter().any(|e| e["event"] == "sweep-finished"), "{}", run.explain());
-    let run_dir = run.run_dir();
     let mut rng_lines = Vec::new();
     for seed in [1, 3, 5] {
         let log = std::fs::read_to_string(run_dir.join(format!("sweepy/seed-{seed}-rv64/console.log"))).unwrap();
@@ -268,7 +276,10 @@ fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
         run.explain()
     );
     assert!(
-        run.stdout.contains(&format!("replay: cargo testbench --exact doomed --arch rv64 --smp 1 --cases {cases}")),
+        run.stdout.contains(&format!(
+            "replay: cd {} && cargo testbench --exact doomed --arch rv64 --smp 1 --cases {cases}",
+            root().display()
+        )),
         "{}",
         run.explain()
     );
@@ -287,12 +298,7 @@ fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_car
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &[]);
     run.expect_status(1);
     let events = run.events();
-    let builds: Vec<&str> = events
-        .iter()
-        .filter(|e| e["event"] == "build")
-        .filter_map(|e| e["message"].as_str())
-        .filter(|m| m.starts_with("build: "))
-        .collect();
+    let builds = build_commands(&run.run_dir());
     let mut distinct = builds.clone();
     distinct.sort();
     distinct.dedup();
@@ -417,4 +423,216 @@ fn a_bench_killed_outright_takes_its_qemu_with_it() {
         assert!(start.elapsed() < Duration::from_secs(10), "QEMU {pids:?} outlived its bench by 10 s");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A RISC-V ELF whose one segment loads at 0x80000000, where QEMU's OpenSBI goes: QEMU
+/// refuses it at once with "Some ROM regions are overlapping" and its advice after.
+fn overlapping_elf(dir: &Path) -> PathBuf {
+    let code: Vec<u8> = [0x6fu8, 0, 0, 0].repeat(4); // j .
+    let (ehsize, phsize) = (64u16, 56u16);
+    let offset = u64::from(ehsize + phsize);
+    let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    elf.extend([0u8; 8]);
+    elf.extend(2u16.to_le_bytes()); // executable
+    elf.extend(243u16.to_le_bytes()); // RISC-V
+    elf.extend(1u32.to_le_bytes());
+    elf.extend(0x8000_0000u64.to_le_bytes()); // entry
+    elf.extend(u64::from(ehsize).to_le_bytes()); // program headers
+    elf.extend(0u64.to_le_bytes()); // no section headers
+    elf.extend(0u32.to_le_bytes());
+    for half in [ehsize, phsize, 1, 0, 0, 0] {
+        elf.extend(half.to_le_bytes());
+    }
+    elf.extend(1u32.to_le_bytes()); // PT_LOAD
+    elf.extend(5u32.to_le_bytes()); // r-x
+    for word in [offset, 0x8000_0000, 0x8000_0000, code.len() as u64, code.len() as u64, 4] {
+        elf.extend(word.to_le_bytes());
+    }
+    elf.extend(&code);
+    let path = dir.join("overlap.elf");
+    std::fs::write(&path, elf).unwrap();
+    path
+}
+
+/// A case booting the overlapping ELF on QEMU's OpenSBI: QEMU refuses it at once.
+fn overlap_case(kernel: &Path, extra: &str) -> String {
+    format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 20\nexpect = ['never']\n{extra}\n[guest]\nkernel = \"{}\"\nfirmware = \"default\"\n",
+        kernel.display()
+    )
+}
+
+#[test]
+fn qemus_headline_is_quoted_and_a_must_fail_pass_and_the_seed_have_fields_of_their_own() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[
+        ("overlap", &overlap_case(&kernel, "")),
+        ("overlap-must-fail", &overlap_case(&kernel, "qemu_seed = 1\nmust_fail = 'Some ROM regions are overlapping'")),
+    ]);
+    let cases = dir.path().to_str().unwrap();
+    let junit = image.path().join("report.xml");
+    let run = bench(
+        &["--cases", cases, "--message-format", "json", "--junit", junit.to_str().unwrap()],
+        &[("TESTBENCH_QEMU_SEED", "5")],
+    );
+    run.expect_status(1);
+    let events = run.events();
+    let finished = |case: &str| events.iter().find(|e| e["event"] == "boot-finished" && e["case"] == case).unwrap();
+    let failed = finished("overlap");
+    let reason = failed["reason"].as_str().unwrap();
+    // QEMU's headline, then its last lines (the regions that overlap).
+    assert!(reason.contains("qemu-system-riscv64: Some ROM regions are overlapping | … |"), "{reason}");
+    assert!(reason.contains("overlap.elf ELF program header segment 0"), "{reason}");
+    assert_eq!(failed["failed_as_it_must"], false);
+    // QEMU drew the seed: the replay is a command, the note a field of its own.
+    let replay = failed["replay"].as_str().unwrap();
+    assert!(!replay.contains('#') && replay.starts_with(&format!("cd {} && cargo testbench", root().display())));
+    assert!(failed["replay_note"].as_str().unwrap().contains("host entropy"), "{failed}");
+    let passed = finished("overlap-must-fail");
+    assert_eq!((passed["verdict"].as_str(), passed["failed_as_it_must"].as_bool()), (Some("pass"), Some(true)));
+    assert!(passed["replay"].as_str().unwrap().starts_with("cd "), "{passed}");
+    assert!(passed["replay"].as_str().unwrap().contains("TESTBENCH_QEMU_SEED=5 cargo testbench"), "{passed}");
+    assert!(passed["replay_note"].is_null(), "{passed}");
+    // The seed from the environment is a property; the test keeps its name.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testcase name=\"overlap-must-fail rv64 smp1\""), "{xml}");
+    assert!(xml.contains("<property name=\"seed\" value=\"5\"/>"), "{xml}");
+    assert!(!xml.contains("seed5"), "{xml}");
+}
+
+#[test]
+fn a_timeout_quotes_the_console_and_the_replay_works_from_anywhere() {
+    let hang = smoke_with("\"no-poweroff\"")
+        .replace("timeout_secs = 30", "timeout_secs = 4")
+        .replace("'^smoke: done$'", "'^never printed$'")
+        .replace("poweroff = true", "");
+    let parent = tempfile::tempdir().unwrap();
+    let cases = parent.path().join("my-cases");
+    std::fs::create_dir(&cases).unwrap();
+    std::fs::write(cases.join("hangs.toml"), hang).unwrap();
+    // Run from elsewhere with a relative --cases.
+    let run = bench_in(parent.path(), &["--cases", "my-cases"], &[]);
+    run.expect_status(1);
+    let out = &run.stdout;
+    let reason_at =
+        out.find("reason: timed out after 4s waiting for expect[0]").unwrap_or_else(|| panic!("{}", run.explain()));
+    let tail_at = out.find("last console lines:").unwrap_or_else(|| panic!("{}", run.explain()));
+    assert!(reason_at < tail_at, "{}", run.explain());
+    assert!(out.contains("      | smoke: done\n"), "the guest's last line is quoted\n{}", run.explain());
+    let replay = format!(
+        "replay: cd {} && cargo testbench --exact hangs --arch rv64 --smp 1 --cases {}  # seed: QEMU drew it",
+        root().display(),
+        cases.display()
+    );
+    assert!(out.contains(&replay), "{}", run.explain());
+}
+
+#[test]
+fn a_refused_run_is_a_json_event_and_a_junit_error_and_the_list_is_json() {
+    let dir = cases_dir(&[("quick", SMOKE_DONE)]);
+    let cases = dir.path().to_str().unwrap();
+    let junit = dir.path().join("report.xml");
+    let run = bench(
+        &["--cases", cases, "--exact", "quik", "--message-format", "json", "--junit", junit.to_str().unwrap()],
+        &[],
+    );
+    run.expect_status(2);
+    let events = run.events();
+    assert_eq!(events.len(), 1, "{}", run.explain());
+    assert_eq!(events[0]["event"], "refused");
+    assert!(events[0]["errors"][0].as_str().unwrap().contains("--exact \"quik\""), "{}", run.explain());
+    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("no JUnit for a refused run: {e}"));
+    assert!(xml.contains("<testcase name=\"testbench run refused\"") && xml.contains("<error "), "{xml}");
+    assert!(xml.contains("--exact &quot;quik&quot;"), "{xml}");
+
+    let run = bench(&["--cases", cases, "--list", "--message-format", "json"], &[]);
+    run.expect_status(0);
+    let events = run.events();
+    assert_eq!(events.len(), 1, "{}", run.explain());
+    assert_eq!(events[0]["event"], "case");
+    assert_eq!(events[0]["name"], "quick");
+    assert_eq!(events[0]["arch"], serde_json::json!(["rv64"]));
+    assert_eq!(events[0]["whole_run"], true);
+}
+
+#[test]
+fn a_runs_printed_logs_path_outlives_the_next_run() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[("quick-fail", &overlap_case(&kernel, ""))]);
+    let cases = dir.path().to_str().unwrap();
+    let first = bench(&["--cases", cases], &[]);
+    first.expect_status(1);
+    let logs = first.run_dir();
+    // Other runs in this worktree since: more than the count pruning keeps, all newer.
+    let base = root().join("target/testbench");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let others: Vec<PathBuf> = (1..=12).map(|i| base.join(format!("run-4999999-{}", now + i))).collect();
+    for other in &others {
+        std::fs::create_dir_all(other).unwrap();
+    }
+    let second = bench(&["--cases", cases], &[]);
+    for other in &others {
+        let _ = std::fs::remove_dir_all(other);
+    }
+    second.expect_status(1);
+    assert!(logs.join("quick-fail/rv64-smp1/console.log").exists(), "{} was pruned", logs.display());
+    // Each run directory says whose run it is.
+    let invocation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(logs.join("invocation.json")).unwrap()).unwrap();
+    assert!(invocation["command"].as_array().unwrap().iter().any(|a| a == cases), "{invocation}");
+}
+
+#[test]
+fn a_build_with_nothing_to_do_prints_no_command_line() {
+    let dir = cases_dir(&[("quick", SMOKE_DONE)]);
+    let cases = dir.path().to_str().unwrap();
+    bench(&["--cases", cases], &[]).expect_status(0);
+    let run = bench(&["--cases", cases], &[]);
+    run.expect_status(0);
+    assert!(!run.stdout.contains("--manifest-path") && !run.stdout.contains("built "), "{}", run.explain());
+    let commands = build_commands(&run.run_dir());
+    assert_eq!(commands.len(), 3, "the kernel, the smoke program and the loader\n{commands:#?}");
+    assert!(commands.iter().all(|c| c.contains("--manifest-path")), "{commands:#?}");
+    let log = std::fs::read_to_string(run.run_dir().join("build.log")).unwrap();
+    assert!(log.contains("fresh (nothing to compile)"), "{log}");
+}
+
+#[test]
+fn verdicts_are_coloured_only_when_asked_and_a_long_name_keeps_the_columns() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let long = "a-case-with-a-name-much-longer-than-the-forty-columns-of-old";
+    let dir = cases_dir(&[
+        (long, &overlap_case(&kernel, "")),
+        ("short", &overlap_case(&kernel, "must_fail = 'Some ROM regions'")),
+    ]);
+    let cases = dir.path().to_str().unwrap();
+    let plain = bench(&["--cases", cases], &[]);
+    plain.expect_status(1);
+    assert!(!plain.stdout.contains('\x1b'), "colour on a pipe\n{}", plain.explain());
+    let verdict_column = |run: &Run, case: &str| {
+        let line = run.stdout.lines().find(|l| l.starts_with(case)).unwrap_or_else(|| panic!("{}", run.explain()));
+        line.find(" seed none ").unwrap_or_else(|| panic!("{line}"))
+    };
+    assert_eq!(verdict_column(&plain, long), verdict_column(&plain, "short"), "{}", plain.explain());
+
+    let coloured = bench(&["--cases", cases, "--color", "always"], &[("NO_COLOR", "1")]);
+    coloured.expect_status(1);
+    assert!(coloured.stdout.contains("\x1b[31mFAIL\x1b[0m"), "{}", coloured.explain());
+    assert!(coloured.stdout.contains("\x1b[32mPASS\x1b[0m"), "{}", coloured.explain());
+    let auto = bench(&["--cases", cases, "--color", "auto"], &[]);
+    assert!(!auto.stdout.contains('\x1b'), "{}", auto.explain());
+    // A refused command line is a JSON event and a JUnit error entry too.
+    let junit = image.path().join("refused.xml");
+    let refused = bench(
+        &["--cases", cases, "--color", "sometimes", "--message-format", "json", "--junit", junit.to_str().unwrap()],
+        &[],
+    );
+    refused.expect_status(2);
+    let accepted = "--color \"sometimes\" is not accepted: auto, always or never";
+    assert!(refused.stderr.contains(accepted), "{}", refused.explain());
+    assert_eq!(refused.events()[0]["errors"][0], accepted, "{}", refused.explain());
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("testbench run refused"));
 }
