@@ -44,6 +44,18 @@ pub struct Flags {
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
+    /// When the filter, --arch or an empty --cases directory leaves nothing to run: fail
+    /// (exit 4, the default), warn (say so and exit 0) or pass (exit 0).
+    #[arg(long, value_name = "ACTION", default_value = "fail")]
+    pub no_tests: String,
+}
+
+/// What a run that selects nothing does (as nextest's `--no-tests`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoTests {
+    Fail,
+    Warn,
+    Pass,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +77,7 @@ pub struct Options {
     pub cases: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub format: MessageFormat,
+    pub no_tests: NoTests,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +140,12 @@ impl Flags {
             "json" => MessageFormat::Json,
             other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
         };
+        let no_tests = match self.no_tests.as_str() {
+            "fail" => NoTests::Fail,
+            "warn" => NoTests::Warn,
+            "pass" => NoTests::Pass,
+            other => return Err(format!("--no-tests {other:?} is not accepted: fail, warn or pass")),
+        };
         if let Some(n) = self.smp {
             if !(1..=testbench_case::SMP_MAX).contains(&n) {
                 return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
@@ -152,6 +171,7 @@ impl Flags {
             cases: self.cases,
             junit: self.junit,
             format,
+            no_tests,
         })
     }
 }
