@@ -1,7 +1,10 @@
 //! The case model: one TOML file per case, parsed in two stages.
 //!
-//! Stage one is [`raw`]: serde with `deny_unknown_fields`, so a misspelt field is an error
-//! rather than a check silently dropped. Stage two, [`validate`], turns the raw form into a
+//! Stage one checks every field's name and shape against what the case's kind accepts
+//! ([`fields`]: a misspelt field is refused with the nearest accepted name, a wrong type
+//! with what the field takes, in words), then reads the file with serde ([`raw`], with
+//! `deny_unknown_fields` still, so nothing is ever silently dropped). Stage two,
+//! [`validate`], turns the raw form into a
 //! [`Case`] whose types carry the preconditions the runner relies on (a compiled regex, a
 //! non-empty list of hart counts per width, a deadline that is a real duration).
 //!

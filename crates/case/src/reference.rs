@@ -88,6 +88,15 @@ pub(crate) fn program_entry(ctx: &Ctx, field: &str, value: &toml::Value) -> Resu
                     return Err(ctx.err(format!("{field}.{later}"), "not supported yet by this bench"));
                 }
             }
+            const KEYS: [&str; 7] = ["bin", "package", "features", "path", "corrupt", "with", "budgets"];
+            if let Some(unknown) = keys.iter().find(|k| !KEYS.contains(k)) {
+                let near = crate::fields::did_you_mean(&crate::fields::nearest(unknown, KEYS));
+                let near = if near.is_empty() { ".".to_string() } else { format!("; {near}") };
+                return Err(ctx.err(
+                    format!("{field}.{unknown}"),
+                    format!("not a key of a programs entry{near} Accepted: {PROGRAM_FORMS}"),
+                ));
+            }
             let program = match keys.as_slice() {
                 ["bin"] => Program::TestProgram(string(ctx, field, table, "bin")?),
                 ["path"] => {
