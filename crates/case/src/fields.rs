@@ -292,3 +292,57 @@ mod tests {
         assert_eq!(number_text(f64::NAN), "NaN");
     }
 }
+
+#[cfg(test)]
+mod every_field {
+    use super::*;
+
+    /// The least case of each kind that parses.
+    fn minimal(kind: &str) -> toml::Table {
+        let text = match kind {
+            "boot" => "arch = [\"rv64\"]\nprograms = [\"logsrv\"]\nexpect = ['x']\n",
+            "build" => "arch = [\"rv64\"]\npackage = \"smoke\"\nbin = \"smoke\"\n",
+            "scripts" => "scripts = [\"x\"]\n",
+            "gate" => "gate = \"docs\"\n",
+            _ => "",
+        };
+        let mut table: toml::Table = toml::from_str(text).unwrap();
+        table.insert("description".into(), "d".into());
+        table.insert("kind".into(), kind.into());
+        table
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_in_any_field_is_refused_in_words_never_in_serdes() {
+        let date = toml::Value::Datetime("1979-05-27".parse().unwrap());
+        let mut checked = 0;
+        for kind in ["boot", "host-tests", "build", "scripts", "gate"] {
+            let base = minimal(kind);
+            assert!(crate::parse("tests/c.toml", &toml::to_string(&base).unwrap()).is_ok(), "{kind}");
+            let names = crate::validate::COMMON_FIELDS.iter().chain(crate::kinds::fields_of(kind));
+            for name in names {
+                let field = TOP.iter().find(|f| f.name == *name).unwrap_or_else(|| panic!("{name} is not in TOP"));
+                if field.shape == Shape::Any {
+                    continue;
+                }
+                let mut values = vec![date.clone()];
+                if matches!(field.shape, Shape::StrList | Shape::TableList) {
+                    values.push(toml::Value::Array(vec![date.clone()]));
+                }
+                for value in values {
+                    let mut table = base.clone();
+                    table.insert(name.to_string(), value);
+                    let text = toml::to_string(&table).unwrap();
+                    let error = crate::parse("tests/c.toml", &text).expect_err(&text).to_string();
+                    assert!(
+                        error.contains(" is not accepted: ") && error.contains(field.accepted),
+                        "kind {kind}, field {name}: {error}"
+                    );
+                    assert!(!error.contains("invalid type") && !error.contains("expected"), "{error}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 60, "{checked}");
+    }
+}

@@ -16,7 +16,7 @@ use crate::{
 const KINDS: [&str; 5] = ["boot", "host-tests", "build", "scripts", "gate"];
 
 /// Fields every kind takes.
-const COMMON_FIELDS: [&str; 4] = ["description", "kind", "whole_run", "must_fail"];
+pub(crate) const COMMON_FIELDS: [&str; 4] = ["description", "kind", "whole_run", "must_fail"];
 
 /// The longest deadline a case may set: a day. Anything longer is a typo for a unit.
 const TIMEOUT_SECS_MAX: f64 = 86_400.0;
