@@ -1,7 +1,10 @@
 //! The case model: one TOML file per case, parsed in two stages.
 //!
-//! Stage one is [`raw`]: serde with `deny_unknown_fields`, so a misspelt field is an error
-//! rather than a check silently dropped. Stage two, [`validate`], turns the raw form into a
+//! Stage one checks every field's name and shape against what the case's kind accepts
+//! ([`fields`]: a misspelt field is refused with the nearest accepted name, a wrong type
+//! with what the field takes, in words), then reads the file with serde ([`raw`], with
+//! `deny_unknown_fields` still, so nothing is ever silently dropped). Stage two,
+//! [`validate`], turns the raw form into a
 //! [`Case`] whose types carry the preconditions the runner relies on (a compiled regex, a
 //! non-empty list of hart counts per width, a deadline that is a real duration).
 //!
@@ -12,6 +15,7 @@
 //! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
 //! the bench's question (it asks before anything builds), using [`Case::paths`].
 
+mod fields;
 mod kinds;
 mod raw;
 mod reference;
@@ -23,6 +27,7 @@ use std::time::Duration;
 
 use regex::Regex;
 
+pub use fields::{did_you_mean, nearest, number_text};
 pub use validate::parse;
 
 /// A guest width the bench boots.
@@ -423,11 +428,31 @@ pub enum GuestImage {
     Recipe(PathBuf),
 }
 
-/// A path a case names, with the field that named it, for the bench's existence check.
+/// A path a case names, with the field that named it and what must be there, for the
+/// bench's check before anything builds.
 #[derive(Clone, Debug)]
 pub struct NamedPath {
     pub field: String,
     pub path: PathBuf,
+    pub kind: PathKind,
+    /// What the field names, in words ("a kernel image"), for the refusal.
+    pub what: &'static str,
+}
+
+/// What a named path must be. A FIFO, a socket or a device never is: reading one could
+/// block the bench forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// A regular file (or a symbolic link to one).
+    File,
+    /// A directory (or a symbolic link to one).
+    Dir,
+}
+
+impl NamedPath {
+    fn file(field: impl Into<String>, path: &std::path::Path, what: &'static str) -> NamedPath {
+        NamedPath { field: field.into(), path: path.to_owned(), kind: PathKind::File, what }
+    }
 }
 
 impl Case {
@@ -458,18 +483,24 @@ impl Case {
         }
     }
 
-    /// Every input path the case names, with its field: they must exist before anything
-    /// builds. The firmware is not among them (see [`Case::firmware`]).
+    /// Every input path the case names, with its field and what must be there: they are
+    /// checked before anything builds. The firmware is not among them (see
+    /// [`Case::firmware`]).
     pub fn paths(&self) -> Vec<NamedPath> {
         let mut paths = Vec::new();
         let boot = match &self.kind {
             Kind::Boot(boot) => boot,
             Kind::HostTests(host) => {
-                paths.push(NamedPath { field: "workspace".into(), path: host.workspace.join("Cargo.toml") });
+                paths.push(NamedPath::file("workspace", &host.workspace.join("Cargo.toml"), "a Cargo.toml"));
                 return paths;
             }
             Kind::Gate(gate) => {
-                paths.push(NamedPath { field: "tree".into(), path: gate.tree.clone() });
+                paths.push(NamedPath {
+                    field: "tree".into(),
+                    path: gate.tree.clone(),
+                    kind: PathKind::Dir,
+                    what: "the tree the gate reads",
+                });
                 return paths;
             }
             Kind::Build(_) | Kind::Scripts(_) => return paths,
@@ -478,13 +509,13 @@ impl Case {
             Guest::Built { programs, .. } => {
                 for (index, entry) in programs.iter().enumerate() {
                     if let Program::Path(path) = &entry.program {
-                        paths.push(NamedPath { field: format!("programs[{index}].path"), path: path.clone() });
+                        paths.push(NamedPath::file(format!("programs[{index}].path"), path, "a program's ELF file"));
                     }
                 }
                 for (index, file) in boot.files.iter().enumerate() {
                     match &file.from {
                         FileSource::Path(path) | FileSource::Program(Program::Path(path)) => {
-                            paths.push(NamedPath { field: format!("file[{index}].from"), path: path.clone() })
+                            paths.push(NamedPath::file(format!("file[{index}].from"), path, "a file to pack"))
                         }
                         FileSource::Program(_) => {}
                     }
@@ -492,14 +523,12 @@ impl Case {
             }
             Guest::External(guest) => match &guest.image {
                 GuestImage::Files { kernel, initrd } => {
-                    paths.push(NamedPath { field: "guest.kernel".into(), path: kernel.clone() });
+                    paths.push(NamedPath::file("guest.kernel", kernel, "a kernel image"));
                     if let Some(initrd) = initrd {
-                        paths.push(NamedPath { field: "guest.initrd".into(), path: initrd.clone() });
+                        paths.push(NamedPath::file("guest.initrd", initrd, "an initrd image"));
                     }
                 }
-                GuestImage::Recipe(recipe) => {
-                    paths.push(NamedPath { field: "guest.recipe".into(), path: recipe.clone() })
-                }
+                GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
             },
         }
         paths

@@ -6,10 +6,9 @@ use serde::Deserialize;
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawCase {
-    pub description: Option<String>,
+    // description and kind are read from the table before serde.
     pub arch: Option<Vec<String>>,
     pub whole_run: Option<bool>,
-    pub kind: Option<String>,
     pub programs: Option<Vec<toml::Value>>,
     pub smp: Option<toml::Value>,
     pub keep_smp: Option<bool>,
@@ -56,18 +55,6 @@ pub struct RawCase {
     pub tree: Option<String>,
     pub config: Option<String>,
 
-    // Fields of features the bench will bring later. They are read so that a case using
-    // one is refused as "not supported yet" rather than as a misspelling.
-    pub launch: Option<toml::Value>,
-    pub post_check: Option<toml::Value>,
-    pub memory: Option<toml::Value>,
-    pub expect_after: Option<toml::Value>,
-    pub disk: Option<toml::Value>,
-    pub net: Option<toml::Value>,
-    pub session: Option<toml::Value>,
-    pub late_cores: Option<toml::Value>,
-    pub grant: Option<toml::Value>,
-
     // the reference guest, hostile inputs, device-tree edits, distinctness
     pub reporter: Option<String>,
     pub allow_panic: Option<bool>,
@@ -80,29 +67,10 @@ pub struct RawCase {
     pub file: Option<Vec<toml::Table>>,
 }
 
-impl RawCase {
-    /// The later-feature fields this case sets, by name.
-    pub fn later_fields(&self) -> Vec<&'static str> {
-        let mut names = Vec::new();
-        let fields: [(&'static str, bool); 9] = [
-            ("launch", self.launch.is_some()),
-            ("post_check", self.post_check.is_some()),
-            ("memory", self.memory.is_some()),
-            ("expect_after", self.expect_after.is_some()),
-            ("disk", self.disk.is_some()),
-            ("net", self.net.is_some()),
-            ("session", self.session.is_some()),
-            ("late_cores", self.late_cores.is_some()),
-            ("grant", self.grant.is_some()),
-        ];
-        for (name, set) in fields {
-            if set {
-                names.push(name);
-            }
-        }
-        names
-    }
-}
+/// Fields of features the bench will bring later: a case using one is refused as "not
+/// supported yet" (before serde reads the file), rather than as a misspelling.
+pub const LATER_FIELDS: [&str; 9] =
+    ["launch", "post_check", "memory", "expect_after", "disk", "net", "session", "late_cores", "grant"];
 
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]

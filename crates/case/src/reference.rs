@@ -2,6 +2,7 @@
 //! programs with budgets and corruptions, the reporter, bundle files, the bundle's own
 //! tampering, device-tree edits and distinctness.
 
+use crate::fields::shown;
 use crate::raw::RawCase;
 use crate::validate::{is_feature_name, path_field, Ctx};
 use crate::{BundleFile, CaseError, Corruption, DtEdit, FileSource, Hostile, Program, ProgramEntry};
@@ -28,7 +29,9 @@ fn number(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<u64, CaseError>
         },
         _ => None,
     };
-    parsed.ok_or_else(|| ctx.err(field, format!("{value} is not accepted: a number from 0, or a \"0x…\" hex string")))
+    parsed.ok_or_else(|| {
+        ctx.err(field, format!("{} is not accepted: a number from 0, or a \"0x…\" hex string", shown(value)))
+    })
 }
 
 fn names_list(ctx: &Ctx, field: &str, value: Option<&toml::Value>, what: &str) -> Result<Vec<String>, CaseError> {
@@ -39,7 +42,7 @@ fn names_list(ctx: &Ctx, field: &str, value: Option<&toml::Value>, what: &str) -
         .enumerate()
         .map(|(i, item)| match item.as_str() {
             Some(name) if !name.is_empty() && !name.contains(char::is_whitespace) => Ok(name.to_string()),
-            _ => Err(ctx.err(format!("{field}[{i}]"), format!("{item} is not accepted: one of {what}"))),
+            _ => Err(ctx.err(format!("{field}[{i}]"), format!("{} is not accepted: one of {what}", shown(item)))),
         })
         .collect()
 }
@@ -61,7 +64,7 @@ fn corruption(ctx: &Ctx, field: &str, value: Option<&toml::Value>) -> Result<Cor
             Some(flags) if !flags.is_empty() && flags.chars().all(|c| "rwx".contains(c)) => {
                 Corruption::SegmentFlags(flags.to_string())
             }
-            _ => return Err(ctx.err(at, format!("{value} is not accepted: letters of rwx, such as \"rwx\""))),
+            _ => return Err(ctx.err(at, format!("{} is not accepted: letters of rwx, such as \"rwx\"", shown(value)))),
         },
         other => return Err(ctx.err(at, format!("{other:?} is not accepted: {accepted}"))),
     })
@@ -84,6 +87,15 @@ pub(crate) fn program_entry(ctx: &Ctx, field: &str, value: &toml::Value) -> Resu
                 if keys.contains(&later) {
                     return Err(ctx.err(format!("{field}.{later}"), "not supported yet by this bench"));
                 }
+            }
+            const KEYS: [&str; 7] = ["bin", "package", "features", "path", "corrupt", "with", "budgets"];
+            if let Some(unknown) = keys.iter().find(|k| !KEYS.contains(k)) {
+                let near = crate::fields::did_you_mean(&crate::fields::nearest(unknown, KEYS));
+                let near = if near.is_empty() { ".".to_string() } else { format!("; {near}") };
+                return Err(ctx.err(
+                    format!("{field}.{unknown}"),
+                    format!("not a key of a programs entry{near} Accepted: {PROGRAM_FORMS}"),
+                ));
             }
             let program = match keys.as_slice() {
                 ["bin"] => Program::TestProgram(string(ctx, field, table, "bin")?),
@@ -295,7 +307,12 @@ pub(crate) fn device_tree(ctx: &Ctx, raw: &RawCase) -> Result<Vec<DtEdit>, CaseE
                     .enumerate()
                     .map(|(i, w)| {
                         w.as_integer().filter(|n| (0..=u32::MAX as i64).contains(n)).map(|n| n as u32).ok_or_else(
-                            || ctx.err(format!("{field}.words[{i}]"), format!("{w} is not accepted: a 32-bit cell")),
+                            || {
+                                ctx.err(
+                                    format!("{field}.words[{i}]"),
+                                    format!("{} is not accepted: a 32-bit cell", shown(w)),
+                                )
+                            },
                         )
                     })
                     .collect::<Result<Vec<u32>, _>>()?;

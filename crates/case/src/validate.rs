@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use crate::raw::{RawCase, RawGuest};
+use crate::fields::{GUEST, INPUT, TOP};
+use crate::raw::{RawCase, RawGuest, LATER_FIELDS};
 use crate::{
     Arch, BootCase, Case, CaseError, ExternalGuest, Firmware, Guest, GuestImage, Input, Kind, Pattern, SMP_MAX,
 };
@@ -15,10 +16,14 @@ use crate::{
 const KINDS: [&str; 5] = ["boot", "host-tests", "build", "scripts", "gate"];
 
 /// Fields every kind takes.
-const COMMON_FIELDS: [&str; 4] = ["description", "kind", "whole_run", "must_fail"];
+pub(crate) const COMMON_FIELDS: [&str; 4] = ["description", "kind", "whole_run", "must_fail"];
 
 /// The longest deadline a case may set: a day. Anything longer is a typo for a unit.
 const TIMEOUT_SECS_MAX: f64 = 86_400.0;
+
+/// The shortest: a millisecond. A deadline shorter is a typo too, and one that would
+/// print as "timed out after 0s".
+const TIMEOUT_SECS_MIN: f64 = 0.001;
 
 /// The most guest RAM a case may ask for, in MiB (QEMU `virt` on this class of host).
 const MEMORY_MIB_MAX: i64 = 16_384;
@@ -36,10 +41,13 @@ impl Ctx<'_> {
         match Regex::new(source) {
             Ok(regex) => Ok(Pattern { label, regex }),
             Err(error) => {
-                // The regex crate's message is several lines with a caret; keep it whole
-                // but on one line so the refusal stays one line per problem.
-                let detail = error.to_string().lines().map(str::trim).collect::<Vec<_>>().join(" ");
-                Err(self.err(label, format!("not a valid regex: {detail}")))
+                // The regex crate's message is several lines: the pattern, a caret under
+                // the column at fault, then the error. Keep them as they are, each line
+                // indented alike, so the caret stays under its column.
+                let text = error.to_string();
+                let body = text.strip_prefix("regex parse error:").unwrap_or(&text).trim_start_matches('\n');
+                let body: Vec<String> = body.lines().map(|line| format!("    {line}")).collect();
+                Err(self.err(label, format!("not a valid regex:\n{}", body.join("\n"))))
             }
         }
     }
@@ -49,8 +57,14 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
-        if !(secs.is_finite() && secs > 0.0 && secs <= TIMEOUT_SECS_MAX) {
-            return Err(self.err(field, format!("{secs} is not accepted: a number of seconds above 0 and at most {TIMEOUT_SECS_MAX} (fractions allowed)")));
+        if !(secs.is_finite() && (TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX).contains(&secs)) {
+            return Err(self.err(
+                field,
+                format!(
+                    "{} is not accepted: a number of seconds from {TIMEOUT_SECS_MIN} (1 ms) to {TIMEOUT_SECS_MAX} (a day), such as 30 or 2.5",
+                    crate::fields::number_text(secs)
+                ),
+            ));
         }
         Ok(Duration::from_secs_f64(secs))
     }
@@ -70,7 +84,8 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
             ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only"))
         );
     }
-    let raw: RawCase = toml::from_str(text).map_err(|error| {
+    // Stage one: the TOML itself, then every field's name and shape, in words.
+    let table: toml::Table = toml::from_str(text).map_err(|error| {
         let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
         let field = match line {
             Some(line) => format!("line {line}"),
@@ -78,31 +93,66 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         };
         ctx.err(field, error.message().trim().to_string())
     })?;
-
-    let description = raw
-        .description
-        .clone()
+    let common: Vec<&str> = COMMON_FIELDS.to_vec();
+    crate::fields::check_table(&ctx, &only(&table, &common), TOP, &common, "", "every case", &|_| None)?;
+    let description = table
+        .get("description")
+        .and_then(toml::Value::as_str)
         .filter(|d| !d.trim().is_empty())
-        .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
-    let kind = raw.kind.as_deref().ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&KINDS))))?;
+        .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?
+        .to_string();
+    let kind = table
+        .get("kind")
+        .and_then(toml::Value::as_str)
+        .ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&KINDS))))?
+        .to_string();
+    let kind = kind.as_str();
     if !KINDS.contains(&kind) {
-        return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}", quoted(&KINDS))));
+        let near = crate::fields::did_you_mean(&crate::fields::nearest(kind, KINDS));
+        let near = if near.is_empty() { String::new() } else { format!("; {near}") };
+        return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}{near}", quoted(&KINDS))));
     }
-    // Which fields the file sets, to refuse one that belongs to another kind by name.
-    let table: toml::Table =
-        toml::from_str(text).map_err(|error| ctx.err("toml", error.message().trim().to_string()))?;
-    let own = crate::kinds::fields_of(kind);
-    for key in table.keys() {
-        if !COMMON_FIELDS.contains(&key.as_str())
-            && !own.contains(&key.as_str())
-            && !raw.later_fields().contains(&key.as_str())
-        {
-            return Err(ctx.err(key.as_str(), format!("not a field of kind {kind:?}; its fields: {}", own.join(", "))));
+    if let Some(later) = LATER_FIELDS.iter().find(|name| table.contains_key(**name)) {
+        return Err(ctx.err(*later, "not supported yet by this bench"));
+    }
+    // The fields of this kind, and only those, are named: never another kind's.
+    let accepted: Vec<&str> = COMMON_FIELDS.iter().chain(crate::kinds::fields_of(kind)).copied().collect();
+    let elsewhere = |key: &str| -> Option<String> {
+        let owners: Vec<String> = KINDS
+            .iter()
+            .filter(|other| **other != kind && crate::kinds::fields_of(other).contains(&key))
+            .map(|other| format!("{other:?}"))
+            .collect();
+        (!owners.is_empty()).then(|| format!("it is a field of kind {}", owners.join(", ")))
+    };
+    let whose = format!("kind {kind:?}");
+    crate::fields::check_table(&ctx, &table, TOP, &accepted, "", &whose, &elsewhere)?;
+    if let Some(toml::Value::Table(guest)) = table.get("guest") {
+        let names: Vec<&str> = GUEST.iter().map(|f| f.name).collect();
+        crate::fields::check_table(&ctx, guest, GUEST, &names, "guest.", "[guest]", &|_| None)?;
+    }
+    if let Some(toml::Value::Array(inputs)) = table.get("input") {
+        let names: Vec<&str> = INPUT.iter().map(|f| f.name).collect();
+        for (index, input) in inputs.iter().enumerate() {
+            if let toml::Value::Table(input) = input {
+                let prefix = format!("input[{index}].");
+                crate::fields::check_table(&ctx, input, INPUT, &names, &prefix, "[[input]]", &|_| None)?;
+                for name in &names {
+                    if !input.contains_key(*name) {
+                        return Err(ctx.err(format!("{prefix}{name}"), "required: each [[input]] has after and send"));
+                    }
+                }
+            }
         }
     }
-    if let Some(field) = raw.later_fields().first() {
-        return Err(ctx.err(*field, "not supported yet by this bench"));
-    }
+    // Every name and shape is checked above, so serde's own words are a last resort.
+    let mut table = table;
+    table.remove("description");
+    table.remove("kind");
+    let raw: RawCase = toml::Value::Table(table)
+        .try_into()
+        .map_err(|error: toml::de::Error| ctx.err("toml", error.message().trim().to_string()))?;
+
     let must_fail = raw.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
     let kind = match kind {
         "boot" => Kind::Boot(Box::new(boot_case(&ctx, &raw)?)),
@@ -112,6 +162,11 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         _ => Kind::Gate(crate::kinds::gate(&ctx, &raw)?),
     };
     Ok(Case { name, file: path, description, whole_run: raw.whole_run.unwrap_or(true), kind, must_fail })
+}
+
+/// The entries of `table` whose keys are in `keys`.
+fn only(table: &toml::Table, keys: &[&str]) -> toml::Table {
+    table.iter().filter(|(k, _)| keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 fn quoted(names: &[&str]) -> String {
@@ -266,7 +321,9 @@ pub(crate) fn is_feature_name(name: &str) -> bool {
 
 fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, CaseError> {
     let accepted = format!("a list of hart counts, each 1 to {SMP_MAX}, such as [1, 2]");
-    let list = value.as_array().ok_or_else(|| ctx.err(field, format!("not accepted: {accepted}")))?;
+    let list = value
+        .as_array()
+        .ok_or_else(|| ctx.err(field, format!("{} is not accepted: {accepted}", crate::fields::shown(value))))?;
     if list.is_empty() {
         return Err(
             ctx.err(field, format!("empty: {accepted} (leave a width out of arch rather than booting it zero times)"))
@@ -281,7 +338,12 @@ fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, Cas
                 }
                 counts.push(n as u32);
             }
-            _ => return Err(ctx.err(format!("{field}[{index}]"), format!("{count} is not accepted: {accepted}"))),
+            _ => {
+                return Err(ctx.err(
+                    format!("{field}[{index}]"),
+                    format!("{} is not accepted: {accepted}", crate::fields::shown(count)),
+                ))
+            }
         }
     }
     Ok(counts)

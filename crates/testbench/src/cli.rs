@@ -47,6 +47,10 @@ pub struct Flags {
     /// Colour the verdicts: auto (a terminal only, unless NO_COLOR is set), always or never.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub color: String,
+    /// When the filter, --arch or an empty --cases directory leaves nothing to run: fail
+    /// (exit 4, the default), warn (say so and exit 0) or pass (exit 0).
+    #[arg(long, value_name = "ACTION", default_value = "fail")]
+    pub no_tests: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +58,14 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+/// What a run that selects nothing does (as nextest's `--no-tests`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoTests {
+    Fail,
+    Warn,
+    Pass,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +88,7 @@ pub struct Options {
     pub junit: Option<PathBuf>,
     pub format: MessageFormat,
     pub color: ColorChoice,
+    pub no_tests: NoTests,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +157,12 @@ impl Flags {
             "never" => ColorChoice::Never,
             other => return Err(format!("--color {other:?} is not accepted: auto, always or never")),
         };
+        let no_tests = match self.no_tests.as_str() {
+            "fail" => NoTests::Fail,
+            "warn" => NoTests::Warn,
+            "pass" => NoTests::Pass,
+            other => return Err(format!("--no-tests {other:?} is not accepted: fail, warn or pass")),
+        };
         if let Some(n) = self.smp {
             if !(1..=testbench_case::SMP_MAX).contains(&n) {
                 return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
@@ -170,6 +189,7 @@ impl Flags {
             junit: self.junit,
             format,
             color,
+            no_tests,
         })
     }
 }

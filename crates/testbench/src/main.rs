@@ -10,6 +10,7 @@ mod command;
 mod config;
 mod fdt_edit;
 mod gates;
+mod guest_names;
 mod host;
 mod pack;
 mod qemu;

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, ProgramEntry};
+use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, Kind, PathKind, ProgramEntry};
 use testbench_judge::{
     Config as JudgeConfig, FailureKind, Input as JudgeInput, Pattern as JudgePattern, ServerDone, Verdict,
 };
 
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
-use crate::cli::{Filter, Options};
+use crate::cli::{Filter, NoTests, Options};
 use crate::command::shell_quote;
 use crate::config::Config;
 use crate::qemu::BootSpec;
@@ -31,6 +31,9 @@ pub const EXIT_PASSED: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Bad input: a case file, a path it names, or the command line.
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Nothing to run: the cases directory is empty, or the filter or `--arch` took no case
+/// (unless `--no-tests pass` or `warn`). Four, as nextest's "no tests to run".
+pub const EXIT_NO_CASES: i32 = 4;
 
 pub struct Workspace {
     pub root: PathBuf,
@@ -40,11 +43,81 @@ pub struct Workspace {
     pub config: Config,
 }
 
-/// Read every `*.toml` in the cases directory; all refusals are collected.
-pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
+/// The most bytes of one case file: a case is a page of TOML, never a data set.
+pub const CASE_FILE_MAX: u64 = 1 << 20;
+
+/// What the cases directory gave: the cases that parsed, and a refusal for each file
+/// that did not.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub cases: Vec<Case>,
+    pub refusals: Vec<String>,
+    /// The stems of the files refused, so `--exact` does not also say no case has that name.
+    pub refused_names: Vec<String>,
+    /// How many `*.toml` entries the directory holds, refused ones included.
+    pub files: usize,
+}
+
+/// What a file type is, in words, for a refusal.
+pub fn file_type_words(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        "a regular file"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// One case file's text. Only a regular file (or a symbolic link to one) is read: its
+/// type is asked first, without opening it, so a FIFO, a socket or a device named
+/// `x.toml` is refused and never blocks the bench. It is then opened without blocking
+/// and asked again (it could have been replaced in between), and read to a bound.
+fn read_case_file(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let accepted = "a case is a regular file <name>.toml (or a symbolic link to one)";
+    let metadata = std::fs::metadata(file).map_err(|error| format!("cannot be read: {error}"))?;
+    if !metadata.is_file() {
+        return Err(format!("{} is not accepted: {accepted}", file_type_words(metadata.file_type())));
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(file)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    let metadata = opened.metadata().map_err(|error| format!("cannot be read: {error}"))?;
+    if !metadata.is_file() {
+        return Err(format!("{} is not accepted: {accepted}", file_type_words(metadata.file_type())));
+    }
+    let mut bytes = Vec::new();
+    opened.take(CASE_FILE_MAX + 1).read_to_end(&mut bytes).map_err(|error| format!("cannot be read: {error}"))?;
+    if bytes.len() as u64 > CASE_FILE_MAX {
+        return Err(format!("more than {CASE_FILE_MAX} bytes is not accepted: a case file is at most 1 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|error| format!("not UTF-8 text ({error}): a case file is TOML"))
+}
+
+/// Read every `*.toml` in the cases directory; every refusal is collected, one per file.
+pub fn load_cases(dir: &Path) -> Loaded {
+    let mut loaded = Loaded::default();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(error) => return Err(vec![format!("{}: cannot read the cases directory: {error}", dir.display())]),
+        Err(error) => {
+            loaded.refusals.push(format!("{}: cannot read the cases directory: {error}", dir.display()));
+            return loaded;
+        }
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
@@ -52,24 +125,24 @@ pub fn load_cases(dir: &Path) -> Result<Vec<Case>, Vec<String>> {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    let mut cases = Vec::new();
-    let mut errors = Vec::new();
+    loaded.files = files.len();
     for file in files {
         let shown = file.display().to_string();
-        match std::fs::read_to_string(&file) {
-            Err(error) => errors.push(format!("{shown}: {error}")),
-            Ok(text) => match testbench_case::parse(&shown, &text) {
-                Ok(case) => cases.push(case),
-                Err(error) => errors.push(error.to_string()),
-            },
+        let parsed = read_case_file(&file)
+            .map_err(|error| format!("{shown}: {error}"))
+            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.to_string()));
+        match parsed {
+            Ok(case) => loaded.cases.push(case),
+            Err(error) => {
+                loaded.refusals.push(error);
+                if let Some(stem) = file.file_stem() {
+                    loaded.refused_names.push(stem.to_string_lossy().into_owned());
+                }
+            }
         }
     }
-    if errors.is_empty() {
-        cases.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(cases)
-    } else {
-        Err(errors)
-    }
+    loaded.cases.sort_by(|a, b| a.name.cmp(&b.name));
+    loaded
 }
 
 /// The cases a filter takes, in name order.
@@ -82,32 +155,118 @@ pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, S
         Filter::Exact(name) => match cases.iter().find(|c| c.name == *name) {
             Some(case) => Ok(vec![case]),
             None => {
-                let mut near: Vec<&str> = cases
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .filter(|n| n.contains(name.as_str()) || name.contains(n))
-                    .collect();
-                near.truncate(5);
-                let hint =
-                    if near.is_empty() { String::new() } else { format!(" (names like it: {})", near.join(", ")) };
-                Err(format!("--exact {name:?}: no case has that name{hint}"))
+                let names = || cases.iter().map(|c| c.name.as_str());
+                let mut like: Vec<&str> = names().filter(|n| n.contains(name.as_str()) || name.contains(n)).collect();
+                like.truncate(5);
+                let mut message = format!("--exact {name:?}: no case has that name");
+                if !like.is_empty() {
+                    message.push_str(&format!(" (names like it: {})", like.join(", ")));
+                }
+                let near = testbench_case::did_you_mean(&testbench_case::nearest(name, names()));
+                if !near.is_empty() {
+                    message.push_str(&format!("; {near}"));
+                }
+                Err(message)
             }
         },
     }
 }
 
-/// Check what a case names exists and agrees with itself, before anything builds.
+/// Whether a case runs at all under `--arch` (a case of the host runs on every width).
+fn runs_on(case: &Case, only: Option<Arch>) -> bool {
+    case.arch().is_empty() || only.is_none_or(|only| case.arch().contains(&only))
+}
+
+/// Why a run would run nothing, if it would: which filter or width left every case out.
+pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &Path) -> Option<String> {
+    if selected.iter().any(|case| runs_on(case, options.arch)) {
+        return None;
+    }
+    let dir = dir.display();
+    if loaded.files == 0 {
+        return Some(format!("{dir} holds no case (no *.toml file)"));
+    }
+    if !selected.is_empty() {
+        let arch = options.arch.map(|a| a.name()).unwrap_or("");
+        let mut shown: Vec<String> = selected
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.arch().iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")))
+            .collect();
+        let more = shown.len().saturating_sub(5);
+        shown.truncate(5);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        return Some(format!("--arch {arch}: no case taken boots {arch}: {}{more}", shown.join(", ")));
+    }
+    let by_name_only: Vec<&str> = loaded.cases.iter().filter(|c| !c.whole_run).map(|c| c.name.as_str()).collect();
+    Some(match &options.filter {
+        Filter::All => {
+            format!("every case in {dir} runs only by its whole name (whole_run = false): {}", by_name_only.join(", "))
+        }
+        Filter::Contains(text) => {
+            let mut message = format!("the filter {text:?} takes none of the {} cases in {dir}", loaded.cases.len());
+            let partial: Vec<&str> = by_name_only.iter().copied().filter(|n| n.contains(text.as_str())).collect();
+            if !partial.is_empty() {
+                message.push_str(&format!(
+                    "; the cases whose names hold it run only by their whole name (whole_run = false): {}",
+                    partial.join(", ")
+                ));
+            }
+            let near = testbench_case::did_you_mean(&testbench_case::nearest(
+                text,
+                loaded.cases.iter().map(|c| c.name.as_str()),
+            ));
+            if !near.is_empty() {
+                message.push_str(&format!("; {near}"));
+            }
+            message
+        }
+        Filter::Exact(name) => format!("--exact {name:?} takes nothing"),
+    })
+}
+
+/// Check what a case names is there, is what it must be, and agrees with itself, before
+/// anything builds. A kernel, an initrd, a program or a firmware image must be a regular
+/// file: a directory, a FIFO or a device is refused here, not at boot.
 pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     let mut errors = Vec::new();
+    let file = case.file.display();
     for named in case.paths() {
-        if !root.join(&named.path).exists() {
-            errors.push(format!(
-                "{}: {}: {} does not exist (paths are relative to the workspace root {})",
-                case.file.display(),
+        let path = named.path.display();
+        let full = root.join(&named.path);
+        match std::fs::metadata(&full) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => errors.push(format!(
+                "{file}: {}: {path} does not exist (paths are relative to the workspace root {})",
                 named.field,
-                named.path.display(),
                 root.display()
-            ));
+            )),
+            Err(error) => errors.push(format!("{file}: {}: {path} cannot be read: {error}", named.field)),
+            Ok(metadata) => {
+                let (fits, must) = match named.kind {
+                    PathKind::File => (metadata.is_file(), "a regular file"),
+                    PathKind::Dir => (metadata.is_dir(), "a directory"),
+                };
+                if !fits {
+                    errors.push(format!(
+                        "{file}: {}: {path} is {}: {} must be {must}",
+                        named.field,
+                        file_type_words(metadata.file_type()),
+                        named.what
+                    ));
+                }
+            }
+        }
+    }
+    // A firmware image that is missing is the host's lack (checked at boot time), but one
+    // that is there and is not a regular file is the case's mistake.
+    if let Some((Firmware::Path(path), field)) = case.firmware() {
+        if let Ok(metadata) = std::fs::metadata(root.join(path)) {
+            if !metadata.is_file() {
+                errors.push(format!(
+                    "{file}: {field}: {} is {}: a firmware image must be a regular file",
+                    path.display(),
+                    file_type_words(metadata.file_type())
+                ));
+            }
         }
     }
     let Some(boot) = case.as_boot() else { return errors };
@@ -115,15 +274,15 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         Guest::External(guest) => {
             if let GuestImage::Recipe(recipe) = &guest.image {
                 let full = root.join(recipe);
-                if full.exists() {
+                // Read only a regular file: anything else is refused above.
+                if full.is_file() {
                     match testbench_recipe::load(&full) {
-                        Err(error) => errors.push(format!("{}: guest.recipe: {error}", case.file.display())),
+                        Err(error) => errors.push(format!("{file}: guest.recipe: {error}")),
                         Ok(recipe) => {
                             for arch in &boot.arch {
                                 if arch.name() != recipe.arch.to_string() {
                                     errors.push(format!(
-                                        "{}: arch: the recipe {} boots {} only, not {arch}",
-                                        case.file.display(),
+                                        "{file}: arch: the recipe {} boots {} only, not {arch}",
                                         full.display(),
                                         recipe.arch
                                     ));
@@ -459,39 +618,73 @@ fn parse_env_seed() -> Result<Option<u64>, String> {
 /// The run proper; returns the exit status.
 pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     let started = Instant::now();
-    let cases = match load_cases(&ws.cases_dir) {
-        Ok(cases) => cases,
-        Err(errors) => return refuse(reporter, options, errors),
-    };
+    // Every refusal of the run, gathered here and given to `refuse` together: every file
+    // that does not parse, and what the cases that parsed name.
+    let loaded = load_cases(&ws.cases_dir);
+    let mut refusals: Vec<String> = loaded.refusals.clone();
     if options.list {
-        reporter.list(&cases);
+        if !refusals.is_empty() {
+            return refuse(reporter, options, refusals);
+        }
+        reporter.list(&loaded.cases);
         return EXIT_PASSED;
     }
-    let selected = match select(&cases, &options.filter) {
+    let cases = &loaded.cases;
+    let selected = match select(cases, &options.filter) {
         Ok(selected) => selected,
-        Err(error) => return refuse(reporter, options, vec![error]),
+        Err(error) => {
+            // A name whose file was refused already has its refusal.
+            let refused = matches!(&options.filter, Filter::Exact(name) if loaded.refused_names.contains(name));
+            if !refused {
+                refusals.push(error);
+            }
+            Vec::new()
+        }
     };
-    let errors: Vec<String> = selected.iter().flat_map(|c| check_inputs(c, &ws.root)).collect();
-    if !errors.is_empty() {
-        return refuse(reporter, options, errors);
+    refusals.extend(selected.iter().flat_map(|c| check_inputs(c, &ws.root)));
+    // The guest workspace's names, once, only when a case names some of them.
+    if selected.iter().any(|c| crate::guest_names::needed(c)) {
+        match crate::guest_names::read(&ws.root) {
+            Ok(names) => refusals.extend(selected.iter().flat_map(|c| names.check(c))),
+            Err(error) => refusals.push(error),
+        }
     }
-    if options.sweep.is_some() && selected.len() != 1 {
+    if options.sweep.is_some() && selected.len() > 1 {
         let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
-        let error = format!(
+        refusals.push(format!(
             "--sweep runs one case; the filter took {}: {} (name one with --exact)",
             names.len(),
             names.join(", ")
-        );
-        return refuse(reporter, options, vec![error]);
+        ));
     }
-    let env_seed = match parse_env_seed() {
-        Ok(seed) => seed,
-        Err(error) => return refuse(reporter, options, vec![error]),
-    };
-    if let Some(dir) = &options.keep_failed {
-        if let Err(error) = std::fs::create_dir_all(dir) {
-            return refuse(reporter, options, vec![format!("--keep-failed {}: {error}", dir.display())]);
+    let env_seed = parse_env_seed().unwrap_or_else(|error| {
+        refusals.push(error);
+        None
+    });
+    if refusals.is_empty() {
+        if let Some(dir) = &options.keep_failed {
+            if let Err(error) = std::fs::create_dir_all(dir) {
+                refusals.push(format!("--keep-failed {}: {error}", dir.display()));
+            }
         }
+    }
+    if !refusals.is_empty() {
+        return refuse(reporter, options, refusals);
+    }
+    if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
+        return match options.no_tests {
+            NoTests::Fail => {
+                eprintln!(
+                    "error: nothing to run: {why} (exit status {EXIT_NO_CASES}; --no-tests warn or pass exits 0)"
+                );
+                EXIT_NO_CASES
+            }
+            NoTests::Warn => {
+                eprintln!("warning: nothing to run: {why}");
+                EXIT_PASSED
+            }
+            NoTests::Pass => EXIT_PASSED,
+        };
     }
 
     // The run's private directory for QMP sockets (qmp.rs), made before anything builds

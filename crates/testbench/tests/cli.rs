@@ -58,31 +58,73 @@ impl Run {
 }
 
 fn bench(args: &[&str], env: &[(&str, &str)]) -> Run {
-    bench_in(&root(), args, env)
+    bench_within(&root(), args, env, Duration::from_secs(900))
 }
 
 /// The binary run from `cwd` (the workspace is still the one it was built from).
 fn bench_in(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    bench_within(cwd, args, env, Duration::from_secs(900))
+}
+
+/// Run the bench from `cwd`, killing it if it has not ended by `deadline` (the run's
+/// status is then `None` and its stderr says so), so a bench that blocks fails its test,
+/// never hangs it.
+fn bench_within(cwd: &Path, args: &[&str], env: &[(&str, &str)], deadline: Duration) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_testbench"));
     command
         .args(args)
         .current_dir(cwd)
         .env("TESTBENCH_NO_SETUP", "1")
         .env_remove("TESTBENCH_QEMU_SEED")
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }
     let shown =
         format!("{} testbench {}", env.iter().map(|(k, v)| format!("{k}={v} ")).collect::<String>(), args.join(" "));
     eprintln!("running: {shown}");
-    let output = command.output().expect("the testbench binary starts");
-    Run {
-        command: shown,
-        status: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    let mut child = command.spawn().expect("the testbench binary starts");
+    let drain = |stream: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut stream) = stream {
+                let _ = stream.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if start.elapsed() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = stderr.join().unwrap();
+    if status.is_none() && start.elapsed() > deadline {
+        stderr.push_str(&format!("\n[the test killed the bench: no end after {deadline:?}]\n"));
     }
+    Run { command: shown, status, stdout: stdout.join().unwrap(), stderr }
+}
+
+/// A cargo for the bench (through `CARGO`) that logs every command line to `log` and runs
+/// the real cargo, but first runs `before` (shell), which may end it.
+fn logging_cargo(dir: &Path, log: &Path, before: &str) -> PathBuf {
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let script = dir.join("cargo");
+    std::fs::write(&script, format!("#!/bin/sh\necho \"$*\" >> '{}'\n{before}\nexec '{real}' \"$@\"\n", log.display()))
+        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
 }
 
 fn cases_dir(cases: &[(&str, &str)]) -> tempfile::TempDir {
@@ -120,15 +162,47 @@ fn the_list_marks_cases_run_only_by_name() {
 
 #[test]
 fn bad_cases_are_all_refused_before_anything_builds() {
+    let missing_kernel = "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"no/such/kernel\"\n";
     let dir = cases_dir(&[
         ("good", SMOKE_DONE),
         ("bad-smp", &SMOKE_DONE.replace("timeout_secs = 30", "smp = { rv32 = [2] }")),
-        ("bad-regex", &SMOKE_DONE.replace("'^smoke: done$'", "'ok', '(unclosed'")),
+        ("bad-regex", &SMOKE_DONE.replace("'^smoke: done$'", "'ok', 'fine (unclosed'")),
+        ("bad-type", &SMOKE_DONE.replace("timeout_secs = 30", "timeout_secs = \"30\"")),
+        ("misspelt", &SMOKE_DONE.replace("expect =", "expext =")),
+        ("missing-kernel", missing_kernel),
+        ("unknown-program", &SMOKE_DONE.replace("{ package = \"smoke\", bin = \"smoke\" }", "\"no-such-bin\"")),
     ]);
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(2);
     assert!(run.stderr.contains("bad-smp.toml: smp.rv32: not one of the case's arch"), "{}", run.explain());
-    assert!(run.stderr.contains("bad-regex.toml: expect[1]: not a valid regex"), "{}", run.explain());
+    assert!(run.stderr.contains("bad-regex.toml: expect[1]: not a valid regex:\n"), "{}", run.explain());
+    // The regex crate's caret stays under the column at fault: the pattern and the caret
+    // are printed on lines of their own, indented alike.
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    let at = lines.iter().position(|l| l.trim() == "fine (unclosed").expect("the pattern on a line of its own");
+    let column = lines[at].find('(').unwrap();
+    assert_eq!(lines[at + 1].find('^'), Some(column), "the caret is not under '(':\n{}", run.stderr);
+    // A type error says what is accepted, in words; a misspelt field, the nearest.
+    assert!(
+        run.stderr
+            .contains("bad-type.toml: timeout_secs: \"30\" is not accepted: a number of seconds, such as 30 or 2.5\n"),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stderr.contains("misspelt.toml: expext: not a field of kind \"boot\"; did you mean `expect`?"));
+    assert!(!run.stderr.contains("expected f64") && !run.stderr.contains("launch"), "{}", run.explain());
+    // The path and name checks of the cases that parsed come in the same run as the
+    // parse errors of the others, not after they are fixed.
+    assert!(
+        run.stderr.contains("missing-kernel.toml: guest.kernel: no/such/kernel does not exist"),
+        "{}",
+        run.explain()
+    );
+    assert!(
+        run.stderr.contains("unknown-program.toml: programs[0]: \"no-such-bin\" is not a binary"),
+        "{}",
+        run.explain()
+    );
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
@@ -293,9 +367,15 @@ fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
 #[test]
 fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_cargos_message() {
     let same = smoke_with("\"status-3\"").replace("poweroff = true", "poweroff = true\npoweroff_status = 3");
-    let broken = smoke_with("\"no-such-feature\"").replace("poweroff = true", "poweroff = true\nmust_fail = '.*'");
+    // Every name is the guest workspace's (an unknown one is refused before building), so
+    // the build error comes from a cargo that fails to build the smoke program with echo.
+    let broken = smoke_with("\"echo\"").replace("poweroff = true", "poweroff = true\nmust_fail = '.*'");
     let dir = cases_dir(&[("one", &same), ("two", &same), ("three-broken", &broken)]);
-    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &[]);
+    let tools = tempfile::tempdir().unwrap();
+    let failing = "case \"$*\" in *build*--features\\ echo*) echo 'error: the feature echo cannot build here' >&2; exit 101;; esac";
+    let cargo = logging_cargo(tools.path(), &tools.path().join("cargo.log"), failing);
+    let cargo = cargo.to_str().unwrap();
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &[("CARGO", cargo)]);
     run.expect_status(1);
     let events = run.events();
     let builds = build_commands(&run.run_dir());
@@ -312,7 +392,10 @@ fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_car
     assert_eq!(verdicts, [("one", "pass"), ("three-broken", "fail"), ("two", "pass")], "{}", run.explain());
     let reason = events.iter().find(|e| e["case"] == "three-broken").unwrap()["reason"].as_str().unwrap().to_string();
     // A build error is a failure even for a must_fail case, and it is cargo's own words.
-    assert!(reason.contains("cargo failed to build smoke") && reason.contains("no-such-feature"), "{reason}");
+    assert!(
+        reason.contains("cargo failed to build smoke") && reason.contains("the feature echo cannot build here"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -635,4 +718,142 @@ fn verdicts_are_coloured_only_when_asked_and_a_long_name_keeps_the_columns() {
     assert!(refused.stderr.contains(accepted), "{}", refused.explain());
     assert_eq!(refused.events()[0]["errors"][0], accepted, "{}", refused.explain());
     assert!(std::fs::read_to_string(&junit).unwrap().contains("testbench run refused"));
+}
+
+#[test]
+fn only_regular_files_are_read_as_cases_and_a_fifo_never_blocks() {
+    let dir = cases_dir(&[("good", SMOKE_DONE)]);
+    let fifo = dir.path().join("fifo.toml");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo failed");
+    let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("socket.toml")).unwrap();
+    std::fs::create_dir(dir.path().join("dir.toml")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("good.toml"), dir.path().join("linked.toml")).unwrap();
+    // Today's bench opened the FIFO for reading and waited for a writer forever.
+    let run = bench_within(&root(), &["--cases", dir.path().to_str().unwrap()], &[], Duration::from_secs(60));
+    run.expect_status(2);
+    let accepted = "is not accepted: a case is a regular file <name>.toml (or a symbolic link to one)";
+    for (name, what) in [("fifo", "a FIFO"), ("socket", "a socket"), ("dir", "a directory")] {
+        let line = format!("{}: {what} {accepted}", dir.path().join(format!("{name}.toml")).display());
+        assert!(run.stderr.contains(&line), "no refusal {line:?}\n{}", run.explain());
+    }
+    assert!(!run.stderr.contains("linked.toml") && !run.stderr.contains("good.toml"), "{}", run.explain());
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
+#[test]
+fn a_directory_named_as_a_kernel_initrd_firmware_or_program_is_refused_before_anything_builds() {
+    let image = tempfile::tempdir().unwrap();
+    let not_a_file = image.path().display().to_string();
+    let external = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"{not_a_file}\"\ninitrd = \"{not_a_file}\"\nfirmware = \"{not_a_file}\"\n"
+    );
+    let built = SMOKE_DONE
+        .replace("{ package = \"smoke\", bin = \"smoke\" }", &format!("{{ path = \"{not_a_file}\" }}"))
+        .replace("poweroff = true", &format!("poweroff = true\nfirmware = \"{not_a_file}\""));
+    let dir = cases_dir(&[("external", &external), ("built", &built)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    for (file, field, what) in [
+        ("external", "guest.kernel", "a kernel image"),
+        ("external", "guest.initrd", "an initrd image"),
+        ("external", "guest.firmware", "a firmware image"),
+        ("built", "programs[0].path", "a program's ELF file"),
+        ("built", "firmware", "a firmware image"),
+    ] {
+        let line = format!("{file}.toml: {field}: {not_a_file} is a directory: {what} must be a regular file");
+        assert!(run.stderr.contains(&line), "no refusal {line:?}\n{}", run.explain());
+    }
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
+#[test]
+fn unknown_guest_binaries_packages_and_features_are_refused_from_one_metadata_read() {
+    let dir = cases_dir(&[
+        ("no-bin", &SMOKE_DONE.replace("{ package = \"smoke\", bin = \"smoke\" }", "\"no-such-bin\"")),
+        ("typo-bin", &SMOKE_DONE.replace("{ package = \"smoke\", bin = \"smoke\" }", "\"chekcer\"")),
+        ("no-package", &SMOKE_DONE.replace("package = \"smoke\"", "package = \"smoek\"")),
+        ("no-feature", &smoke_with("\"ecoh\"")),
+        ("kernel-feature", &SMOKE_DONE.replace("poweroff = true", "poweroff = true\nkernel_features = [\"fast\"]")),
+        (
+            "build-kind",
+            "description = \"x\"\nkind = \"build\"\narch = [\"rv64\"]\npackage = \"smoke\"\nbin = \"smoek\"\n",
+        ),
+    ]);
+    let tools = tempfile::tempdir().unwrap();
+    let log = tools.path().join("cargo.log");
+    let cargo = logging_cargo(tools.path(), &log, "");
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[("CARGO", cargo.to_str().unwrap())]);
+    run.expect_status(2);
+    for line in [
+        "no-bin.toml: programs[0]: \"no-such-bin\" is not a binary of the guest workspace's package \"programs\"; the nearest is `",
+        "typo-bin.toml: programs[0]: \"chekcer\" is not a binary of the guest workspace's package \"programs\"; the nearest is `checker`.",
+        "no-package.toml: programs[0].package: \"smoek\" is not a package of the guest workspace (guest/Cargo.toml); did you mean `smoke`?",
+        "no-feature.toml: programs[0].features[0]: \"ecoh\" is not a feature of the guest workspace's package \"smoke\"; did you mean `echo`?",
+        "kernel-feature.toml: kernel_features[0]: \"fast\" is not a feature of the guest workspace's package \"kernel\"",
+        "build-kind.toml: bin: \"smoek\" is not a binary of the guest workspace's package \"smoke\"; the nearest is `smoke`.",
+    ] {
+        assert!(run.stderr.contains(line), "no refusal {line:?}\n{}", run.explain());
+    }
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+    // cargo ran once, for the metadata, and built nothing.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert!(
+        calls[0].starts_with("metadata --manifest-path ")
+            && calls[0].ends_with(" --no-deps --format-version 1 --offline")
+    );
+}
+
+#[test]
+fn a_run_with_nothing_to_run_fails_with_its_own_status_unless_asked_otherwise() {
+    let empty = tempfile::tempdir().unwrap();
+    let empty = empty.path().to_str().unwrap();
+    let run = bench(&["--cases", empty], &[]);
+    run.expect_status(4);
+    assert!(
+        run.stderr.contains(&format!("error: nothing to run: {empty} holds no case (no *.toml file)")),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stdout.is_empty(), "{}", run.explain());
+
+    let by_name = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false");
+    let dir = cases_dir(&[("quick", SMOKE_DONE), ("quick-slow", &by_name)]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "qiuck"], &[]);
+    run.expect_status(4);
+    assert!(run.stderr.contains("the filter \"qiuck\" takes none of the 2 cases in"), "{}", run.explain());
+    assert!(run.stderr.contains("did you mean `quick`?"), "{}", run.explain());
+    let run = bench(&["--cases", cases, "slow"], &[]);
+    run.expect_status(4);
+    assert!(run.stderr.contains("run only by their whole name (whole_run = false): quick-slow"), "{}", run.explain());
+    let run = bench(&["--cases", cases, "--arch", "rv32"], &[]);
+    run.expect_status(4);
+    assert!(run.stderr.contains("--arch rv32: no case taken boots rv32: quick (rv64)"), "{}", run.explain());
+    assert!(run.stdout.is_empty(), "{}", run.explain());
+
+    // As nextest's --no-tests: warn says so and passes, pass passes quietly.
+    let run = bench(&["--cases", cases, "--arch", "rv32", "--no-tests", "warn"], &[]);
+    run.expect_status(0);
+    assert!(run.stderr.contains("warning: nothing to run: --arch rv32"), "{}", run.explain());
+    let run = bench(&["--cases", empty, "--no-tests", "pass"], &[]);
+    run.expect_status(0);
+    assert!(run.stderr.is_empty() && run.stdout.is_empty(), "{}", run.explain());
+    let run = bench(&["--cases", empty, "--no-tests", "maybe"], &[]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("--no-tests \"maybe\" is not accepted: fail, warn or pass"), "{}", run.explain());
+}
+
+#[test]
+fn exact_suggests_the_nearest_name_by_edit_distance() {
+    let dir = cases_dir(&[("bench-boot", SMOKE_DONE), ("bench-reset", SMOKE_DONE)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--exact", "bench-bot"], &[]);
+    run.expect_status(2);
+    assert!(
+        run.stderr.contains("--exact \"bench-bot\": no case has that name; did you mean `bench-boot`?"),
+        "{}",
+        run.explain()
+    );
 }

@@ -1,0 +1,268 @@
+//! The guest workspace's names (its packages, their binaries and features), read once
+//! per run from `cargo metadata`, so that a case naming a binary, a package or a feature
+//! that is not there is refused before anything builds, with the nearest name that is,
+//! rather than by cargo after the kernel was built.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use testbench_case::{Case, FileSource, Guest, Kind, Program};
+
+use crate::build::{cargo, GUEST_MANIFEST, PROGRAMS_PACKAGE, REFERENCE_KERNEL_PACKAGE};
+use crate::command::Cmd;
+
+/// `cargo metadata --no-deps --offline` reads manifests only: well under a second here.
+const METADATA_DEADLINE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Default)]
+pub struct GuestNames {
+    packages: BTreeMap<String, Package>,
+}
+
+#[derive(Debug, Default)]
+struct Package {
+    bins: Vec<String>,
+    features: Vec<String>,
+}
+
+/// Whether a case names anything of the guest workspace (so the run needs its names).
+pub fn needed(case: &Case) -> bool {
+    match &case.kind {
+        Kind::Boot(boot) => matches!(boot.guest, Guest::Built { .. }),
+        Kind::Build(_) => true,
+        _ => false,
+    }
+}
+
+/// Run `cargo metadata` on the guest workspace once, under a deadline.
+pub fn read(root: &Path) -> Result<GuestNames, String> {
+    let cmd = Cmd::new(cargo(), "cargo metadata of the guest workspace", METADATA_DEADLINE)
+        .cwd(root)
+        .args(["metadata", "--manifest-path"])
+        .arg(root.join(GUEST_MANIFEST))
+        .args(["--no-deps", "--format-version", "1", "--offline"]);
+    let output = cmd.output().map_err(|error| format!("the guest workspace's names: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the guest workspace's names: `{}` failed ({}):\n{}",
+            cmd.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        ));
+    }
+    parse(&output.stdout).map_err(|error| format!("the guest workspace's names: `{}`: {error}", cmd.display()))
+}
+
+/// The names in `cargo metadata`'s JSON (format version 1).
+pub fn parse(json: &[u8]) -> Result<GuestNames, String> {
+    let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+    let packages = value["packages"].as_array().ok_or("no packages in its output")?;
+    let mut names = GuestNames::default();
+    for package in packages {
+        let Some(name) = package["name"].as_str() else { continue };
+        let bins = package["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "bin")))
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect();
+        let features = package["features"].as_object().map(|f| f.keys().cloned().collect()).unwrap_or_default();
+        names.packages.insert(name.to_string(), Package { bins, features });
+    }
+    Ok(names)
+}
+
+impl GuestNames {
+    /// Every refusal for what `case` names of the guest workspace.
+    pub fn check(&self, case: &Case) -> Vec<String> {
+        let mut errors = Vec::new();
+        let mut refuse = |field: String, message: String| {
+            errors.push(format!("{}: {field}: {message}", case.file.display()));
+        };
+        match &case.kind {
+            Kind::Boot(boot) => {
+                let Guest::Built { programs, .. } = &boot.guest else { return Vec::new() };
+                for (index, feature) in boot.kernel_features.iter().enumerate() {
+                    if let Some(message) = self.feature(REFERENCE_KERNEL_PACKAGE, feature) {
+                        refuse(format!("kernel_features[{index}]"), message);
+                    }
+                }
+                for (index, entry) in programs.iter().enumerate() {
+                    self.program(&format!("programs[{index}]"), &entry.program, &mut refuse);
+                }
+                for (index, file) in boot.files.iter().enumerate() {
+                    if let FileSource::Program(program) = &file.from {
+                        self.program(&format!("file[{index}].from"), program, &mut refuse);
+                    }
+                }
+            }
+            // A build case's features are left to cargo: its refusal is what such a case
+            // may be about (tests/bench-build-error.toml).
+            Kind::Build(build) => {
+                if let Some((field, message)) = self.bin(&build.package, &build.bin, "package", "bin") {
+                    refuse(field, message);
+                }
+            }
+            _ => {}
+        }
+        errors
+    }
+
+    fn program(&self, field: &str, program: &Program, refuse: &mut dyn FnMut(String, String)) {
+        match program {
+            Program::TestProgram(bin) => {
+                if let Some((_, message)) = self.bin(PROGRAMS_PACKAGE, bin, "", "") {
+                    refuse(field.to_string(), message);
+                }
+            }
+            Program::Corrupt { bin, .. } => {
+                if let Some((_, message)) = self.bin(PROGRAMS_PACKAGE, bin, "", "") {
+                    refuse(format!("{field}.corrupt"), message);
+                }
+            }
+            Program::Package { package, bin, features } => {
+                if let Some((at, message)) = self.bin(package, bin, "package", "bin") {
+                    refuse(format!("{field}.{at}"), message);
+                    return;
+                }
+                for (index, feature) in features.iter().enumerate() {
+                    if let Some(message) = self.feature(package, feature) {
+                        refuse(format!("{field}.features[{index}]"), message);
+                    }
+                }
+            }
+            Program::Path(_) => {}
+        }
+    }
+
+    /// Why `bin` of `package` is not there (with the field at fault: `package_field` or
+    /// `bin_field`), naming the nearest binary that is.
+    fn bin(&self, package: &str, bin: &str, package_field: &str, bin_field: &str) -> Option<(String, String)> {
+        let Some(found) = self.packages.get(package) else {
+            let near = testbench_case::nearest(package, self.packages.keys().map(String::as_str));
+            let with_bins: Vec<&str> =
+                self.packages.iter().filter(|(_, p)| !p.bins.is_empty()).map(|(n, _)| n.as_str()).collect();
+            return Some((
+                package_field.to_string(),
+                sentence(
+                    format!("{package:?} is not a package of the guest workspace ({GUEST_MANIFEST})"),
+                    &near,
+                    format!("Its packages with binaries: {}", with_bins.join(", ")),
+                ),
+            ));
+        };
+        if found.bins.iter().any(|b| b == bin) {
+            return None;
+        }
+        let (near_package, near_bin) = self.nearest_bin(bin, package);
+        let nearest = if near_package == package {
+            format!("`{near_bin}`")
+        } else if package == PROGRAMS_PACKAGE && package_field.is_empty() {
+            format!(
+                "`{near_bin}` of package {near_package:?}: {{ package = \"{near_package}\", bin = \"{near_bin}\" }}"
+            )
+        } else {
+            format!("`{near_bin}` of package {near_package:?}")
+        };
+        let listed = if found.bins.is_empty() { "none".to_string() } else { found.bins.join(", ") };
+        Some((
+            bin_field.to_string(),
+            format!(
+                "{bin:?} is not a binary of the guest workspace's package {package:?}; the nearest is {nearest}. Its binaries: {listed}"
+            ),
+        ))
+    }
+
+    /// The binary nearest to `bin` by edit distance, of any package (`prefer`'s first on a tie).
+    fn nearest_bin(&self, bin: &str, prefer: &str) -> (&str, &str) {
+        let mut best: Option<(usize, bool, &str, &str)> = None;
+        for (package, found) in &self.packages {
+            for candidate in &found.bins {
+                let distance = strsim::damerau_levenshtein(bin, candidate);
+                let other = package != prefer;
+                if best.is_none_or(|(d, o, _, _)| (distance, other) < (d, o)) {
+                    best = Some((distance, other, package, candidate));
+                }
+            }
+        }
+        best.map(|(_, _, package, bin)| (package, bin)).unwrap_or(("", ""))
+    }
+
+    /// Why `feature` is not a feature of `package`, if it is not.
+    fn feature(&self, package: &str, feature: &str) -> Option<String> {
+        let found = self.packages.get(package)?;
+        if feature == "default" || found.features.iter().any(|f| f == feature) {
+            return None;
+        }
+        let known: Vec<&str> = found.features.iter().map(String::as_str).filter(|f| *f != "default").collect();
+        let near = testbench_case::nearest(feature, known.iter().copied());
+        let listed = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+        Some(sentence(
+            format!("{feature:?} is not a feature of the guest workspace's package {package:?}"),
+            &near,
+            format!("Its features: {listed}"),
+        ))
+    }
+}
+
+/// "head; did you mean `x`? tail", or "head. tail" when nothing is near.
+fn sentence(head: String, near: &[&str], tail: String) -> String {
+    match testbench_case::did_you_mean(near) {
+        near if near.is_empty() => format!("{head}. {tail}"),
+        near => format!("{head}; {near} {tail}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METADATA: &str = r#"{"packages":[
+        {"name":"programs","features":{},"targets":[{"name":"checker","kind":["bin"]},{"name":"rng","kind":["bin"]},{"name":"logsrv","kind":["bin"]}]},
+        {"name":"smoke","features":{"default":[],"echo":[],"status-3":[]},"targets":[{"name":"smoke","kind":["bin"]}]},
+        {"name":"kernel","features":{},"targets":[{"name":"kernel","kind":["bin"]}]},
+        {"name":"fdt","features":{},"targets":[{"name":"fdt","kind":["lib"]}]}
+    ]}"#;
+
+    fn case(programs: &str, extra: &str) -> Case {
+        let text = format!(
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = {programs}\nexpect = ['x']\n{extra}"
+        );
+        testbench_case::parse("tests/c.toml", &text).unwrap()
+    }
+
+    #[test]
+    fn an_unknown_binary_package_or_feature_is_refused_with_the_nearest() {
+        let names = parse(METADATA.as_bytes()).unwrap();
+        assert!(names.check(&case("[\"logsrv\", \"checker\"]", "")).is_empty());
+        let refused = names.check(&case("[\"logsrv\", \"chekcer\"]", ""));
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with("tests/c.toml: programs[1]: \"chekcer\" is not a binary of the guest workspace's package \"programs\"; the nearest is `checker`."),
+            "{refused:?}"
+        );
+        let refused = names.check(&case("[\"smok\"]", ""));
+        assert!(
+            refused[0]
+                .contains("the nearest is `smoke` of package \"smoke\": { package = \"smoke\", bin = \"smoke\" }"),
+            "{refused:?}"
+        );
+        let refused = names.check(&case("[{ package = \"smoek\", bin = \"smoke\" }]", ""));
+        assert!(
+            refused[0].contains("programs[0].package: \"smoek\" is not a package")
+                && refused[0].contains("did you mean `smoke`?"),
+            "{refused:?}"
+        );
+        assert!(!refused[0].contains("fdt"), "a package without binaries is not offered: {refused:?}");
+        let refused = names.check(&case("[{ package = \"smoke\", bin = \"smoke\", features = [\"ecoh\"] }]", ""));
+        assert!(
+            refused[0].contains("programs[0].features[0]: \"ecoh\" is not a feature")
+                && refused[0].contains("did you mean `echo`?"),
+            "{refused:?}"
+        );
+        let refused = names.check(&case("[\"logsrv\"]", "kernel_features = [\"fast\"]"));
+        assert!(refused[0].contains("kernel_features[0]: \"fast\" is not a feature of the guest workspace's package \"kernel\". Its features: none"), "{refused:?}");
+    }
+}
