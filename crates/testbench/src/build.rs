@@ -186,11 +186,16 @@ impl Builder {
     /// Append a line to the run's build.log (a log that cannot be written loses nothing
     /// the verdict needs, so its errors are ignored).
     fn record(&self, line: &str) {
-        use std::io::Write;
-        let path = self.run_dir.join(BUILD_LOG);
-        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(file, "{line}");
-        }
+        record_build(&self.run_dir, line);
+    }
+}
+
+/// Append a line to a run directory's build.log (host-tests builds keep their cargo
+/// command lines there too, not on the terminal).
+pub fn record_build(run_dir: &Path, line: &str) {
+    use std::io::Write;
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(BUILD_LOG)) {
+        let _ = writeln!(file, "{line}");
     }
 }
 

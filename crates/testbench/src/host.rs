@@ -147,7 +147,9 @@ pub fn run_host_tests(
             .cwd(&workspace)
             .args(["test", "--no-run", "--message-format", "json-render-diagnostics"])
             .args(&features);
-    log(&format!("build: {}", build.display()));
+    if let Some(run_dir) = ctx.dir.parent() {
+        crate::build::record_build(run_dir, &format!("build: {}", build.display()));
+    }
     let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
     if !output.status.success() {
         return Err(Blocked::Build(format!(
@@ -158,7 +160,13 @@ pub fn run_host_tests(
         )));
     }
     let binaries = test_binaries(&output.stdout);
-    log(&format!("built the tests of {} in {:.1}s", host.workspace.display(), start.elapsed().as_secs_f64()));
+    let built = format!("built the tests of {} in {:.1}s", host.workspace.display(), start.elapsed().as_secs_f64());
+    if crate::build::compiled_anything(&output.stdout) {
+        log(&built);
+    }
+    if let Some(run_dir) = ctx.dir.parent() {
+        crate::build::record_build(run_dir, &format!("  {built}"));
+    }
 
     let Some(fanout) = &host.fanout else {
         // One job: cargo test as a person runs it, now that everything is built.
