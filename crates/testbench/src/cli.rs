@@ -41,6 +41,10 @@ pub struct Flags {
     /// Write a JUnit XML report to PATH.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
+    /// Replay a failed boot's recording (QEMU record/replay; the path its replay line
+    /// names) and compare the replayed console with the recorded one byte for byte.
+    #[arg(long, value_name = "PATH")]
+    pub rr_replay: Option<PathBuf>,
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
@@ -65,6 +69,8 @@ pub struct Options {
     pub cases: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub format: MessageFormat,
+    /// A recording to replay (`--rr-replay`).
+    pub rr_replay: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +158,10 @@ impl Flags {
             cases: self.cases,
             junit: self.junit,
             format,
+            rr_replay: self
+                .rr_replay
+                .map(|path| std::path::absolute(&path).map_err(|e| format!("--rr-replay {}: {e}", path.display())))
+                .transpose()?,
         })
     }
 }
