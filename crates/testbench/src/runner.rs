@@ -264,11 +264,16 @@ fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> String {
     if let Some(dir) = &ws.cases_flag {
         line.push_str(&format!(" --cases {}", crate::command::shell_quote(&dir.display().to_string())));
     }
-    let recording = boot.dir.join(RR_FILE);
-    if matches!(boot.rr, Ok(Some(Rr::Record))) && recording.is_file() {
-        line.push_str(&format!(" --rr-replay {}", crate::command::shell_quote(&recording.display().to_string())));
+    // A recording replays the boot whatever its seed: QEMU records its random draws too.
+    let recording = match &boot.rr {
+        Ok(Some(Rr::Record)) => Some(boot.dir.join(RR_FILE)).filter(|path| path.is_file()),
+        Ok(Some(Rr::Replay(path))) => Some(path.clone()),
+        _ => None,
+    };
+    if let Some(path) = &recording {
+        line.push_str(&format!(" --rr-replay {}", crate::command::shell_quote(&path.display().to_string())));
     }
-    if boot.seed_from == SeedFrom::None {
+    if boot.seed_from == SeedFrom::None && recording.is_none() {
         line.push_str("  # seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly");
     }
     if let Err(why) = &boot.rr {
@@ -724,7 +729,14 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 extra_args: p.extra_args,
                 timeout: boot.timeout,
                 dir: boot.dir.clone(),
-                judge: judge_config(boot_of(case), &ws.config),
+                judge: {
+                    let mut judge = judge_config(boot_of(case), &ws.config);
+                    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
+                        // The recording types the input; QEMU takes none from the bench.
+                        judge.inputs.clear();
+                    }
+                    judge
+                },
                 dt_edits: boot_of(case).device_tree.clone(),
             });
             (index, spec.map(|spec| (spec, boot_of(case).repeat_exactly)))
