@@ -422,9 +422,7 @@ impl Kernel {
         let len = len.min(LINE_MAX);
         mm::copy_in(self.procs[i].root, ptr, &mut line[..len]).map_err(|()| Error::Fault)?;
         put_bytes(&line[..len]);
-        if end {
-            put_bytes(b"\r\n");
-        }
+        put_bytes(if end { b"\r\n" } else { b"" });
         Ok(())
     }
 
