@@ -931,6 +931,21 @@ mod tests {
     }
 
     #[test]
+    fn two_consoles_differ_at_their_first_differing_line() {
+        assert!(first_difference(b"a\nb\n", b"a\nb\n").is_none());
+        let at = first_difference(b"one\r\ntwo 1\r\nthree\r\n", b"one\r\ntwo 2\r\nthree\r\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two 1\"", "\"two 2\""));
+        let at = first_difference(b"one\ntwo\n", b"one\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two\"", "(the console ended)"));
+        let long = [b'x'; 300];
+        let at = first_difference(&long, b"y").unwrap();
+        assert!(at.a.ends_with("... (cut at 200 bytes)") && at.a.len() < 240, "{}", at.a);
+        let noted =
+            b"out\n\n--- testbench: the last lines of QEMU's stderr ---\nqemu: terminating on signal 15 from pid 9\n";
+        assert_eq!(console_only(noted), b"out\n");
+    }
+
+    #[test]
     fn a_case_out_of_the_whole_run_runs_only_by_name() {
         let cases = vec![case("timer", true), case("timer-long", false), case("other", true)];
         let names =
