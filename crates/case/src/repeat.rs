@@ -65,6 +65,21 @@ fn is_datetime(text: &str) -> bool {
     }
 }
 
+/// The bench owns QEMU's record/replay (it records a boot with typed input itself):
+/// a case's `icount` may not set it.
+pub(crate) fn icount_without_rr(ctx: &Ctx, icount: &str) -> Result<(), CaseError> {
+    for suboption in icount.split(',') {
+        let name = suboption.split('=').next().unwrap_or("");
+        if ["rr", "rrfile", "rrsnapshot"].contains(&name) {
+            return Err(ctx.err(
+                "icount",
+                format!("{icount:?} is not accepted: {name} is the bench's own (it records a boot with typed input itself, and --rr-replay replays it)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `repeat_exactly` compares two whole consoles, so the guest must end them itself, and
 /// it contradicts `distinct_across_boots` (which wants the boots to differ).
 pub(crate) fn repeat_exactly(

@@ -131,6 +131,7 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         if icount.trim().is_empty() || icount.chars().any(|c| c.is_whitespace()) {
             return Err(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
         }
+        crate::repeat::icount_without_rr(ctx, icount)?;
     }
     let qemu_seed = match raw.qemu_seed {
         None => None,

@@ -202,6 +202,9 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
         );
     }
     assert!(first.stdout.contains("seed 7"), "the seed is printed with the result\n{}", first.explain());
+    // Under icount the RTC starts at a pinned date, never at the host's wall clock.
+    let command = std::fs::read_to_string(first.run_dir().join("bench-seed-pinned/rv64-smp1/command-line")).unwrap();
+    assert!(command.contains(" -rtc base=2020-01-01T00:00:00,clock=vm "), "{command}");
 }
 
 #[test]
