@@ -496,7 +496,8 @@ fn a_failed_boot_with_typed_input_is_recorded_and_its_replay_line_replays_it_byt
 fn typed_input_record_replay_cannot_serve_is_said_not_pretended() {
     let two_harts = PROMPT_RECORDED.replace("timeout_secs = 30", "timeout_secs = 30\nsmp = [2]");
     let host_clock = PROMPT_RECORDED.replace("icount = \"shift=3\"\n", "");
-    let dir = cases_dir(&[("two-harts", &two_harts), ("host-clock", &host_clock)]);
+    let sleep_off = PROMPT_RECORDED.replace("icount = \"shift=3\"", "icount = \"shift=3,sleep=off\"");
+    let dir = cases_dir(&[("two-harts", &two_harts), ("host-clock", &host_clock), ("sleep-off", &sleep_off)]);
     let cases = dir.path().to_str().unwrap();
     let run = bench(&["--cases", cases, "--message-format", "json"], &[]);
     run.expect_status(1);
@@ -506,13 +507,17 @@ fn typed_input_record_replay_cannot_serve_is_said_not_pretended() {
         .filter(|e| e["event"] == "boot-finished")
         .map(|e| e["replay"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(replays.len(), 2, "{}", run.explain());
+    assert_eq!(replays.len(), 3, "{}", run.explain());
     assert!(replays.iter().all(|r| !r.contains("--rr-replay")), "{replays:?}");
     assert!(
         replays[0].contains("typed input not recorded: QEMU's record/replay runs only under icount"),
         "{replays:?}"
     );
-    assert!(replays[1].contains("typed input not recorded: QEMU's record/replay takes one hart only"), "{replays:?}");
+    assert!(
+        replays[1].contains("typed input not recorded: under icount sleep=off QEMU's record/replay does not deliver"),
+        "{replays:?}"
+    );
+    assert!(replays[2].contains("typed input not recorded: QEMU's record/replay takes one hart only"), "{replays:?}");
     let refused = bench(&["--cases", cases, "--exact", "two-harts", "--rr-replay", "/no/such/replay.rr"], &[]);
     refused.expect_status(2);
     assert!(refused.stderr.contains("--rr-replay /no/such/replay.rr: not a file"), "{}", refused.explain());

@@ -91,7 +91,7 @@ fn echo_line() {
 
 /// Prints the prompt `$ ` in two writes, `$` then ` ` a fifth of a second later (a
 /// terminal shows `$` alone meanwhile), reads one line and prints it back as
-/// `smoke: got <line>` on a line of its own. Bytes that were already waiting when the
+/// `smoke: got <line>` on a line of its own, then `smoke: line read at <ticks>`. Bytes that were already waiting when the
 /// space was due (typed before the prompt ended) are kept as the line's start, and
 /// then reported: `smoke: typed before the prompt ended`.
 fn prompt_line() {
@@ -109,6 +109,7 @@ fn prompt_line() {
     out.push(b"\r\nsmoke: got ");
     out.push(&line[..len]);
     rt::log(out.as_bytes());
+    rt::log!("smoke: line read at {}", rt::time());
     if early > 0 {
         rt::log(b"smoke: typed before the prompt ended");
     }
