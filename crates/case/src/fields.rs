@@ -60,6 +60,8 @@ pub(crate) const TOP: &[Field] = &[
     field("timeout_secs", Shape::Seconds, SECONDS),
     field("icount", Shape::Str, "QEMU's -icount option string, such as \"shift=3,sleep=off\""),
     field("qemu_seed", Shape::Integer, "a whole number from 0, such as 7"),
+    field("rtc_base", Shape::Any, "where the guest's RTC starts: \"utc\", \"localtime\" or a date or date-time"),
+    field("repeat_exactly", Shape::Bool, "true or false"),
     field("kernel_features", Shape::StrList, FEATURES),
     field("debug_assertions", Shape::Bool, BOOL),
     field("expect", Shape::StrList, REGEXES),

@@ -19,6 +19,8 @@ pub(crate) fn fields_of(kind: &str) -> &'static [&'static str] {
             "timeout_secs",
             "icount",
             "qemu_seed",
+            "rtc_base",
+            "repeat_exactly",
             "kernel_features",
             "debug_assertions",
             "expect",

@@ -19,6 +19,7 @@ mod fields;
 mod kinds;
 mod raw;
 mod reference;
+mod repeat;
 mod validate;
 
 use std::fmt;
@@ -255,6 +256,11 @@ pub struct BootCase {
     pub icount: Option<String>,
     /// QEMU `-seed`, which fills the device tree's `/chosen/rng-seed`.
     pub qemu_seed: Option<u64>,
+    /// QEMU `-rtc base=`: "utc", "localtime" or a date (and time). None under icount is
+    /// the bench's pinned date (see the bench's qemu module).
+    pub rtc_base: Option<String>,
+    /// Boot twice; the two consoles must be the same byte for byte.
+    pub repeat_exactly: bool,
     /// Features of the reference kernel the bench builds.
     pub kernel_features: Vec<String>,
     /// Build the trusted base with the checked profile.

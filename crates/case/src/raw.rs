@@ -17,6 +17,8 @@ pub struct RawCase {
     pub timeout_secs: Option<f64>,
     pub icount: Option<String>,
     pub qemu_seed: Option<i64>,
+    pub rtc_base: Option<toml::Value>,
+    pub repeat_exactly: Option<bool>,
     pub kernel_features: Option<Vec<String>>,
     pub debug_assertions: Option<bool>,
     pub expect: Option<Vec<String>>,

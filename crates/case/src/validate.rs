@@ -186,6 +186,7 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         if icount.trim().is_empty() || icount.chars().any(|c| c.is_whitespace()) {
             return Err(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
         }
+        crate::repeat::icount_without_rr(ctx, icount)?;
     }
     let qemu_seed = match raw.qemu_seed {
         None => None,
@@ -266,6 +267,9 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
     let distinct_across_boots =
         ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[]))?;
     let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
+    let rtc_base = crate::repeat::rtc_base(ctx, raw.rtc_base.as_ref())?;
+    let repeat_exactly =
+        crate::repeat::repeat_exactly(ctx, raw.repeat_exactly, poweroff, !distinct_across_boots.is_empty())?;
 
     Ok(BootCase {
         arch,
@@ -276,6 +280,8 @@ fn boot_case(ctx: &Ctx, raw: &RawCase) -> Result<BootCase, CaseError> {
         timeout,
         icount: raw.icount.clone(),
         qemu_seed,
+        rtc_base,
+        repeat_exactly,
         kernel_features,
         debug_assertions: raw.debug_assertions.unwrap_or(false),
         expect,

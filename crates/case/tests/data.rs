@@ -31,6 +31,9 @@ fn describe(case: &Case) -> String {
     writeln!(out, "keep_smp: {} timeout_smp: {:?}", boot.keep_smp, boot.timeout_smp).unwrap();
     writeln!(out, "memory_mib: {} timeout: {:?}", boot.memory_mib, boot.timeout).unwrap();
     writeln!(out, "icount: {:?} qemu_seed: {:?}", boot.icount, boot.qemu_seed).unwrap();
+    if boot.rtc_base.is_some() || boot.repeat_exactly {
+        writeln!(out, "rtc_base: {:?} repeat_exactly: {}", boot.rtc_base, boot.repeat_exactly).unwrap();
+    }
     writeln!(out, "kernel_features: {:?} debug_assertions: {}", boot.kernel_features, boot.debug_assertions).unwrap();
     for p in boot.expect.iter().chain(&boot.forbid) {
         writeln!(out, "{}: {}", p.label, p.source()).unwrap();

@@ -387,7 +387,8 @@ impl Judge {
             self.partial_at = now;
             if !self.line_fired && self.partial.len() <= PARTIAL_INPUT_LIMIT && self.next_input < self.cfg.inputs.len()
             {
-                let shown = normalize::shown(&self.partial);
+                // A prompt is a line still being written: its trailing blanks are kept.
+                let shown = normalize::shown_partial(&self.partial);
                 if self.cfg.inputs[self.next_input].after.regex.is_match(&shown) {
                     self.fire(send);
                 }

@@ -24,7 +24,10 @@
 //!
 //! A partial line (no '\n' yet) is kept across [`Judge::feed`] calls. It is checked
 //! against the pending input's pattern (so a prompt without a newline gets its
-//! answer), and judged as a whole line by [`Judge::end`].
+//! answer) in its shown form with its trailing spaces and tabs kept
+//! ([`shown_partial`]: a prompt is a line still being written, `'^\$ $'` matches
+//! `$ `), and judged as a whole line, trimmed, by [`Judge::end`]. Expects and
+//! forbids see only whole lines, trimmed.
 //!
 //! ## Rules
 //!
@@ -97,4 +100,4 @@ mod normalize;
 pub use judge::{
     secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, ServerDone, Shutdown, Step, Verdict,
 };
-pub use normalize::{raw_text, shown, shown_into};
+pub use normalize::{raw_text, shown, shown_into, shown_partial};

@@ -63,6 +63,14 @@ fn char_len(bytes: &[u8]) -> usize {
 /// - Trailing spaces and tabs are trimmed.
 pub fn shown_into(raw: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
+    shown_untrimmed_into(raw, out);
+    let kept = out[start..].iter().rposition(|&b| b != b' ' && b != b'\t').map_or(0, |p| p + 1);
+    out.truncate(start + kept);
+}
+
+/// [`shown_into`] without the trimming: what a terminal shows of a line still being
+/// written, its trailing blanks kept (a prompt such as `$ ` ends with one).
+fn shown_untrimmed_into(raw: &[u8], out: &mut Vec<u8>) {
     let mut i = 0;
     while i < raw.len() {
         // Copy the run of ordinary bytes up to the next control byte at once.
@@ -92,8 +100,6 @@ pub fn shown_into(raw: &[u8], out: &mut Vec<u8>) {
             i += char_len(&raw[i..]);
         }
     }
-    let kept = out[start..].iter().rposition(|&b| b != b' ' && b != b'\t').map_or(0, |p| p + 1);
-    out.truncate(start + kept);
 }
 
 /// The line as a terminal shows it: see [`shown_into`] for the rules. Input is one
@@ -105,6 +111,15 @@ pub fn shown(raw: &[u8]) -> String {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
+}
+
+/// A partial line (no '\n' yet) as a terminal shows it so far: the rules of [`shown`]
+/// but the trimming, so a prompt keeps its trailing space. Input patterns see a partial
+/// line in this form.
+pub fn shown_partial(raw: &[u8]) -> String {
+    let mut buf = Vec::with_capacity(raw.len());
+    shown_untrimmed_into(raw, &mut buf);
+    String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The line as it came: lossy UTF-8, with one trailing '\r' removed. Input is one
@@ -176,6 +191,14 @@ mod tests {
         assert_eq!(shown(b"x \x1b[0m "), "x");
         assert_eq!(shown(b"   "), "");
         assert_eq!(shown(b"  lead"), "  lead");
+    }
+
+    #[test]
+    fn a_partial_line_keeps_its_trailing_blanks() {
+        assert_eq!(shown_partial(b"$ "), "$ ");
+        assert_eq!(shown_partial(b"\x1b[1m$\x1b[0m \t"), "$ \t");
+        assert_eq!(shown_partial(b"login: \r"), "login: ");
+        assert_eq!(shown(b"$ "), "$", "a whole line is still trimmed");
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct Flags {
     /// Write a JUnit XML report to PATH.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
+    /// Replay a failed boot's recording (QEMU record/replay; the path its replay line
+    /// names) and compare the replayed console with the recorded one byte for byte.
+    #[arg(long, value_name = "PATH")]
+    pub rr_replay: Option<PathBuf>,
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
@@ -89,6 +93,8 @@ pub struct Options {
     pub format: MessageFormat,
     pub color: ColorChoice,
     pub no_tests: NoTests,
+    /// A recording to replay (`--rr-replay`).
+    pub rr_replay: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,6 +196,10 @@ impl Flags {
             format,
             color,
             no_tests,
+            rr_replay: self
+                .rr_replay
+                .map(|path| std::path::absolute(&path).map_err(|e| format!("--rr-replay {}: {e}", path.display())))
+                .transpose()?,
         })
     }
 }

@@ -139,6 +139,44 @@ pub fn check_firmware(arch: Arch, firmware: &Firmware, root: &Path, field: &str)
     }
 }
 
+/// Where the RTC starts under icount unless the case sets `rtc_base`: a fixed date, so
+/// that a time the guest reads from it (and whatever it seeds from that time) repeats.
+pub const PINNED_RTC_BASE: &str = "2020-01-01T00:00:00";
+
+/// The file a recorded boot's recording goes to, in the boot's directory.
+pub const RR_FILE: &str = "replay.rr";
+
+/// QEMU's record/replay of a boot (`-icount ...,rr=record|replay,rrfile=PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rr {
+    /// Record the boot's nondeterministic events (the typed input among them) to
+    /// [`RR_FILE`] in the boot's directory.
+    Record,
+    /// Replay a recording: the console input comes from the file, not from the bench.
+    Replay(PathBuf),
+}
+
+impl Rr {
+    /// The `-icount` suboptions, the path's commas doubled as QEMU's option syntax wants.
+    fn icount_suboptions(&self, dir: &Path) -> String {
+        let (mode, path) = match self {
+            Rr::Record => ("record", dir.join(RR_FILE)),
+            Rr::Replay(path) => ("replay", path.clone()),
+        };
+        format!("rr={mode},rrfile={}", path.display().to_string().replace(',', ",,"))
+    }
+}
+
+/// The `-rtc` argument: under icount the RTC follows the virtual clock and starts at the
+/// case's base or the pinned one; without icount only a base the case sets is passed.
+pub fn rtc_argument(icount: bool, rtc_base: Option<&str>) -> Option<String> {
+    match (icount, rtc_base) {
+        (true, base) => Some(format!("base={},clock=vm", base.unwrap_or(PINNED_RTC_BASE))),
+        (false, Some(base)) => Some(format!("base={base}")),
+        (false, None) => None,
+    }
+}
+
 /// Everything one boot needs; built by the runner.
 pub struct BootSpec {
     pub arch: Arch,
@@ -151,6 +189,10 @@ pub struct BootSpec {
     pub memory_mib: u32,
     pub icount: Option<String>,
     pub seed: Option<u64>,
+    /// The case's `rtc_base`; under icount None is [`PINNED_RTC_BASE`].
+    pub rtc_base: Option<String>,
+    /// QEMU's record/replay of this boot (under icount only).
+    pub rr: Option<Rr>,
     pub extra_args: Vec<String>,
     pub timeout: Duration,
     /// The boot's own directory: console.log, qemu-stderr.log, command-line.
@@ -176,7 +218,7 @@ impl BootSpec {
     fn edited_tree(&self, root: &Path) -> Result<PathBuf, String> {
         let dumped = self.dir.join("qemu.dtb");
         let dump = self
-            .command_with(root, &[], &format!("{},dumpdtb={}", self.machine, dumped.display()), None)
+            .command_with(root, &[], &format!("{},dumpdtb={}", self.machine, dumped.display()), None, None)
             .deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
         let output = dump.output().map_err(|e| format!("failed to dump the device tree: {e}"))?;
         if !output.status.success() {
@@ -195,7 +237,14 @@ impl BootSpec {
         Ok(edited)
     }
 
-    fn command_with(&self, root: &Path, qmp_args: &[String], machine: &str, dtb: Option<&Path>) -> Cmd {
+    fn command_with(
+        &self,
+        root: &Path,
+        qmp_args: &[String],
+        machine: &str,
+        dtb: Option<&Path>,
+        rr: Option<&Rr>,
+    ) -> Cmd {
         let qemu = qemu_binary(self.arch);
         let bios = match &self.firmware {
             Firmware::Default => "default".to_string(),
@@ -217,8 +266,14 @@ impl BootSpec {
         }
         cmd = cmd.args(["-smp", &self.smp.to_string(), "-m", &format!("{}M", self.memory_mib)]);
         if let Some(icount) = &self.icount {
-            // The RTC follows the virtual clock too, so a time the guest reads repeats.
-            cmd = cmd.args(["-icount", icount, "-rtc", "clock=vm"]);
+            let icount = match rr {
+                Some(rr) => format!("{icount},{}", rr.icount_suboptions(&self.dir)),
+                None => icount.clone(),
+            };
+            cmd = cmd.args(["-icount", &icount]);
+        }
+        if let Some(rtc) = rtc_argument(self.icount.is_some(), self.rtc_base.as_deref()) {
+            cmd = cmd.args(["-rtc", &rtc]);
         }
         if let Some(seed) = self.seed {
             cmd = cmd.args(["-seed", &seed.to_string()]);
@@ -233,7 +288,7 @@ impl BootSpec {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
         let dtb = if self.dt_edits.is_empty() { None } else { Some(self.edited_tree(root)?) };
         let qmp = self.qmp_dir.listen().map_err(|e| format!("failed to listen for QMP: {e}"))?;
-        let cmd = self.command_with(root, &qmp.qemu_args(), &self.machine, dtb.as_deref());
+        let cmd = self.command_with(root, &qmp.qemu_args(), &self.machine, dtb.as_deref(), self.rr.as_ref());
         let command_line = cmd.display();
         std::fs::write(
             self.dir.join("command-line"),
@@ -271,10 +326,10 @@ impl BootSpec {
 
         // The guest starts only on the connection the bench holds. A QEMU that exited
         // first (bad arguments, say) is judged below by its exit and its stderr; one
-        // that neither connects nor exits is killed, and the boot fails saying so.
-        // QEMU connects before it builds the machine, so one that fails then (ROM
-        // regions overlapping, say) closes the connection just before it exits: give it
-        // a moment to exit before calling the connection's end the bench's trouble.
+        // that neither connects nor exits is killed, and the boot fails saying so. QEMU
+        // connects before it builds the machine, so one that fails then (ROM regions
+        // overlapping, say) closes the connection just before it exits: it is given a
+        // moment to exit before the connection's end is called the bench's trouble.
         let watch = match qmp.start_guest(&mut child, Instant::now() + QMP_DEADLINE) {
             Ok(watch) => Some(watch),
             Err(error) => match crate::command::wait_deadline(&mut child, QMP_EXIT_GRACE) {
@@ -317,8 +372,7 @@ impl BootSpec {
         let verdict = match verdict {
             Some(verdict) => {
                 // The verdict is known: nothing QEMU does now can change it.
-                let _ = child.kill();
-                let _ = child.wait();
+                self.stop(&mut child, &receiver, &mut console);
                 verdict
             }
             None if console_closed => {
@@ -368,13 +422,48 @@ impl BootSpec {
                 return Ok(BootOutcome { verdict, captures: judge.captures().to_vec() });
             }
             None => {
-                let _ = child.kill();
-                let _ = child.wait();
+                self.stop(&mut child, &receiver, &mut console);
                 judge.end(self.timeout, Ending::TimedOut { deadline: self.timeout })
             }
         };
         let _ = console.flush();
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec() })
+    }
+}
+
+impl BootSpec {
+    /// Ends QEMU once the verdict is known. A boot that is not recorded is killed. A
+    /// recorded one is asked to stop (SIGTERM), since QEMU completes the recording only
+    /// when it exits (a killed QEMU leaves one that cannot be replayed); a replayed one
+    /// runs on to the recording's end by itself. Either way the console is read to its
+    /// end, so that console.log holds what a replay of the recording shows.
+    fn stop(
+        &self,
+        child: &mut std::process::Child,
+        receiver: &mpsc::Receiver<(Instant, Vec<u8>)>,
+        console: &mut std::fs::File,
+    ) {
+        let grace = match &self.rr {
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Some(Rr::Record) => {
+                let pid = rustix::process::Pid::from_child(child);
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                EXIT_DEADLINE
+            }
+            Some(Rr::Replay(_)) => self.timeout + EXIT_DEADLINE,
+        };
+        let deadline = Instant::now() + grace;
+        while let Ok((_, bytes)) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            let _ = console.write_all(&bytes);
+        }
+        if !matches!(crate::command::wait_deadline(child, EXIT_DEADLINE), Ok(Some(_))) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::cli::{Filter, NoTests, Options};
 use crate::command::shell_quote;
 use crate::config::Config;
-use crate::qemu::BootSpec;
+use crate::qemu::{BootSpec, Rr, RR_FILE};
 use crate::report::{BootReport, Outcome, Reporter, Row};
 
 /// After the last expect the bench keeps reading this long (a checked build: `SETTLE_CHECKED`).
@@ -316,6 +316,43 @@ struct PlannedBoot {
     seed_from: SeedFrom,
     timeout: Duration,
     dir: PathBuf,
+    /// QEMU's record/replay for this boot, or why it cannot serve it (a boot with typed
+    /// input is recorded where it can be).
+    rr: Result<Option<Rr>, String>,
+}
+
+/// Whether QEMU's record/replay can serve a boot: it runs under icount only, with sleep
+/// on (under sleep=off a recorded boot's typed input never reached the guest), on one
+/// hart only (QEMU refuses it with several CPUs), and the bench does not promise it
+/// for devices a case adds itself (a disk needs QEMU's blkreplay driver, a network card
+/// its filter-replay object). The reference guest and a recipe's guest use the serial
+/// console, the RTC and the QMP monitor, which QEMU records and replays (or, the QMP
+/// socket, leaves out of the recording).
+fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rr>, String> {
+    if replay.is_none() && boot.inputs.is_empty() {
+        return Ok(None);
+    }
+    if boot.icount.is_none() {
+        return Err("QEMU's record/replay runs only under icount, and the case runs on the host's clock".into());
+    }
+    if smp > 1 {
+        return Err(format!("QEMU's record/replay takes one hart only, and this boot has {smp}"));
+    }
+    let sleep_off = |o: &str| ["sleep=off", "sleep=no", "sleep=false", "sleep=n"].contains(&o);
+    if boot.icount.as_deref().is_some_and(|icount| icount.split(',').any(sleep_off)) {
+        // Found by experiment on QEMU 10.0: a recorded boot under sleep=off never got the
+        // typed line to the guest, which then waited out its deadline.
+        return Err("under icount sleep=off QEMU's record/replay does not deliver typed input to the guest".into());
+    }
+    if let Guest::External(guest) = &boot.guest {
+        if !guest.qemu_args.is_empty() {
+            return Err("the bench does not record devices a case adds in guest.qemu_args (a disk needs QEMU's blkreplay driver, a network card its filter-replay object)".into());
+        }
+    }
+    Ok(Some(match replay {
+        Some(path) => Rr::Replay(path.to_path_buf()),
+        None => Rr::Record,
+    }))
 }
 
 fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64>) -> Vec<PlannedBoot> {
@@ -354,6 +391,7 @@ fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64
                         seed_from,
                         timeout,
                         dir: run_dir.join(&case.name).join(leaf),
+                        rr: rr_for(boot, smp, options.rr_replay.as_deref()),
                     });
                 }
             }
@@ -407,9 +445,27 @@ fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> (String, Opti
         line.push_str(&format!(" --sweep {}", boot.seed.unwrap_or(0)));
     }
     line.push_str(&replay_cases(ws));
-    let note = (boot.seed_from == SeedFrom::None)
-        .then(|| "seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly".to_string());
-    (line, note)
+    // A recording replays the boot whatever its seed: QEMU records its random draws too.
+    let recording = match &boot.rr {
+        Ok(Some(Rr::Record)) => Some(boot.dir.join(RR_FILE)).filter(|path| path.is_file()),
+        Ok(Some(Rr::Replay(path))) => Some(path.clone()),
+        _ => None,
+    };
+    if let Some(path) = &recording {
+        line.push_str(&format!(" --rr-replay {}", shell_quote(&path.display().to_string())));
+    }
+    let mut notes = Vec::new();
+    if boot.seed_from == SeedFrom::None && recording.is_none() {
+        notes.push(
+            "seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly".to_string(),
+        );
+    }
+    if let Err(why) = &boot.rr {
+        if case.as_boot().is_some_and(|b| !b.inputs.is_empty()) {
+            notes.push(format!("typed input not recorded: {why}"));
+        }
+    }
+    (line, (!notes.is_empty()).then(|| notes.join("; ")))
 }
 
 /// The command that replays a case that boots nothing.
@@ -560,27 +616,48 @@ fn timed_out(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
 }
 
-/// One boot, or two when the case asks for captures that differ across boots; and the
-/// console log to quote when the verdict is a timeout.
-fn boot_once_or_twice(spec: BootSpec, root: &Path) -> (CaseResult, Option<PathBuf>) {
+/// One boot, or two when the case asks for captures that differ across boots or for
+/// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
+/// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
+/// With the result, the console log to quote when the verdict is a timeout.
+fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> (CaseResult, Option<PathBuf>) {
     let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
     let trouble = |e: String| Blocked::Build(format!("the bench could not boot: {e}"));
     let first = match spec.run(root) {
         Ok(first) => first,
         Err(e) => return (Err(trouble(e)), None),
     };
-    if spec.judge.capture.is_empty() || first.verdict != Verdict::Pass {
+    forget_passing_recording(&spec, &first.verdict);
+    if let Some(Rr::Replay(recording)) = &spec.rr {
+        let tail = console(&spec.dir, &first.verdict);
+        return (Ok(replayed(recording, &spec.dir, first.verdict)), tail);
+    }
+    if (spec.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
         return (Ok(verdict_result(first.verdict)), tail);
     }
+    let first_dir = spec.dir.clone();
     let second_spec = BootSpec { dir: spec.dir.join("second-boot"), ..spec };
     let second = match second_spec.run(root) {
         Ok(second) => second,
         Err(e) => return (Err(trouble(e)), None),
     };
+    forget_passing_recording(&second_spec, &second.verdict);
     if second.verdict != Verdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
         return (Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"))), tail);
+    }
+    if repeat_exactly {
+        let read = |dir: &Path| std::fs::read(dir.join("console.log")).unwrap_or_default();
+        let (a, b) = (read(&first_dir), read(&second_spec.dir));
+        let result = match first_difference(&a, &b) {
+            None => Ok(()),
+            Some(at) => Err(format!(
+                "repeat_exactly: the two boots' consoles differ from line {}: first boot: {}; second boot: {}",
+                at.line, at.a, at.b
+            )),
+        };
+        return (Ok(result), None);
     }
     for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
         if a == b {
@@ -594,6 +671,79 @@ fn boot_once_or_twice(spec: BootSpec, root: &Path) -> (CaseResult, Option<PathBu
         }
     }
     (Ok(Ok(())), None)
+}
+
+/// A passing boot's recording is of no use: only a failure's replay line names one.
+fn forget_passing_recording(spec: &BootSpec, verdict: &Verdict) {
+    if spec.rr == Some(Rr::Record) && *verdict == Verdict::Pass {
+        let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
+    }
+}
+
+/// The verdict on a replayed boot: the replayed console must be the recorded one byte
+/// for byte; then the boot's own verdict stands, said to be a replay.
+fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), String> {
+    let recorded_log = recording.with_file_name("console.log");
+    let recorded = match std::fs::read(&recorded_log) {
+        Ok(bytes) => bytes,
+        Err(error) => return Err(format!("--rr-replay: cannot read {}: {error}", recorded_log.display())),
+    };
+    let replayed = std::fs::read(dir.join("console.log")).unwrap_or_default();
+    let (recorded, replayed) = (console_only(&recorded), console_only(&replayed));
+    if let Some(at) = first_difference(recorded, replayed) {
+        return Err(format!(
+            "--rr-replay: the replay differs from the recording from console line {}: recorded: {}; replayed: {}",
+            at.line, at.a, at.b
+        ));
+    }
+    let same = format!("replayed {} byte for byte ({} console bytes as recorded)", recording.display(), recorded.len());
+    match verdict {
+        Verdict::Pass => Ok(()),
+        Verdict::Fail(failure) => Err(format!("{same}; the verdict again: {failure}")),
+    }
+}
+
+/// The console's bytes without the bench's own note of QEMU's stderr at its end (which
+/// names QEMU's pid and is not the guest's).
+fn console_only(log: &[u8]) -> &[u8] {
+    const NOTE: &[u8] = b"\n--- testbench: the last lines of QEMU's stderr ---\n";
+    match log.windows(NOTE.len()).rposition(|w| w == NOTE) {
+        Some(at) => &log[..at],
+        None => log,
+    }
+}
+
+/// Where two consoles first differ: the line's number (from 1) and each console's line
+/// there, quoted (a few hundred bytes at most), or "(the console ended)".
+struct Difference {
+    line: usize,
+    a: String,
+    b: String,
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> Option<Difference> {
+    if a == b {
+        return None;
+    }
+    let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let line = 1 + a[..at].iter().filter(|&&c| c == b'\n').count();
+    let start = a[..at].iter().rposition(|&c| c == b'\n').map_or(0, |p| p + 1);
+    let quote = |text: &[u8]| -> String {
+        if start >= text.len() {
+            return "(the console ended)".into();
+        }
+        let rest = &text[start..];
+        let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+        const QUOTE_MAX: usize = 200;
+        let shown = String::from_utf8_lossy(&rest[..end.min(QUOTE_MAX)]);
+        let shown = shown.trim_end_matches('\r');
+        if end > QUOTE_MAX {
+            format!("{shown:?}... (cut at {QUOTE_MAX} bytes)")
+        } else {
+            format!("{shown:?}")
+        }
+    };
+    Some(Difference { line, a: quote(a), b: quote(b) })
 }
 
 fn verdict_result(verdict: Verdict) -> Result<(), String> {
@@ -708,6 +858,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         }
     };
     let boots = plan(&selected, options, &run_dir, env_seed);
+    if let Some(recording) = &options.rr_replay {
+        if let Err(error) = check_rr_replay(recording, &boots) {
+            eprintln!("error: {error}");
+            return EXIT_BAD_INPUT;
+        }
+    }
     let host_runs = plan_host(&selected, options);
     let mut rows: Vec<Row> = host_runs
         .iter()
@@ -810,7 +966,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     }
 
     // Boot, up to --jobs at once; report in the planned order.
-    let jobs: Vec<(usize, Result<BootSpec, Blocked>)> = boots
+    let jobs: Vec<(usize, Result<BootJob, Blocked>)> = boots
         .iter()
         .enumerate()
         .map(|(index, boot)| {
@@ -826,14 +982,23 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 memory_mib: boot_of(case).memory_mib,
                 icount: boot_of(case).icount.clone(),
                 seed: boot.seed,
+                rtc_base: boot_of(case).rtc_base.clone(),
+                rr: boot.rr.clone().ok().flatten(),
                 extra_args: p.extra_args,
                 timeout: boot.timeout,
                 dir: boot.dir.clone(),
-                judge: judge_config(boot_of(case), &ws.config),
+                judge: {
+                    let mut judge = judge_config(boot_of(case), &ws.config);
+                    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
+                        // The recording types the input; QEMU takes none from the bench.
+                        judge.inputs.clear();
+                    }
+                    judge
+                },
                 dt_edits: boot_of(case).device_tree.clone(),
                 qmp_dir: qmp_dir.clone().expect("a run with boots has its QMP socket directory"),
             });
-            (index, spec)
+            (index, spec.map(|spec| (spec, boot_of(case).repeat_exactly)))
         })
         .collect();
     let queue = Arc::new(Mutex::new(jobs.into_iter()));
@@ -852,7 +1017,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             // signal follows (see command.rs).
             let result = match spec {
                 Err(blocked) => (Err(blocked), None),
-                Ok(spec) => boot_once_or_twice(spec, &root),
+                Ok((spec, repeat_exactly)) => boot_once_or_twice(spec, &root, repeat_exactly),
             };
             if sender.send((index, result, started.elapsed())).is_err() {
                 break;
@@ -923,6 +1088,32 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
         EXIT_PASSED
     }
 }
+
+/// `--rr-replay PATH` replays one recorded boot: the recording and the console it was
+/// recorded with must be there, and the selection must plan exactly one boot that QEMU's
+/// record/replay can serve.
+fn check_rr_replay(recording: &Path, boots: &[PlannedBoot]) -> Result<(), String> {
+    let shown = recording.display();
+    if !recording.is_file() {
+        return Err(format!("--rr-replay {shown}: not a file (the path a failed boot's replay line names)"));
+    }
+    if !recording.with_file_name("console.log").is_file() {
+        return Err(format!("--rr-replay {shown}: no console.log beside it to compare the replay with"));
+    }
+    match boots {
+        [boot] => match &boot.rr {
+            Err(why) => Err(format!("--rr-replay {shown}: {why}")),
+            Ok(_) => Ok(()),
+        },
+        _ => Err(format!(
+            "--rr-replay {shown} replays one boot, and the selection plans {}: name it as its replay line does (--exact, --arch, --smp)",
+            boots.len()
+        )),
+    }
+}
+
+/// A boot to run, and whether its case asks for two boots the same byte for byte.
+type BootJob = (BootSpec, bool);
 
 /// A planned boot's case is a boot case: `plan` takes no other.
 fn boot_of(case: &Case) -> &BootCase {
@@ -1008,6 +1199,21 @@ mod tests {
             "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\nwhole_run = {whole_run}\n"
         );
         testbench_case::parse(&format!("tests/{name}.toml"), &text).unwrap()
+    }
+
+    #[test]
+    fn two_consoles_differ_at_their_first_differing_line() {
+        assert!(first_difference(b"a\nb\n", b"a\nb\n").is_none());
+        let at = first_difference(b"one\r\ntwo 1\r\nthree\r\n", b"one\r\ntwo 2\r\nthree\r\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two 1\"", "\"two 2\""));
+        let at = first_difference(b"one\ntwo\n", b"one\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two\"", "(the console ended)"));
+        let long = [b'x'; 300];
+        let at = first_difference(&long, b"y").unwrap();
+        assert!(at.a.ends_with("... (cut at 200 bytes)") && at.a.len() < 240, "{}", at.a);
+        let noted =
+            b"out\n\n--- testbench: the last lines of QEMU's stderr ---\nqemu: terminating on signal 15 from pid 9\n";
+        assert_eq!(console_only(noted), b"out\n");
     }
 
     #[test]

@@ -284,6 +284,9 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
         );
     }
     assert!(first.stdout.contains("seed 7"), "the seed is printed with the result\n{}", first.explain());
+    // Under icount the RTC starts at a pinned date, never at the host's wall clock.
+    let command = std::fs::read_to_string(first.run_dir().join("bench-seed-pinned/rv64-smp1/command-line")).unwrap();
+    assert!(command.contains(" -rtc base=2020-01-01T00:00:00,clock=vm "), "{command}");
 }
 
 #[test]
@@ -856,4 +859,102 @@ fn exact_suggests_the_nearest_name_by_edit_distance() {
         "{}",
         run.explain()
     );
+}
+
+/// The smoke guest's prompt (`$` then ` `) answered by a typed line under icount, failed
+/// on purpose by a forbid on the echoed line, so the bench stops QEMU at the verdict.
+const PROMPT_RECORDED: &str = "description = \"rr\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [{ package = \"smoke\", bin = \"smoke\", features = [\"prompt\"] }]\nicount = \"shift=3\"\ntimeout_secs = 30\nexpect = ['^smoke: done$']\nforbid = ['^smoke: got ls -l$']\npoweroff = true\n[[input]]\nafter = '^\\$ $'\nsend = \"ls -l\\r\"\n";
+
+/// The recording a failed boot's replay line names (the word after `--rr-replay`).
+fn recording_named(run: &Run) -> PathBuf {
+    let event = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("a boot finished");
+    let replay = event["replay"].as_str().unwrap().to_string();
+    let path = replay
+        .split_once(" --rr-replay ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no --rr-replay in the replay line: {replay}\n{}", run.explain()));
+    PathBuf::from(path.trim_matches('\''))
+}
+
+#[test]
+fn a_failed_boot_with_typed_input_is_recorded_and_its_replay_line_replays_it_byte_for_byte() {
+    let dir = cases_dir(&[("recorded", PROMPT_RECORDED)]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--message-format", "json"], &[]);
+    run.expect_status(1);
+    let recording = recording_named(&run);
+    assert!(recording.is_file() && recording.ends_with("recorded/rv64-smp1/replay.rr"), "{}", run.explain());
+    let recorded_log = std::fs::read(recording.with_file_name("console.log")).unwrap();
+    assert!(String::from_utf8_lossy(&recorded_log).contains("smoke: got ls -l"), "{}", run.explain());
+
+    // The replay types nothing: the line comes from the recording, and the console is
+    // the recorded one byte for byte.
+    let replay_args = [
+        "--cases",
+        cases,
+        "--exact",
+        "recorded",
+        "--arch",
+        "rv64",
+        "--smp",
+        "1",
+        "--rr-replay",
+        recording.to_str().unwrap(),
+    ];
+    let replay = bench(&replay_args, &[]);
+    replay.expect_status(1);
+    assert!(
+        replay.stdout.contains(&format!(
+            "reason: replayed {} byte for byte ({} console bytes as recorded); the verdict again: forbidden line at ",
+            recording.display(),
+            recorded_log.len()
+        )),
+        "{}",
+        replay.explain()
+    );
+    let replayed_log = std::fs::read(replay.run_dir().join("recorded/rv64-smp1/console.log")).unwrap();
+    assert_eq!(replayed_log, recorded_log, "{}", replay.explain());
+    assert!(replay.stdout.contains(" --rr-replay "), "a replay's own replay line replays again\n{}", replay.explain());
+
+    // A console that is not what the recording gives is caught, at its first line.
+    let text = String::from_utf8(recorded_log).unwrap();
+    let ticks = text.lines().position(|l| l.starts_with("smoke: ticks ")).unwrap() + 1;
+    std::fs::write(recording.with_file_name("console.log"), text.replace("smoke: ticks ", "smoke: ticks 1")).unwrap();
+    let diverged = bench(&replay_args, &[]);
+    diverged.expect_status(1);
+    assert!(
+        diverged.stdout.contains(&format!(
+            "reason: --rr-replay: the replay differs from the recording from console line {ticks}: recorded: \"smoke: ticks 1"
+        )),
+        "{}",
+        diverged.explain()
+    );
+}
+
+#[test]
+fn typed_input_record_replay_cannot_serve_is_said_not_pretended() {
+    let two_harts = PROMPT_RECORDED.replace("timeout_secs = 30", "timeout_secs = 30\nsmp = [2]");
+    let host_clock = PROMPT_RECORDED.replace("icount = \"shift=3\"\n", "");
+    let sleep_off = PROMPT_RECORDED.replace("icount = \"shift=3\"", "icount = \"shift=3,sleep=off\"");
+    let dir = cases_dir(&[("two-harts", &two_harts), ("host-clock", &host_clock), ("sleep-off", &sleep_off)]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--message-format", "json"], &[]);
+    run.expect_status(1);
+    let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    assert_eq!(finished.len(), 3, "{}", run.explain());
+    assert!(finished.iter().all(|e| !e["replay"].as_str().unwrap().contains("--rr-replay")), "{finished:?}");
+    // Why the boot was not recorded is a note beside the command, not part of it.
+    let replays: Vec<String> = finished.iter().map(|e| e["replay_note"].as_str().unwrap_or("").to_string()).collect();
+    assert!(
+        replays[0].contains("typed input not recorded: QEMU's record/replay runs only under icount"),
+        "{replays:?}"
+    );
+    assert!(
+        replays[1].contains("typed input not recorded: under icount sleep=off QEMU's record/replay does not deliver"),
+        "{replays:?}"
+    );
+    assert!(replays[2].contains("typed input not recorded: QEMU's record/replay takes one hart only"), "{replays:?}");
+    let refused = bench(&["--cases", cases, "--exact", "two-harts", "--rr-replay", "/no/such/replay.rr"], &[]);
+    refused.expect_status(2);
+    assert!(refused.stderr.contains("--rr-replay /no/such/replay.rr: not a file"), "{}", refused.explain());
 }

@@ -95,10 +95,14 @@ pub struct BootInfo {
 /// System-call numbers: `ecall` with the number in a7 and the arguments in a0..a4.
 /// The result comes back in a0 (a negative value is an `Error`), a second value in a1.
 pub mod sys {
-    /// log(ptr, len): writes one line (no line ending needed). The first program's
-    /// text goes to the UART as it is; any other program's goes to the log endpoint,
-    /// under its badge.
+    /// log(ptr, len, flags): writes one line (no line ending needed). The first
+    /// program's text goes to the UART as it is; any other program's goes to the log
+    /// endpoint, under its badge. With [`LOG_NO_END`] in flags the first program's
+    /// text goes out without the line ending (a prompt); other programs' flags are
+    /// ignored.
     pub const LOG: usize = 1;
+    /// log's flag: no line ending after the first program's text.
+    pub const LOG_NO_END: usize = 1;
     /// exit(status): ends the calling process; its parent gets an EXIT message.
     pub const EXIT: usize = 2;
     /// time() -> a0 = ticks (low half on rv32), a1 = high half on rv32.

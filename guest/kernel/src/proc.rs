@@ -326,7 +326,7 @@ impl Kernel {
         let (a0, a1, a2, a3, a4) = (f[A0], f[A0 + 1], f[A0 + 2], f[A0 + 3], f[A0 + 4]);
         let first = i == FIRST;
         let result: Result<(usize, usize), Error> = match f[A7] {
-            sys::LOG if first => self.log_first(i, a0, a1).map(|()| (0, 0)),
+            sys::LOG if first => self.log_first(i, a0, a1, a2 & sys::LOG_NO_END == 0).map(|()| (0, 0)),
             sys::LOG => {
                 let badge = self.procs[i].badge;
                 return self.send(i, msg::LOG, badge, a0, a1);
@@ -417,12 +417,12 @@ impl Kernel {
         Ok(len)
     }
 
-    fn log_first(&self, i: usize, ptr: usize, len: usize) -> Result<(), Error> {
+    fn log_first(&self, i: usize, ptr: usize, len: usize, end: bool) -> Result<(), Error> {
         let mut line = [0u8; LINE_MAX];
         let len = len.min(LINE_MAX);
         mm::copy_in(self.procs[i].root, ptr, &mut line[..len]).map_err(|()| Error::Fault)?;
         put_bytes(&line[..len]);
-        put_bytes(b"\r\n");
+        put_bytes(if end { b"\r\n" } else { b"" });
         Ok(())
     }
 

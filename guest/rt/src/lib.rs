@@ -73,6 +73,12 @@ pub fn log(text: &[u8]) {
     syscall(abi::sys::LOG, [text.as_ptr() as usize, text.len(), 0, 0, 0]);
 }
 
+/// Writes text without a line ending (first program only: a prompt); for any other
+/// program it is a line, as [`log`].
+pub fn write(text: &[u8]) {
+    syscall(abi::sys::LOG, [text.as_ptr() as usize, text.len(), abi::sys::LOG_NO_END, 0, 0]);
+}
+
 /// Writes one line under a minted badge (at least abi::MINT_MIN).
 pub fn log_minted(badge: u32, text: &[u8]) -> Result<(), Error> {
     result(syscall(abi::sys::LOG_MINTED, [badge as usize, text.as_ptr() as usize, text.len(), 0, 0]).0).map(|_| ())

@@ -43,6 +43,9 @@ fn main(_pid: u32, _badge: u32) {
     if cfg!(feature = "echo") {
         echo_line();
     }
+    if cfg!(feature = "prompt") {
+        prompt_line();
+    }
     if cfg!(feature = "panic") {
         panic!("on purpose");
     }
@@ -84,6 +87,32 @@ fn echo_line() {
     out.push(b"smoke: got ");
     out.push(&line[..len]);
     rt::log(out.as_bytes());
+}
+
+/// Prints the prompt `$ ` in two writes, `$` then ` ` a fifth of a second later (a
+/// terminal shows `$` alone meanwhile), reads one line and prints it back as
+/// `smoke: got <line>` on a line of its own, then `smoke: line read at <ticks>`. Bytes that were already waiting when the
+/// space was due (typed before the prompt ended) are kept as the line's start, and
+/// then reported: `smoke: typed before the prompt ended`.
+fn prompt_line() {
+    rt::write(b"$");
+    rt::sleep((rt::timebase() / 5).max(1));
+    let mut line = [0u8; 64];
+    let early = rt::console_read(&mut line).unwrap_or(0);
+    rt::write(b" ");
+    let ended = line[..early].iter().position(|&b| b == b'\r' || b == b'\n');
+    let len = match ended {
+        Some(end) => end,
+        None => early + rt::read_line(&mut line[early..]).unwrap_or(0),
+    };
+    let mut out = rt::Line::new();
+    out.push(b"\r\nsmoke: got ");
+    out.push(&line[..len]);
+    rt::log(out.as_bytes());
+    rt::log!("smoke: line read at {}", rt::time());
+    if early > 0 {
+        rt::log(b"smoke: typed before the prompt ended");
+    }
 }
 
 /// Sleeps forever, a second at a time.
