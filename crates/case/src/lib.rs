@@ -1,12 +1,21 @@
 //! The case model: one TOML file per case, parsed in two stages.
 //!
 //! Stage one checks every field's name and shape against what the case's kind accepts
-//! ([`fields`]: a misspelt field is refused with the nearest accepted name, a wrong type
-//! with what the field takes, in words), then reads the file with serde ([`raw`], with
-//! `deny_unknown_fields` still, so nothing is ever silently dropped). Stage two,
-//! [`validate`], turns the raw form into a
-//! [`Case`] whose types carry the preconditions the runner relies on (a compiled regex, a
-//! non-empty list of hart counts per width, a deadline that is a real duration).
+//! (`fields`: a misspelt field is refused with the nearest accepted name, a wrong type
+//! with what the field takes, in words), then reads the file with serde (each kind's raw
+//! struct, with `deny_unknown_fields` still, so nothing is ever silently dropped). Stage
+//! two turns the raw form into a [`Case`] whose types carry the preconditions the runner
+//! relies on (a compiled regex, a non-empty list of hart counts per width, a deadline
+//! that is a real duration).
+//!
+//! The modules, each using only those before it (and this file's types):
+//! - `common`: the error builder, regexes, deadlines, names and paths, and the words
+//!   of messages (the nearest name, a number, a value shown short);
+//! - `fields`: a field's shape and what it takes, in words; the check of a table's
+//!   fields; the fields several kinds share;
+//! - `kinds`: one module per kind (`boot`, `host_tests`, `build`, `scripts`, `gate`),
+//!   each with its raw struct beside its list of fields and its stage two;
+//! - `validate`: the entry point, [`parse`]: the common fields, then the kind's.
 //!
 //! Every refusal names the file, the field and what is accepted, and happens here, before
 //! anything builds. A field that a later feature of the bench will bring is refused with
@@ -15,11 +24,9 @@
 //! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
 //! the bench's question (it asks before anything builds), using [`Case::paths`].
 
+mod common;
 mod fields;
 mod kinds;
-mod raw;
-mod reference;
-mod repeat;
 mod validate;
 
 use std::fmt;
@@ -28,7 +35,7 @@ use std::time::Duration;
 
 use regex::Regex;
 
-pub use fields::{did_you_mean, nearest, number_text};
+pub use common::{did_you_mean, nearest, number_text};
 pub use validate::parse;
 
 /// A guest width the bench boots.

@@ -2,9 +2,8 @@
 //! programs with budgets and corruptions, the reporter, bundle files, the bundle's own
 //! tampering, device-tree edits and distinctness.
 
-use crate::fields::shown;
-use crate::raw::RawCase;
-use crate::validate::{is_feature_name, path_field, Ctx};
+use super::raw::RawBoot;
+use crate::common::{did_you_mean, is_feature_name, nearest, path_field, shown, Ctx};
 use crate::{BundleFile, CaseError, Corruption, DtEdit, FileSource, Hostile, Program, ProgramEntry};
 
 /// The most bytes of an entry name (the bundle's name field).
@@ -90,7 +89,7 @@ pub(crate) fn program_entry(ctx: &Ctx, field: &str, value: &toml::Value) -> Resu
             }
             const KEYS: [&str; 7] = ["bin", "package", "features", "path", "corrupt", "with", "budgets"];
             if let Some(unknown) = keys.iter().find(|k| !KEYS.contains(k)) {
-                let near = crate::fields::did_you_mean(&crate::fields::nearest(unknown, KEYS));
+                let near = did_you_mean(&nearest(unknown, KEYS));
                 let near = if near.is_empty() { ".".to_string() } else { format!("; {near}") };
                 return Err(ctx.err(
                     format!("{field}.{unknown}"),
@@ -126,7 +125,7 @@ pub(crate) fn program_entry(ctx: &Ctx, field: &str, value: &toml::Value) -> Resu
     }
 }
 
-pub(crate) fn programs(ctx: &Ctx, raw: &RawCase) -> Result<Vec<ProgramEntry>, CaseError> {
+pub(crate) fn programs(ctx: &Ctx, raw: &RawBoot) -> Result<Vec<ProgramEntry>, CaseError> {
     let entries: Vec<ProgramEntry> = raw
         .programs
         .as_deref()
@@ -171,7 +170,7 @@ fn valid_entry_name(name: &str) -> bool {
 /// The reporter, hostile inputs and bundle files: only for the reference guest.
 pub(crate) fn reference_fields(
     ctx: &Ctx,
-    raw: &RawCase,
+    raw: &RawBoot,
     programs: &[ProgramEntry],
 ) -> Result<(Option<String>, Hostile, Vec<BundleFile>), CaseError> {
     if programs.is_empty() {
@@ -271,7 +270,7 @@ pub(crate) fn reference_fields(
     Ok((reporter, hostile, files))
 }
 
-pub(crate) fn device_tree(ctx: &Ctx, raw: &RawCase) -> Result<Vec<DtEdit>, CaseError> {
+pub(crate) fn device_tree(ctx: &Ctx, raw: &RawBoot) -> Result<Vec<DtEdit>, CaseError> {
     let accepted =
         "{ drop = \"/path/prop\" }, { shrink = \"/path/prop\", to = N }, or { set = \"/path/prop\", words = [...] }";
     let mut edits = Vec::new();

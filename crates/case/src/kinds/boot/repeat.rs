@@ -1,7 +1,7 @@
 //! Stage two for the fields of exact repetition: `rtc_base` (where the guest's RTC
 //! starts) and `repeat_exactly` (boot twice, the consoles byte for byte the same).
 
-use crate::validate::Ctx;
+use crate::common::Ctx;
 use crate::CaseError;
 
 /// What `rtc_base` accepts, for refusals.

@@ -1,0 +1,246 @@
+//! What every stage and every kind shares: the error builder ([`Ctx`]), regexes and
+//! deadlines, the shapes of names and paths, and the words messages are made of (the
+//! nearest name, a number as a person writes it, a value shown short).
+//!
+//! This module depends on the crate's types alone; every other module may use it.
+
+use std::path::{Component, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+
+use crate::{Arch, CaseError, Pattern};
+
+/// The longest deadline a case may set: a day. Anything longer is a typo for a unit.
+const TIMEOUT_SECS_MAX: f64 = 86_400.0;
+
+/// The shortest: a millisecond. A deadline shorter is a typo too, and one that would
+/// print as "timed out after 0s".
+const TIMEOUT_SECS_MIN: f64 = 0.001;
+
+/// A host job's deadline unless the case sets one (kinds "host-tests" and "scripts"): ten
+/// minutes.
+pub(crate) const HOST_TIMEOUT_SECS: f64 = 600.0;
+
+/// Where refusals point: the case file as the bench was given it.
+pub(crate) struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(file: &'a str) -> Ctx<'a> {
+        Ctx { file }
+    }
+
+    pub(crate) fn err(&self, field: impl Into<String>, message: impl Into<String>) -> CaseError {
+        CaseError { file: self.file.to_string(), field: field.into(), message: message.into() }
+    }
+
+    pub(crate) fn regex(&self, label: String, source: &str) -> Result<Pattern, CaseError> {
+        match Regex::new(source) {
+            Ok(regex) => Ok(Pattern { label, regex }),
+            Err(error) => {
+                // The regex crate's message is several lines: the pattern, a caret under
+                // the column at fault, then the error. Keep them as they are, each line
+                // indented alike, so the caret stays under its column.
+                let text = error.to_string();
+                let body = text.strip_prefix("regex parse error:").unwrap_or(&text).trim_start_matches('\n');
+                let body: Vec<String> = body.lines().map(|line| format!("    {line}")).collect();
+                Err(self.err(label, format!("not a valid regex:\n{}", body.join("\n"))))
+            }
+        }
+    }
+
+    pub(crate) fn patterns(&self, field: &str, sources: &[String]) -> Result<Vec<Pattern>, CaseError> {
+        sources.iter().enumerate().map(|(index, source)| self.regex(format!("{field}[{index}]"), source)).collect()
+    }
+
+    pub(crate) fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
+        if !(secs.is_finite() && (TIMEOUT_SECS_MIN..=TIMEOUT_SECS_MAX).contains(&secs)) {
+            return Err(self.err(
+                field,
+                format!(
+                    "{} is not accepted: a number of seconds from {TIMEOUT_SECS_MIN} (1 ms) to {TIMEOUT_SECS_MAX} (a day), such as 30 or 2.5",
+                    number_text(secs)
+                ),
+            ));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+
+    /// A table whose every name and shape is already checked, read by serde into `T`:
+    /// serde's own words are a last resort here.
+    pub(crate) fn read<T: serde::de::DeserializeOwned>(&self, table: toml::Table) -> Result<T, CaseError> {
+        toml::Value::Table(table).try_into().map_err(|error: toml::de::Error| self.err("toml", error.message().trim()))
+    }
+}
+
+/// Names quoted and joined: `"a", "b"`.
+pub(crate) fn quoted(names: &[&str]) -> String {
+    names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A Cargo feature, package or binary name.
+pub(crate) fn is_feature_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// `arch`: the widths a case runs on, each once, at least one.
+pub(crate) fn arch_list(ctx: &Ctx, names: Option<&Vec<String>>) -> Result<Vec<Arch>, CaseError> {
+    let names = names.ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
+    if names.is_empty() {
+        return Err(ctx.err(
+            "arch",
+            "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)",
+        ));
+    }
+    let mut arch = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let one = Arch::from_name(name).ok_or_else(|| {
+            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\""))
+        })?;
+        if arch.contains(&one) {
+            return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));
+        }
+        arch.push(one);
+    }
+    Ok(arch)
+}
+
+/// A path, relative to the workspace root or absolute, never empty.
+pub(crate) fn path_field(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
+    if value.trim().is_empty() {
+        return Err(ctx.err(field, "empty: a path, relative to the workspace root or absolute"));
+    }
+    Ok(PathBuf::from(value))
+}
+
+/// A relative path that stays below the workspace root.
+pub(crate) fn below_root(ctx: &Ctx, field: &str, value: &str) -> Result<PathBuf, CaseError> {
+    let path = path_field(ctx, field, value)?;
+    let escapes =
+        path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+    if escapes {
+        return Err(ctx.err(field, format!("{value:?} is not accepted: a relative path below the workspace root")));
+    }
+    Ok(path)
+}
+
+/// A list of names without spaces, each once; `what` says what one is.
+pub(crate) fn names(ctx: &Ctx, field: &str, list: &[String], what: &str) -> Result<Vec<String>, CaseError> {
+    for (index, item) in list.iter().enumerate() {
+        if item.trim().is_empty() || item.chars().any(char::is_whitespace) {
+            return Err(ctx.err(format!("{field}[{index}]"), format!("{item:?} is not accepted: {what}")));
+        }
+        if list[..index].contains(item) {
+            return Err(ctx.err(format!("{field}[{index}]"), format!("{item:?} is named twice")));
+        }
+    }
+    Ok(list.to_vec())
+}
+
+/// `features`: Cargo feature names.
+pub(crate) fn features(ctx: &Ctx, list: Option<&Vec<String>>) -> Result<Vec<String>, CaseError> {
+    let list = list.cloned().unwrap_or_default();
+    for (index, feature) in list.iter().enumerate() {
+        if !is_feature_name(feature) {
+            return Err(
+                ctx.err(format!("features[{index}]"), format!("{feature:?} is not accepted: a Cargo feature name"))
+            );
+        }
+    }
+    Ok(list)
+}
+
+/// The names in `candidates` nearest to `word` by edit distance (transpositions count
+/// one), if any is near enough to be a typo of it: at most a third of its length, and at
+/// most 3 edits, and never all of it. Several as near are all given, in order.
+pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let limit = (word.chars().count() / 3).clamp(1, 3);
+    let mut best: Vec<(usize, &str)> = Vec::new();
+    for candidate in candidates {
+        let distance = strsim::damerau_levenshtein(word, candidate);
+        if distance == 0 || distance > limit || distance >= candidate.chars().count() {
+            continue;
+        }
+        match best.first() {
+            Some((d, _)) if distance > *d => {}
+            Some((d, _)) if distance < *d => best = vec![(distance, candidate)],
+            _ => {
+                if !best.iter().any(|(_, c)| *c == candidate) {
+                    best.push((distance, candidate))
+                }
+            }
+        }
+    }
+    best.into_iter().map(|(_, c)| c).take(3).collect()
+}
+
+/// "; did you mean `a`?" (or "`a` or `b`"), or nothing.
+pub fn did_you_mean(near: &[&str]) -> String {
+    match near {
+        [] => String::new(),
+        names => {
+            let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+            format!("did you mean {}?", quoted.join(" or "))
+        }
+    }
+}
+
+/// A number as a person writes it: plain where plain is short, in exponent form where
+/// the plain form would run to tens of digits (1e-300 stays 1e-300).
+pub fn number_text(x: f64) -> String {
+    let magnitude = x.abs();
+    if x == 0.0 || !x.is_finite() || (1e-4..1e16).contains(&magnitude) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// A value as the case wrote it, short: strings quoted, numbers as written, a list or a
+/// table by its kind (never pages of it).
+pub(crate) fn shown(value: &toml::Value) -> String {
+    const MAX: usize = 60;
+    match value {
+        toml::Value::String(s) => {
+            let quoted = format!("{s:?}");
+            if quoted.chars().count() <= MAX {
+                quoted
+            } else {
+                format!("{}…\"", quoted.chars().take(MAX).collect::<String>())
+            }
+        }
+        toml::Value::Integer(n) => n.to_string(),
+        toml::Value::Float(x) => number_text(*x),
+        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::Datetime(d) => format!("the date {d}"),
+        toml::Value::Array(_) => "a list".to_string(),
+        toml::Value::Table(_) => "a table".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_names_are_typos_not_strangers() {
+        assert_eq!(nearest("expext", ["expect", "forbid", "arch"]), ["expect"]);
+        assert_eq!(nearest("bench-bot", ["bench-boot", "bench-host-tests", "bench-reset"]), ["bench-boot"]);
+        assert_eq!(nearest("tiemout_secs", ["timeout_secs", "timeout_secs_smp"]), ["timeout_secs"]);
+        assert!(nearest("zzz", ["arch", "smp"]).is_empty());
+        assert_eq!(did_you_mean(&["a", "b"]), "did you mean `a` or `b`?");
+    }
+
+    #[test]
+    fn numbers_never_run_to_hundreds_of_digits() {
+        assert_eq!(number_text(1e-300), "1e-300");
+        assert_eq!(number_text(2.5), "2.5");
+        assert_eq!(number_text(0.0005), "0.0005");
+        assert_eq!(number_text(0.00005), "5e-5");
+        assert_eq!(number_text(86401.0), "86401");
+        assert_eq!(number_text(1e300), "1e300");
+        assert_eq!(number_text(f64::NAN), "NaN");
+    }
+}

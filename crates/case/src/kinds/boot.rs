@@ -1,0 +1,231 @@
+//! Kind "boot": what to boot, how, and what its console must show. Its fields and its raw
+//! form are in `boot/raw.rs`; the `[guest]` table in `boot/guest.rs`; what the case says
+//! about the reference guest (programs, the bundle, hostile inputs, device-tree edits) in
+//! `boot/reference.rs`.
+//!
+//! Adding a boot field: its line in `raw::FIELDS` and in `raw::RawBoot` (same place in
+//! both), its typed form in `BootCase` (lib.rs), and its check in [`validate`], which
+//! builds the `BootCase`; a check of its own (a few functions) goes in a module beside
+//! these, `boot/<name>.rs`, declared below.
+
+mod guest;
+pub(crate) mod raw;
+mod reference;
+mod repeat;
+
+use crate::common::{arch_list, is_feature_name, shown, Ctx};
+use crate::fields::{check_table, names};
+use crate::{Arch, BootCase, CaseError, Guest, Input, SMP_MAX};
+use raw::{RawBoot, GUEST, INPUT};
+
+pub(crate) use raw::FIELDS;
+
+/// The most guest RAM a case may ask for, in MiB (QEMU `virt` on this class of host).
+const MEMORY_MIB_MAX: i64 = 16_384;
+
+/// Stage one for the tables within a boot case (`[guest]`, each `[[input]]`), whose
+/// fields are checked in words like the top level's, then the whole read by serde.
+pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> {
+    if let Some(toml::Value::Table(guest)) = table.get("guest") {
+        check_table(ctx, guest, GUEST, "guest.", "[guest]", &|_| None)?;
+    }
+    if let Some(toml::Value::Array(inputs)) = table.get("input") {
+        for (index, input) in inputs.iter().enumerate() {
+            if let toml::Value::Table(input) = input {
+                let prefix = format!("input[{index}].");
+                check_table(ctx, input, INPUT, &prefix, "[[input]]", &|_| None)?;
+                for name in names(INPUT) {
+                    if !input.contains_key(name) {
+                        return Err(ctx.err(format!("{prefix}{name}"), "required: each [[input]] has after and send"));
+                    }
+                }
+            }
+        }
+    }
+    ctx.read(table)
+}
+
+/// Stage two of a boot case: every field's meaning checked, the [`BootCase`] made.
+pub(crate) fn validate(ctx: &Ctx, raw: RawBoot) -> Result<BootCase, CaseError> {
+    let arch = arch_list(ctx, raw.arch.as_ref())?;
+    let smp = smp(ctx, raw.smp.as_ref(), &arch)?;
+    let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
+    let timeout_smp = raw.timeout_secs_smp.map(|secs| ctx.seconds("timeout_secs_smp", secs)).transpose()?;
+    let memory_mib = match raw.memory_mib.unwrap_or(256) {
+        mib @ 16..=MEMORY_MIB_MAX => mib as u32,
+        mib => return Err(ctx.err("memory_mib", format!("{mib} is not accepted: 16 to {MEMORY_MIB_MAX}"))),
+    };
+    if let Some(icount) = &raw.icount {
+        if icount.trim().is_empty() || icount.chars().any(|c| c.is_whitespace()) {
+            return Err(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
+        }
+        repeat::icount_without_rr(ctx, icount)?;
+    }
+    let qemu_seed = match raw.qemu_seed {
+        None => None,
+        Some(seed) if seed >= 0 => Some(seed as u64),
+        Some(seed) => return Err(ctx.err("qemu_seed", format!("{seed} is not accepted: a number from 0"))),
+    };
+    let kernel_features = raw.kernel_features.clone().unwrap_or_default();
+    for (index, feature) in kernel_features.iter().enumerate() {
+        if !is_feature_name(feature) {
+            return Err(ctx.err(
+                format!("kernel_features[{index}]"),
+                format!("{feature:?} is not accepted: a Cargo feature name"),
+            ));
+        }
+    }
+
+    let expect = ctx.patterns("expect", raw.expect.as_deref().unwrap_or(&[]))?;
+    let forbid = ctx.patterns("forbid", raw.forbid.as_deref().unwrap_or(&[]))?;
+    let poweroff = raw.poweroff.unwrap_or(false);
+    let poweroff_status = match (raw.poweroff_status, poweroff) {
+        (None, _) => 0,
+        (Some(_), false) => {
+            return Err(
+                ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give")
+            )
+        }
+        (Some(status @ 0..=255), true) => status as i32,
+        (Some(status), true) => {
+            return Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255")))
+        }
+    };
+    if expect.is_empty() && !poweroff {
+        return Err(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
+    }
+    let mut inputs = Vec::new();
+    for (index, input) in raw.input.as_deref().unwrap_or(&[]).iter().enumerate() {
+        if input.send.is_empty() {
+            return Err(
+                ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)")
+            );
+        }
+        inputs
+            .push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
+    }
+    let guest = match (&raw.guest, &raw.programs) {
+        (Some(_), Some(_)) => return Err(ctx.err("guest", "a boot case has either programs (the bench builds the guest) or a [guest] table (a guest it does not build), not both")),
+        (Some(guest), None) => {
+            if raw.firmware.is_some() {
+                return Err(ctx.err("firmware", "with a [guest] table the firmware is guest.firmware"));
+            }
+            if !kernel_features.is_empty() || raw.debug_assertions.is_some() {
+                let field = if kernel_features.is_empty() { "debug_assertions" } else { "kernel_features" };
+                return Err(ctx.err(field, "only for a guest the bench builds: a [guest] kernel is built elsewhere"));
+            }
+            Guest::External(guest::external_guest(ctx, guest)?)
+        }
+        (None, None) => {
+            return Err(ctx.err(
+                "programs",
+                "required: the programs the reference guest runs (the first in init's place), or a [guest] table for a guest the bench does not build",
+            ))
+        }
+        (None, Some(_)) => Guest::Built {
+            programs: reference::programs(ctx, &raw)?,
+            firmware: guest::firmware(ctx, "firmware", raw.firmware.as_deref())?,
+        },
+    };
+    let built_programs: &[crate::ProgramEntry] = match &guest {
+        Guest::Built { programs, .. } => programs,
+        Guest::External(_) => &[],
+    };
+    if matches!(guest, Guest::External(_)) && (raw.reporter.is_some() || raw.file.is_some()) {
+        let field = if raw.reporter.is_some() { "reporter" } else { "file" };
+        return Err(ctx.err(field, "only with programs: it belongs to the reference guest's signed bundle"));
+    }
+    let (reporter, hostile, files) = reference::reference_fields(ctx, &raw, built_programs)?;
+    let device_tree = reference::device_tree(ctx, &raw)?;
+    let distinct_across_boots =
+        ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[]))?;
+    let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
+    let rtc_base = repeat::rtc_base(ctx, raw.rtc_base.as_ref())?;
+    let repeat_exactly = repeat::repeat_exactly(ctx, raw.repeat_exactly, poweroff, !distinct_across_boots.is_empty())?;
+
+    Ok(BootCase {
+        arch,
+        smp,
+        keep_smp: raw.keep_smp.unwrap_or(false),
+        timeout_smp,
+        memory_mib,
+        timeout,
+        icount: raw.icount.clone(),
+        qemu_seed,
+        rtc_base,
+        repeat_exactly,
+        kernel_features,
+        debug_assertions: raw.debug_assertions.unwrap_or(false),
+        expect,
+        forbid,
+        poweroff,
+        poweroff_status,
+        inputs,
+        guest,
+        allow_panic: raw.allow_panic.unwrap_or(false),
+        device_tree,
+        distinct_across_boots,
+        distinct,
+        reporter,
+        hostile,
+        files,
+    })
+}
+
+fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, CaseError> {
+    let accepted = format!("a list of hart counts, each 1 to {SMP_MAX}, such as [1, 2]");
+    let list =
+        value.as_array().ok_or_else(|| ctx.err(field, format!("{} is not accepted: {accepted}", shown(value))))?;
+    if list.is_empty() {
+        return Err(
+            ctx.err(field, format!("empty: {accepted} (leave a width out of arch rather than booting it zero times)"))
+        );
+    }
+    let mut counts = Vec::new();
+    for (index, count) in list.iter().enumerate() {
+        match count.as_integer() {
+            Some(n) if (1..=SMP_MAX as i64).contains(&n) => {
+                if counts.contains(&(n as u32)) {
+                    return Err(ctx.err(format!("{field}[{index}]"), format!("{n} is named twice")));
+                }
+                counts.push(n as u32);
+            }
+            _ => {
+                return Err(
+                    ctx.err(format!("{field}[{index}]"), format!("{} is not accepted: {accepted}", shown(count)))
+                )
+            }
+        }
+    }
+    Ok(counts)
+}
+
+fn smp(ctx: &Ctx, value: Option<&toml::Value>, arch: &[Arch]) -> Result<Vec<(Arch, Vec<u32>)>, CaseError> {
+    match value {
+        None => Ok(arch.iter().map(|a| (*a, vec![1])).collect()),
+        Some(toml::Value::Table(table)) => {
+            for key in table.keys() {
+                match Arch::from_name(key) {
+                    Some(one) if arch.contains(&one) => {}
+                    _ => {
+                        let names: Vec<_> = arch.iter().map(|a| a.name()).collect();
+                        return Err(ctx.err(
+                            format!("smp.{key}"),
+                            format!("not one of the case's arch: accepted keys are {}", names.join(", ")),
+                        ));
+                    }
+                }
+            }
+            arch.iter()
+                .map(|one| match table.get(one.name()) {
+                    Some(list) => Ok((*one, smp_list(ctx, &format!("smp.{}", one.name()), list)?)),
+                    None => Ok((*one, vec![1])),
+                })
+                .collect()
+        }
+        Some(list) => {
+            let counts = smp_list(ctx, "smp", list)?;
+            Ok(arch.iter().map(|a| (*a, counts.clone())).collect())
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Kind "boot" as serde reads it, beside the lists of its fields in words: the top level
+//! ([`RawBoot`], [`FIELDS`]), the `[guest]` table ([`RawGuest`], [`GUEST`]) and each
+//! `[[input]]` ([`RawInput`], [`INPUT`]). Each struct and its list name the same fields in
+//! the same order, which `kinds::tests` checks.
+//!
+//! A new boot field is one line in [`FIELDS`] (its shape and what it accepts, in words)
+//! and one in [`RawBoot`], at the same place in both; its meaning is checked in
+//! `kinds/boot.rs`.
+
+use serde::Deserialize;
+
+use crate::fields::{field, Field, Shape, ARCH, BOOL, FEATURE_NAMES, REGEXES, SECONDS, TIMEOUT_SECS};
+
+/// The fields of kind "boot" besides the common ones, in the order messages name them.
+pub(crate) const FIELDS: &[Field] = &[
+    ARCH,
+    field("programs", Shape::List, "a list of programs, such as [\"logsrv\", { bin = \"checker\" }]"),
+    field("smp", Shape::Any, "a list of hart counts, such as [1, 2], or one per width"),
+    field("keep_smp", Shape::Bool, BOOL),
+    field("timeout_secs_smp", Shape::Seconds, SECONDS),
+    field("memory_mib", Shape::Integer, "a whole number of MiB, such as 256"),
+    TIMEOUT_SECS,
+    field("icount", Shape::Str, "QEMU's -icount option string, such as \"shift=3,sleep=off\""),
+    field("qemu_seed", Shape::Integer, "a whole number from 0, such as 7"),
+    field("rtc_base", Shape::Any, "where the guest's RTC starts: \"utc\", \"localtime\" or a date or date-time"),
+    field("repeat_exactly", Shape::Bool, BOOL),
+    field("kernel_features", Shape::StrList, FEATURE_NAMES),
+    field("debug_assertions", Shape::Bool, BOOL),
+    field("expect", Shape::StrList, REGEXES),
+    field("forbid", Shape::StrList, REGEXES),
+    field("poweroff", Shape::Bool, BOOL),
+    field("poweroff_status", Shape::Integer, "an exit status, a whole number from 0 to 255"),
+    field("input", Shape::TableList, "[[input]] tables, each with after and send"),
+    field("firmware", Shape::Str, "\"default\", \"none\", or a path to an image"),
+    field("guest", Shape::Table, "a [guest] table, with kernel or recipe"),
+    field("reporter", Shape::Str, "the name of a program the first one starts"),
+    field("allow_panic", Shape::Bool, BOOL),
+    field("tamper_bundle", Shape::Bool, BOOL),
+    field("sign_bare_archive", Shape::Bool, BOOL),
+    field("short_initrd", Shape::Integer, "a whole number of bytes above 0"),
+    field("device_tree", Shape::TableList, "a list of edits, such as [{ drop = \"/chosen/rng-seed\" }]"),
+    field("distinct_across_boots", Shape::StrList, REGEXES),
+    field("distinct", Shape::StrList, REGEXES),
+    field("file", Shape::TableList, "[[file]] tables, each with name and from"),
+];
+
+/// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBoot {
+    pub arch: Option<Vec<String>>,
+    /// Entries told apart by their keys (`kinds/boot/reference.rs`).
+    pub programs: Option<Vec<toml::Value>>,
+    /// A list, or a table of lists by width.
+    pub smp: Option<toml::Value>,
+    pub keep_smp: Option<bool>,
+    pub timeout_secs_smp: Option<f64>,
+    pub memory_mib: Option<i64>,
+    pub timeout_secs: Option<f64>,
+    pub icount: Option<String>,
+    pub qemu_seed: Option<i64>,
+    /// A string or a TOML date-time (`boot/repeat.rs` checks it).
+    pub rtc_base: Option<toml::Value>,
+    pub repeat_exactly: Option<bool>,
+    pub kernel_features: Option<Vec<String>>,
+    pub debug_assertions: Option<bool>,
+    pub expect: Option<Vec<String>>,
+    pub forbid: Option<Vec<String>>,
+    pub poweroff: Option<bool>,
+    pub poweroff_status: Option<i64>,
+    pub input: Option<Vec<RawInput>>,
+    pub firmware: Option<String>,
+    pub guest: Option<RawGuest>,
+    // The reference guest, hostile inputs, device-tree edits, distinctness.
+    pub reporter: Option<String>,
+    pub allow_panic: Option<bool>,
+    pub tamper_bundle: Option<bool>,
+    pub sign_bare_archive: Option<bool>,
+    pub short_initrd: Option<i64>,
+    /// Edits told apart by their keys (`kinds/boot/reference.rs`).
+    pub device_tree: Option<Vec<toml::Table>>,
+    pub distinct_across_boots: Option<Vec<String>>,
+    pub distinct: Option<Vec<String>>,
+    /// `[[file]]` entries, read by hand (`kinds/boot/reference.rs`).
+    pub file: Option<Vec<toml::Table>>,
+}
+
+/// The fields of a `[guest]` table.
+pub(crate) const GUEST: &[Field] = &[
+    field("kernel", Shape::Str, "the kernel image's path"),
+    field("recipe", Shape::Str, "a guest recipe's path"),
+    field("initrd", Shape::Str, "an initrd's path"),
+    field("append", Shape::Str, "the kernel command line, as a string"),
+    field("firmware", Shape::Str, "\"default\", \"none\", or a path to an image"),
+    field("machine", Shape::Str, "a QEMU machine option string, such as \"virt\""),
+    field("qemu_args", Shape::StrList, "a list of QEMU arguments, such as [\"-device\", \"virtio-rng-device\"]"),
+];
+
+/// A `[guest]` table as serde reads it: the fields of [`GUEST`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGuest {
+    pub kernel: Option<String>,
+    pub recipe: Option<String>,
+    pub initrd: Option<String>,
+    pub append: Option<String>,
+    pub firmware: Option<String>,
+    pub machine: Option<String>,
+    pub qemu_args: Option<Vec<String>>,
+}
+
+/// The fields of an `[[input]]` table, every one required.
+pub(crate) const INPUT: &[Field] = &[
+    field("after", Shape::Str, "a regex a shown line must match, as a string"),
+    field("send", Shape::Str, "the text to type, as a string (add \\n for Enter)"),
+];
+
+/// An `[[input]]` table as serde reads it: the fields of [`INPUT`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawInput {
+    pub after: String,
+    pub send: String,
+}
