@@ -329,8 +329,7 @@ mod tests {
             .cwd(&dir)
             .process_group()
             .status_to(log)
-            .err()
-            .expect("sleep 30 cannot finish in 300 ms");
+            .expect_err("sleep 30 cannot finish in 300 ms");
         assert!(error.to_string().starts_with("the shell and its sleeper: no end after 300ms"), "{error}");
         let pid = std::fs::read_to_string(dir.join("pid")).unwrap().trim().to_string();
         let start = Instant::now();
