@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use testbench_process::Cmd;
 
 /// The table, from the repository's root.
 pub const TABLE: &str = "hostfuzz/mutations.toml";
@@ -33,8 +33,9 @@ pub const COUNT: u64 = 20_000;
 const BUILD_DEADLINE: Duration = Duration::from_secs(20 * 60);
 /// A run's deadline: a mutant that has not ended by then is an error naming it.
 const RUN_DEADLINE: Duration = Duration::from_secs(10 * 60);
-/// What the copy holds, from the repository's root.
-const COPIED: [&str; 2] = ["guest", "hostfuzz"];
+/// What the copy holds, from the repository's root (hostfuzz depends on the process
+/// wrapper, crates/process, by path).
+const COPIED: [&str; 3] = ["guest", "hostfuzz", "crates/process"];
 
 /// One check of the code under test, and the patch that removes it.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -192,29 +193,12 @@ pub fn judge(target: &str, code: Option<i32>, stdout: &str) -> Ending {
     }
 }
 
-/// Runs `command` with its output in `log`, killed past `deadline`; `what` names it in
-/// errors. Returns the exit code.
-fn run_logged(mut command: Command, log: &Path, deadline: Duration, what: &str) -> Result<Option<i32>, String> {
+/// Runs `command` with its output in `log`, killed past its deadline (which names what
+/// it waited for). Returns the exit code.
+fn run_logged(command: Cmd, log: &Path) -> Result<Option<i32>, String> {
     let file = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = file.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-    let start = Instant::now();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("{what}: cannot start {command:?}: {e}"))?;
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("{what}: {e}"))? {
-            return Ok(status.code());
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{what}: not done after {deadline:?}, killed (log: {})", log.display()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let status = command.status_to(file).map_err(|e| format!("{e} (log: {})", log.display()))?;
+    Ok(status.code())
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -233,14 +217,13 @@ struct Scratch {
 impl Scratch {
     fn build(&self, what: &str) -> Result<PathBuf, String> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command
+        let command = Cmd::new(cargo, format!("building {what}"), BUILD_DEADLINE)
             .args(["build", "--release", "--quiet", "--manifest-path"])
             .arg(self.tree.join("hostfuzz/Cargo.toml"))
-            .current_dir(self.tree.join("hostfuzz"))
+            .cwd(self.tree.join("hostfuzz"))
             .env("CARGO_TARGET_DIR", &self.target_dir);
         let log = self.runs.join(format!("{what}.build.log"));
-        match run_logged(command, &log, BUILD_DEADLINE, &format!("building {what}"))? {
+        match run_logged(command, &log)? {
             Some(0) => Ok(self.target_dir.join("release/hostfuzz")),
             code => Err(format!("building {what} failed ({code:?}); {}:\n{}", log.display(), tail(&log, 20))),
         }
@@ -249,15 +232,14 @@ impl Scratch {
     fn run(&self, binary: &Path, target: &str, what: &str) -> Ending {
         let out = self.runs.join(what);
         let _ = fs::remove_dir_all(&out);
-        let mut command = Command::new(binary);
-        command
+        let command = Cmd::new(binary, format!("running {what} ({target})"), RUN_DEADLINE)
             .args(["--target", target, "--seed", "1", "--count", &COUNT.to_string()])
-            .current_dir(&self.tree)
+            .cwd(&self.tree)
             .env("HOSTFUZZ_SHRINK_SECS", "0")
             .env("HOSTFUZZ_OUT", &out)
             .env_remove("HOSTFUZZ_STATS");
         let log = self.runs.join(format!("{what}.log"));
-        match run_logged(command, &log, RUN_DEADLINE, &format!("running {what} ({target})")) {
+        match run_logged(command, &log) {
             Ok(code) => judge(target, code, &fs::read_to_string(&log).unwrap_or_default()),
             Err(e) => Ending::Error(e),
         }
@@ -532,5 +514,22 @@ mod tests {
         assert_eq!(judge("fdt", Some(0), "fdt: 20000 inputs from seed 1: nothing found\n"), Ending::Survived);
         assert!(matches!(judge("fdt", Some(1), "nothing"), Ending::Error(_)));
         assert!(matches!(judge("fdt", None, ""), Ending::Error(_)));
+    }
+
+    #[test]
+    fn a_mutant_past_its_deadline_is_an_error_naming_it_and_its_log() {
+        let dir = std::env::temp_dir().join(format!("hostfuzz-run-logged-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("m.log");
+        let slow = Cmd::new("sh", "running m (fdt)", Duration::from_millis(200)).args(["-c", "echo started; sleep 5"]);
+        let error = run_logged(slow, &log).unwrap_err();
+        let written = fs::read_to_string(&log).unwrap();
+        let quick = Cmd::new("sh", "running q (fdt)", Duration::from_secs(10)).args(["-c", "exit 3"]);
+        let code = run_logged(quick, &dir.join("q.log")).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(error.starts_with("running m (fdt): no end after 200ms"), "{error}");
+        assert!(error.ends_with(&format!("(log: {})", log.display())), "{error}");
+        assert_eq!(written, "started\n");
+        assert_eq!(code, Some(3));
     }
 }

@@ -66,10 +66,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use testbench_process::{Cmd, CmdError};
 
 use crate::Finding;
 
@@ -91,12 +91,11 @@ pub struct TestIndex {
 /// Why cargo could not list the tests.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("could not run {program}: {error}")]
-    Spawn { program: String, error: std::io::Error },
+    /// Not started, not waited for, or killed at the deadline (which the error names).
+    #[error(transparent)]
+    Run(#[from] CmdError),
     #[error("{program}: {status}:\n{stderr}")]
     Failed { program: String, status: String, stderr: String },
-    #[error("{program}: the deadline passed before it finished; killed")]
-    Deadline { program: String },
     #[error("{program}: {message}")]
     Output { program: String, message: String },
 }
@@ -145,8 +144,7 @@ impl TestIndex {
             return Ok(Self::new());
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(&cargo);
-        build.current_dir(tree).args([
+        let build = Cmd::new(&cargo, "", timeout).cwd(tree).args([
             "test",
             "--workspace",
             "--no-run",
@@ -156,7 +154,7 @@ impl TestIndex {
             "json-render-diagnostics",
         ]);
         let program = "cargo test --workspace --no-run";
-        let messages = run(build, program, deadline)?;
+        let messages = run(build, program, "to build the tests the book names", deadline)?;
         let mut index = Self::new();
         for line in messages.lines().filter(|line| line.starts_with('{')) {
             let message: serde_json::Value = serde_json::from_str(line)
@@ -175,9 +173,11 @@ impl TestIndex {
             if !wanted.contains(&package) {
                 continue;
             }
-            let mut list = Command::new(executable);
-            list.current_dir(manifest.parent().unwrap_or(tree)).args(["--list", "--format", "terse"]);
-            let output = run(list, &format!("{executable} --list"), deadline)?;
+            let list = Cmd::new(executable, "", timeout)
+                .cwd(manifest.parent().unwrap_or(tree))
+                .args(["--list", "--format", "terse"]);
+            let output =
+                run(list, &format!("{executable} --list"), &format!("to list the tests of {package}"), deadline)?;
             index.insert(package, Self::parse_terse(&output));
         }
         Ok(index)
@@ -215,43 +215,19 @@ fn package_name(manifest: &Path) -> Option<String> {
     value.get("package")?.get("name")?.as_str().map(str::to_owned)
 }
 
-/// Runs a command to its end, or kills it when `deadline` passes; its stdout.
-fn run(mut command: Command, program: &str, deadline: Instant) -> Result<String, IndexError> {
-    let spawn_error = |error| IndexError::Spawn { program: program.to_owned(), error };
-    let mut child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(spawn_error)?;
-    let stdout = reader(child.stdout.take());
-    let stderr = reader(child.stderr.take());
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(IndexError::Deadline { program: program.to_owned() });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(error) => return Err(spawn_error(error)),
-        }
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    if status.success() {
+/// Runs a command to its end, or kills it when `deadline` (shared by every command of
+/// one index) passes, naming `program` and `purpose` as what it waited for; its stdout.
+fn run(command: Cmd, program: &str, purpose: &str, deadline: Instant) -> Result<String, IndexError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let output = command.deadline(left, format!("{program} {purpose}")).output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
         return Ok(stdout);
     }
     let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
     let stderr = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-    Err(IndexError::Failed { program: program.to_owned(), status: status.to_string(), stderr })
-}
-
-fn reader<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+    Err(IndexError::Failed { program: program.to_owned(), status: output.status.to_string(), stderr })
 }
 
 /// A test a status line names.

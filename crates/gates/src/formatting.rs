@@ -43,17 +43,17 @@
 //! - `skip-without-reason`: a `[[skip]]` whose reason is missing or blank.
 //! - `unparsable-manifest`: a `Cargo.toml` outside every skip that is not TOML, so
 //!   whether it is a workspace cannot be told.
+//! - `git-failed`: a git command listing the considered files was killed at its deadline
+//!   (or could not be waited for); the finding names it, and nothing else is judged.
 //!
 //! A `[[workspace]]` at or under a `[[skip]]` is refused as a configuration error: the
 //! file would say both.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
+use testbench_process::{Cmd, CmdError};
 use toml::Spanned;
 
 use crate::nocruft::{considered_files, is_under, line_at, one_line, tree_path, ConfigFile};
@@ -101,7 +101,11 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
 
     let mut findings = Vec::new();
     let mut workspaces = Vec::new();
-    for path in considered_files(tree) {
+    let considered = match considered_files(tree) {
+        Ok(files) => files,
+        Err(error) => return Ok(vec![file.git_failed(error)]),
+    };
+    for path in considered {
         if path != "Cargo.toml" && !path.ends_with("/Cargo.toml") {
             continue;
         }
@@ -253,59 +257,34 @@ fn run_cargo_fmt(tree: &Path, manifest: &str, timeout: Duration) -> Vec<Finding>
     let shown = format!("cargo fmt --all --check --manifest-path {manifest}");
     let failed =
         |message: String| Finding { path: PathBuf::from(manifest), line: None, code: "fmt-failed".into(), message };
-    let mut command = Command::new("cargo");
-    command
+    // Its own process group, so the deadline kills rustfmt along with cargo.
+    let output = Cmd::new("cargo", format!("`{shown}` to report whether the workspace is formatted"), timeout)
         .args(["fmt", "--all", "--check", "--manifest-path"])
         .arg(tree.join(manifest))
-        .current_dir(tree)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    #[cfg(unix)]
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(error) => return vec![failed(format!("`{shown}` could not be started: {error}"))],
-    };
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => break None,
-            Ok(None) => thread::sleep(Duration::from_millis(20)),
-            Err(error) => return vec![failed(format!("`{shown}` could not be waited for: {error}"))],
+        .cwd(tree)
+        .process_group()
+        .output();
+    let output = match output {
+        Ok(output) => output,
+        Err(CmdError::Spawn { source, .. }) => return vec![failed(format!("`{shown}` could not be started: {source}"))],
+        Err(CmdError::Wait { source, .. }) => {
+            return vec![failed(format!("`{shown}` could not be waited for: {source}"))]
+        }
+        Err(CmdError::Deadline { .. }) => {
+            return vec![Finding {
+                path: PathBuf::from(manifest),
+                line: None,
+                code: "fmt-timeout".into(),
+                message: format!(
+                    "`{shown}` did not finish within {} s; waited for it to report whether the workspace is formatted, then killed it",
+                    timeout.as_secs()
+                ),
+            }]
         }
     };
-    let Some(status) = status else {
-        // Kill rustfmt along with cargo: the whole process group the command leads.
-        #[cfg(unix)]
-        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
-        let _ = child.kill();
-        let _ = child.wait();
-        return vec![Finding {
-            path: PathBuf::from(manifest),
-            line: None,
-            code: "fmt-timeout".into(),
-            message: format!(
-                "`{shown}` did not finish within {} s; waited for it to report whether the workspace is formatted, then killed it",
-                timeout.as_secs()
-            ),
-        }];
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let status = output.status;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
 
     let mut findings: Vec<Finding> = Vec::new();
     for (file, line) in diff_headers(&stdout) {

@@ -26,14 +26,18 @@
 //! is not the tree's. A committed version that does not parse is `unreadable-version`.
 //!
 //! Git is run read-only (`--no-optional-locks`, only `rev-parse`, `rev-list`, `merge-base`,
-//! `cat-file` and `log`), with the tree as its working directory.
+//! `cat-file` and `log`), with the tree as its working directory, each command under
+//! [`GIT_DEADLINE`]. One killed at its deadline (or not waited for) is `git-failed`,
+//! naming the command it waited for: a history half read is never passed.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+use testbench_process::{Cmd, CmdError};
 
 use crate::finding::{ConfigError, Finding};
 
@@ -60,7 +64,20 @@ pub struct Ratchet<'a, C> {
 
 /// Judges the history of the budget file `config` (relative to `tree`) and the
 /// uncommitted `current` version of it. Returns the findings, each on the budget file.
+///
+/// A git command that does not end by [`GIT_DEADLINE`] is killed, and the history is
+/// then not trusted: a `git-failed` finding says which command it waited for.
 pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C>) -> Vec<Finding> {
+    let git = Git { tree, trouble: RefCell::new(Vec::new()) };
+    let mut findings = judge_with(&git, config, current, ratchet);
+    for message in git.trouble.into_inner() {
+        findings.push(Finding { path: config.to_path_buf(), line: None, code: "git-failed".to_string(), message });
+    }
+    findings
+}
+
+fn judge_with<C>(git: &Git<'_>, config: &Path, current: &C, ratchet: &Ratchet<'_, C>) -> Vec<Finding> {
+    let tree = git.tree;
     let mut findings = Vec::new();
     let finding = |code: &str, message: String| Finding {
         path: config.to_path_buf(),
@@ -75,7 +92,7 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
         ));
         return findings;
     }
-    let Some(head) = rev_parse(tree, "HEAD^{commit}") else {
+    let Some(head) = rev_parse(git, "HEAD^{commit}") else {
         findings.push(finding(
             "no-merge-base",
             format!("{} is not in a git repository with a commit, so its history cannot be judged", tree.display()),
@@ -85,7 +102,7 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
     let file = config_spec(config);
 
     // Uncommitted: the working tree's version against HEAD's.
-    if let Some(text) = blob_text(tree, &head, &file) {
+    if let Some(text) = blob_text(git, &head, &file) {
         match (ratchet.parse)(&text) {
             Ok(committed) => {
                 for l in (ratchet.loosenings)(Some(&committed), current) {
@@ -105,7 +122,7 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
     // Committed: the branch's own commits since the merge-base.
     let main = ["refs/heads/main", "refs/remotes/origin/HEAD"]
         .iter()
-        .find_map(|r| rev_parse(tree, &format!("{r}^{{commit}}")).map(|c| (*r, c)));
+        .find_map(|r| rev_parse(git, &format!("{r}^{{commit}}")).map(|c| (*r, c)));
     let Some((main_ref, main_commit)) = main else {
         findings.push(finding(
             "no-merge-base",
@@ -115,7 +132,7 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
         ));
         return findings;
     };
-    let Some(base) = git(tree, &["merge-base", &head, &main_commit]).map(|s| s.trim().to_string()) else {
+    let Some(base) = git.run(&["merge-base", &head, &main_commit]).map(|s| s.trim().to_string()) else {
         findings.push(finding(
             "no-merge-base",
             format!(
@@ -125,31 +142,32 @@ pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C
         ));
         return findings;
     };
-    let Some(list) = git(tree, &["rev-list", "--first-parent", "--reverse", &format!("{base}..{head}")]) else {
+    let Some(list) = git.run(&["rev-list", "--first-parent", "--reverse", &format!("{base}..{head}")]) else {
         findings.push(finding("no-merge-base", format!("git rev-list {base}..HEAD failed")));
         return findings;
     };
     for commit in list.lines().map(str::trim).filter(|c| !c.is_empty()) {
-        judge_commit(tree, &file, commit, ratchet, &mut |code, message| findings.push(finding(code, message)));
+        judge_commit(git, &file, commit, ratchet, &mut |code, message| findings.push(finding(code, message)));
     }
     findings
 }
 
 fn judge_commit<C>(
-    tree: &Path,
+    git: &Git<'_>,
     file: &str,
     commit: &str,
     ratchet: &Ratchet<'_, C>,
     push: &mut dyn FnMut(&str, String),
 ) {
-    let parents: Vec<String> = git(tree, &["rev-list", "--parents", "-n", "1", commit])
+    let parents: Vec<String> = git
+        .run(&["rev-list", "--parents", "-n", "1", commit])
         .map(|s| s.split_whitespace().skip(1).map(str::to_string).collect())
         .unwrap_or_default();
     let first_parent = parents.first().cloned();
     let short = &commit[..commit.len().min(10)];
-    let subject = git(tree, &["log", "-1", "--format=%s", commit]).unwrap_or_default().trim().to_string();
-    let blob_new = blob_id(tree, commit, file);
-    let blob_old = first_parent.as_deref().and_then(|p| blob_id(tree, p, file));
+    let subject = git.run(&["log", "-1", "--format=%s", commit]).unwrap_or_default().trim().to_string();
+    let blob_new = blob_id(git, commit, file);
+    let blob_old = first_parent.as_deref().and_then(|p| blob_id(git, p, file));
     if blob_new == blob_old {
         return;
     }
@@ -163,7 +181,7 @@ fn judge_commit<C>(
         );
         return;
     };
-    let Some(new_text) = blob_text(tree, commit, file) else { return };
+    let Some(new_text) = blob_text(git, commit, file) else { return };
     let new = match (ratchet.parse)(&new_text) {
         Ok(c) => c,
         Err(e) => {
@@ -172,8 +190,8 @@ fn judge_commit<C>(
         }
     };
     let old_text = match (&blob_old, &first_parent) {
-        (Some(_), Some(p)) => blob_text(tree, p, file),
-        (None, Some(p)) => last_version_before(tree, p, file),
+        (Some(_), Some(p)) => blob_text(git, p, file),
+        (None, Some(p)) => last_version_before(git, p, file),
         _ => None,
     };
     let old = match old_text.map(|t| (ratchet.parse)(&t)) {
@@ -190,9 +208,9 @@ fn judge_commit<C>(
     }
     let messages = if parents.len() > 1 {
         let range = format!("{}..{commit}", parents[0]);
-        git(tree, &["log", "--format=%B%x00", &range]).unwrap_or_default()
+        git.run(&["log", "--format=%B%x00", &range]).unwrap_or_default()
     } else {
-        git(tree, &["log", "-1", "--format=%B", commit]).unwrap_or_default()
+        git.run(&["log", "-1", "--format=%B", commit]).unwrap_or_default()
     };
     for l in loosenings {
         if !has_reason_line(&messages, ratchet.label, &l.entry) {
@@ -216,9 +234,9 @@ pub fn has_reason_line(messages: &str, label: &str, entry: &str) -> bool {
 }
 
 /// The newest version of `file` on `from`'s first-parent chain (`from` included).
-fn last_version_before(tree: &Path, from: &str, file: &str) -> Option<String> {
-    let touching = git(tree, &["rev-list", "--first-parent", from, "--", file])?;
-    touching.lines().map(str::trim).filter(|c| !c.is_empty()).find_map(|c| blob_text(tree, c, file))
+fn last_version_before(git: &Git<'_>, from: &str, file: &str) -> Option<String> {
+    let touching = git.run(&["rev-list", "--first-parent", from, "--", file])?;
+    touching.lines().map(str::trim).filter(|c| !c.is_empty()).find_map(|c| blob_text(git, c, file))
 }
 
 /// `file` as a `<rev>:<path>` path relative to git's working directory (the tree).
@@ -233,32 +251,52 @@ fn config_spec(config: &Path) -> String {
     s
 }
 
-fn rev_parse(tree: &Path, rev: &str) -> Option<String> {
-    git(tree, &["rev-parse", "--verify", "-q", rev]).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+fn rev_parse(git: &Git<'_>, rev: &str) -> Option<String> {
+    git.run(&["rev-parse", "--verify", "-q", rev]).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-fn blob_id(tree: &Path, commit: &str, file: &str) -> Option<String> {
-    rev_parse(tree, &format!("{commit}:{file}"))
+fn blob_id(git: &Git<'_>, commit: &str, file: &str) -> Option<String> {
+    rev_parse(git, &format!("{commit}:{file}"))
 }
 
-fn blob_text(tree: &Path, commit: &str, file: &str) -> Option<String> {
-    git(tree, &["cat-file", "blob", &format!("{commit}:{file}")])
+fn blob_text(git: &Git<'_>, commit: &str, file: &str) -> Option<String> {
+    git.run(&["cat-file", "blob", &format!("{commit}:{file}")])
 }
 
-/// Runs git read-only in `tree`; its standard output when it succeeded.
-fn git(tree: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("--no-optional-locks")
-        .arg("-C")
-        .arg(tree)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .output()
-        .ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+/// How long one git command of the ratchet may take (each reads one object or one log).
+pub const GIT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Git, read-only, in one tree; what went wrong running it, for the findings.
+struct Git<'a> {
+    tree: &'a Path,
+    /// Each git command killed at its deadline or not waited for (a git that cannot be
+    /// started reads as no repository, as a tree outside git does).
+    trouble: RefCell<Vec<String>>,
+}
+
+impl Git<'_> {
+    /// Runs git read-only in the tree; its standard output when it succeeded.
+    fn run(&self, args: &[&str]) -> Option<String> {
+        let what = format!("git {} to read the budget file's history", args.first().unwrap_or(&""));
+        let out = Cmd::new("git", what, GIT_DEADLINE)
+            .arg("--no-optional-locks")
+            .arg("-C")
+            .arg(self.tree)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .output();
+        match out {
+            Ok(out) => out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned()),
+            Err(CmdError::Spawn { .. }) => None,
+            Err(error) => {
+                self.trouble.borrow_mut().push(error.to_string());
+                None
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

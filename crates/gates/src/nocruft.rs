@@ -64,11 +64,13 @@
 //!   or ignored. A rule scoped where nothing is searched would pass forever.
 //! - `stale-allow`: an `[[allow]]` that covers nothing. A constant's allow covers a
 //!   definition only while there is another one.
+//! - `git-failed`: a git command listing the considered files was killed at its deadline
+//!   (or could not be waited for); the finding names it, and nothing else is judged.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use regex::Regex;
@@ -76,6 +78,7 @@ use serde::Deserialize;
 use syn::punctuated::Punctuated;
 use syn::visit::{self, Visit};
 use syn::{Expr, Meta, Token};
+use testbench_process::{Cmd, CmdError};
 use toml::Spanned;
 
 use crate::{ConfigError, Finding};
@@ -162,7 +165,10 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
     let text = file.read()?;
     let config = parse(&file.shown, &text)?;
 
-    let considered = considered_files(tree);
+    let considered = match considered_files(tree) {
+        Ok(files) => files,
+        Err(error) => return Ok(vec![file.git_failed(error)]),
+    };
     let mut findings = Vec::new();
 
     for scoped in config.paths.iter().chain(&config.exclude) {
@@ -619,15 +625,29 @@ impl ConfigFile {
         let path = self.in_tree.clone().map(PathBuf::from).unwrap_or_else(|| self.full.clone());
         Finding { path, line: Some(line), code: code.into(), message }
     }
+
+    /// The finding of a gate that could not list the files it considers: `git-failed`,
+    /// on the configuration file, naming the git command it waited for.
+    pub(crate) fn git_failed(&self, error: CmdError) -> Finding {
+        let path = self.in_tree.clone().map(PathBuf::from).unwrap_or_else(|| self.full.clone());
+        let message = format!("the files to consider could not be listed: {error}");
+        Finding { path, line: None, code: "git-failed".into(), message }
+    }
 }
+
+/// How long one git command listing the files a gate considers may take.
+pub(crate) const GIT_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The files a gate considers in `tree`, relative and `/`-separated, sorted: those git
 /// tracks or has not ignored, or, when `tree` is in no git work tree or in an ignored
 /// directory of one, every file under it but those in `target/` and `.git/`. Git is
-/// asked with the caller's `GIT_DIR` and the like removed, so only `tree` decides.
-pub(crate) fn considered_files(tree: &Path) -> Vec<String> {
+/// asked with the caller's `GIT_DIR` and the like removed, so only `tree` decides. A git
+/// command killed at its deadline (or not waited for) is an error naming it: the list
+/// would be a guess. A git that cannot be started reads as no work tree.
+pub(crate) fn considered_files(tree: &Path) -> Result<Vec<String>, CmdError> {
     let git = |args: &[&str]| {
-        Command::new("git")
+        let what = format!("git {} to list the files the gates consider", args.first().unwrap_or(&""));
+        let out = Cmd::new("git", what, GIT_DEADLINE)
             .arg("-C")
             .arg(tree)
             .args(args)
@@ -635,15 +655,18 @@ pub(crate) fn considered_files(tree: &Path) -> Vec<String> {
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE")
             .env_remove("GIT_COMMON_DIR")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
+            .output();
+        match out {
+            Err(CmdError::Spawn { source, .. }) => Ok(Err(source)),
+            Err(error) => Err(error),
+            Ok(out) => Ok(Ok(out)),
+        }
     };
-    let in_work_tree = git(&["rev-parse", "--is-inside-work-tree"])
+    let in_work_tree = git(&["rev-parse", "--is-inside-work-tree"])?
         .is_ok_and(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "true");
-    let ignored = in_work_tree && git(&["check-ignore", "-q", "."]).is_ok_and(|out| out.status.success());
+    let ignored = in_work_tree && git(&["check-ignore", "-q", "."])?.is_ok_and(|out| out.status.success());
     if in_work_tree && !ignored {
-        if let Ok(out) = git(&["ls-files", "-z", "--cached", "--others", "--exclude-standard"]) {
+        if let Ok(out) = git(&["ls-files", "-z", "--cached", "--others", "--exclude-standard"])? {
             if out.status.success() {
                 let mut files: Vec<String> = out
                     .stdout
@@ -654,14 +677,14 @@ pub(crate) fn considered_files(tree: &Path) -> Vec<String> {
                     .collect();
                 files.sort();
                 files.dedup();
-                return files;
+                return Ok(files);
             }
         }
     }
     let mut files = Vec::new();
     walk(tree, "", &mut files);
     files.sort();
-    files
+    Ok(files)
 }
 
 fn walk(dir: &Path, prefix: &str, files: &mut Vec<String>) {

@@ -47,12 +47,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use testbench_process::{Cmd, CmdError};
 
 use crate::Finding;
+
+/// How long reversing one crate's patch may take (a patch of a vendored crate is small).
+const PATCH_DEADLINE: Duration = Duration::from_secs(60);
 
 const SUMS: &str = "SHA256SUMS";
 const PATCHES: &str = "patches";
@@ -246,7 +250,8 @@ fn check_patched(
         let message = "not a unified diff (no `--- `, `+++ ` and `@@ ` lines)".to_owned();
         return vec![finding(patch_shown, None, "patch-does-not-reverse", message)];
     }
-    let output = Command::new("patch")
+    let what = format!("`patch -R` to reverse {} on a copy of vendor/{name}", patch_shown.display());
+    let output = Cmd::new("patch", what, PATCH_DEADLINE)
         .args(["-R", "-p1", "--fuzz=0", "--force", "--no-backup-if-mismatch", "--reject-file=-"])
         .arg("--directory")
         .arg(&copy)
@@ -254,11 +259,14 @@ fn check_patched(
         .arg(&patch_file)
         .env("LC_ALL", "C")
         .env_remove("POSIXLY_CORRECT")
-        .stdin(Stdio::null())
         .output();
     match output {
+        Err(CmdError::Spawn { source, .. }) => {
+            let message = format!("cannot run patch: {source}");
+            return vec![finding(patch_shown, None, "patch-does-not-reverse", message)];
+        }
         Err(error) => {
-            let message = format!("cannot run patch: {error}");
+            let message = error.to_string();
             return vec![finding(patch_shown, None, "patch-does-not-reverse", message)];
         }
         Ok(output) if !output.status.success() => {

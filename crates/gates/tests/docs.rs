@@ -61,6 +61,19 @@ fn a_good_book_passes_with_the_index_cargo_lists() {
 }
 
 #[test]
+fn listing_the_tests_past_its_deadline_fails_and_says_what_it_waited_for() {
+    let tree = fixture("good");
+    let packages = docs::packages_named(&tree, Path::new("docs"));
+    let error =
+        TestIndex::from_cargo(&tree, &packages, Duration::from_millis(1)).expect_err("cargo cannot build in 1 ms");
+    let message = error.to_string();
+    assert!(
+        message.starts_with("cargo test --workspace --no-run to build the tests the book names: no end after"),
+        "{message}"
+    );
+}
+
+#[test]
 fn c1_a_feature_without_a_status_line_a_second_one_or_a_malformed_one_fails() {
     assert_eq!(
         where_("c1", &fake_index()),

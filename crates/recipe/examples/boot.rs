@@ -6,8 +6,9 @@
 //! serial output holds `testbench-guest: init reached` and QEMU exited 0.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use testbench_process::Cmd;
 
 const MARKER: &str = "testbench-guest: init reached";
 
@@ -23,9 +24,8 @@ fn main() {
         .unwrap_or_else(|e| die(&e.to_string()));
     eprintln!("[recipe] build took {:.3}s (from_cache: {})", t.elapsed().as_secs_f64(), image.from_cache);
     let t = Instant::now();
-    let out = Command::new("timeout")
-        .arg("300")
-        .arg(image.arch.qemu())
+    let what = format!("QEMU to boot {} to init and power off", recipe_path.display());
+    let out = Cmd::new(image.arch.qemu(), what, Duration::from_secs(300))
         .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1"])
         .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
         .arg("-kernel")
@@ -34,9 +34,8 @@ fn main() {
         .arg(&image.initrd)
         .arg("-append")
         .arg(&image.append)
-        .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| die(&format!("cannot run qemu: {e}")));
+        .unwrap_or_else(|e| die(&e.to_string()));
     let secs = t.elapsed().as_secs_f64();
     let serial = String::from_utf8_lossy(&out.stdout);
     for line in serial.lines().filter(|l| l.starts_with("testbench-guest:")) {

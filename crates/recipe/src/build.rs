@@ -4,7 +4,9 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
+
+use testbench_process::{Cmd, CmdError};
 
 use crate::fetch::{fetch_deb, unique_suffix, Fetch, HttpFetch};
 use crate::newc::NewcWriter;
@@ -186,13 +188,26 @@ fn build_into(
     Ok(())
 }
 
-/// Unpacks `deb` into `root` with `dpkg-deb -x`.
+/// How long one `dpkg-deb -x` may take: the largest package a recipe takes (a kernel's
+/// modules, tens of MB compressed) unpacks in seconds.
+pub const UNPACK_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Unpacks `deb` into `root` with `dpkg-deb -x`, killed past [`UNPACK_DEADLINE`].
 pub fn unpack(pkg: &Package, deb: &Path, root: &Path) -> Result<(), RecipeError> {
-    let out = Command::new("dpkg-deb").arg("-x").arg(deb).arg(root).output().map_err(|e| RecipeError::Unpack {
-        package: pkg.name.clone(),
-        deb: deb.to_path_buf(),
-        status: "not started".into(),
-        stderr: format!("cannot run dpkg-deb (is the dpkg package installed?): {e}"),
+    unpack_within(pkg, deb, root, UNPACK_DEADLINE)
+}
+
+fn unpack_within(pkg: &Package, deb: &Path, root: &Path, deadline: Duration) -> Result<(), RecipeError> {
+    let what = format!("dpkg-deb to unpack {} ({})", pkg.name, deb.display());
+    let out = Cmd::new("dpkg-deb", what, deadline).arg("-x").arg(deb).arg(root).output().map_err(|e| {
+        let (status, stderr) = match e {
+            CmdError::Spawn { source, .. } => {
+                ("not started".into(), format!("cannot run dpkg-deb (is the dpkg package installed?): {source}"))
+            }
+            CmdError::Deadline { .. } => ("killed at its deadline".into(), e.to_string()),
+            CmdError::Wait { .. } => ("not waited for".into(), e.to_string()),
+        };
+        RecipeError::Unpack { package: pkg.name.clone(), deb: deb.to_path_buf(), status, stderr }
     })?;
     if !out.status.success() {
         return Err(RecipeError::Unpack {
@@ -279,4 +294,34 @@ pub fn kernel_format(data: &[u8]) -> Option<&'static str> {
         return Some("a uImage");
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A .deb that never ends (a FIFO nobody writes): dpkg-deb is killed at the deadline,
+    /// and the error says what was waited for.
+    #[test]
+    fn an_unpack_past_its_deadline_is_killed_and_says_what_it_waited_for() {
+        let dir = std::env::temp_dir().join(format!("testbench-recipe-unpack-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("never.deb");
+        let _ = fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let pkg = Package {
+            name: "never".into(),
+            version: "1".into(),
+            arch: "riscv64".into(),
+            sha256: String::new(),
+            pool: String::new(),
+            files: Vec::new(),
+        };
+        let error = unpack_within(&pkg, &fifo, &dir.join("root"), Duration::from_millis(300)).unwrap_err();
+        fs::remove_dir_all(&dir).unwrap();
+        let message = error.to_string();
+        assert!(message.contains("(killed at its deadline)"), "{message}");
+        assert!(message.contains("dpkg-deb to unpack never ("), "{message}");
+        assert!(message.contains("no end after 300ms"), "{message}");
+    }
 }

@@ -4,9 +4,11 @@
 //! judge (testbench-judge), guest recipes (testbench-recipe), and the modules here that
 //! do the I/O: cargo builds, QEMU boots, run directories and reports. See ARCHITECTURE.md.
 
+// The one process wrapper (crates/process), under the name the bench's modules use.
+use testbench_process as command;
+
 mod build;
 mod cli;
-mod command;
 mod config;
 mod fdt_edit;
 mod gates;

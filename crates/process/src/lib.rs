@@ -1,4 +1,6 @@
-//! The one wrapper for every child process the bench starts (setup, cargo, QEMU).
+//! The one wrapper for every child process the repository starts: the bench's (setup,
+//! cargo, QEMU), the gates' (git, `cargo fmt`, `patch`, the docs checker's test listing),
+//! the recipes' (`dpkg-deb`) and hostfuzz's (the mutants' builds and runs).
 //!
 //! Every child gets a printed command line, an explicit working directory, and a
 //! deadline that says what it waited for when it passes. Every child also asks Linux for
@@ -7,7 +9,8 @@
 //! the *thread* that forked the child exits, so a child must be spawned from the thread
 //! that waits for it (the boot's own thread does, for QEMU).
 //!
-//! Nothing else in the bench spawns processes.
+//! Nothing else in the repository spawns processes (tests may run the binaries they
+//! test; hostfuzz forks, without exec, once per input, in its own `exec` module).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -15,6 +18,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+const KILL: Signal = Signal::KILL;
 
 #[derive(Clone, Debug)]
 pub struct Cmd {
@@ -26,6 +33,8 @@ pub struct Cmd {
     timeout: Duration,
     /// What the deadline waits for, for the message when it passes.
     what: String,
+    /// The child leads a process group of its own, killed whole at the deadline.
+    group: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +63,7 @@ impl Cmd {
             env_remove: Vec::new(),
             timeout,
             what: what.into(),
+            group: false,
         }
     }
 
@@ -75,6 +85,14 @@ impl Cmd {
     pub fn deadline(mut self, timeout: Duration, what: impl Into<String>) -> Cmd {
         self.timeout = timeout;
         self.what = what.into();
+        self
+    }
+
+    /// Start the child as the leader of a process group of its own, and at the deadline
+    /// kill the whole group: the child's own children too (`cargo fmt`'s rustfmt), which
+    /// the parent-death signal, sent to the child alone, would not reach.
+    pub fn process_group(mut self) -> Cmd {
+        self.group = true;
         self
     }
 
@@ -116,14 +134,16 @@ impl Cmd {
         for (key, value) in &self.env {
             command.env(key, value);
         }
+        if self.group {
+            command.process_group(0);
+        }
         let bench = rustix::process::getpid();
         // SAFETY: the closure runs in the child between fork and exec and calls only
         // prctl(PR_SET_PDEATHSIG) and getppid, which are async-signal-safe and allocate
         // nothing (the error for a lost parent is made without allocating).
         unsafe {
             command.pre_exec(move || {
-                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                    .map_err(std::io::Error::from)?;
+                rustix::process::set_parent_process_death_signal(Some(KILL)).map_err(std::io::Error::from)?;
                 still_child_of(bench)
             });
         }
@@ -152,11 +172,7 @@ impl Cmd {
             .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
-        let status = wait_deadline(&mut child, self.timeout)
-            .map_err(|source| CmdError::Wait { command: self.display(), source })?;
-        let Some(status) = status else {
-            return Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() });
-        };
+        let status = self.finish(&mut child)?;
         Ok(Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() })
     }
 
@@ -168,12 +184,34 @@ impl Cmd {
             .stdin(Stdio::null())
             .spawn()
             .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
-        match wait_deadline(&mut child, self.timeout)
-            .map_err(|source| CmdError::Wait { command: self.display(), source })?
-        {
-            Some(status) => Ok(status),
-            None => Err(CmdError::Deadline { what: self.what.clone(), after: self.timeout, command: self.display() }),
-        }
+        self.finish(&mut child)
+    }
+
+    /// Run to the end with stdin closed and both of the child's streams written to `log`
+    /// (a build's or a run's log file), under the deadline.
+    pub fn status_to(&self, log: std::fs::File) -> Result<ExitStatus, CmdError> {
+        let command = self.display();
+        let stderr = log.try_clone().map_err(|source| CmdError::Spawn { command: command.clone(), source })?;
+        let mut child = self
+            .command()
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| CmdError::Spawn { command, source })?;
+        self.finish(&mut child)
+    }
+
+    /// Wait for the child under the deadline; past it, kill the child (its whole group
+    /// when it leads one) and say what was waited for.
+    fn finish(&self, child: &mut Child) -> Result<ExitStatus, CmdError> {
+        let status = wait_until(child, self.timeout, self.group)
+            .map_err(|source| CmdError::Wait { command: self.display(), source })?;
+        status.ok_or_else(|| CmdError::Deadline {
+            what: self.what.clone(),
+            after: self.timeout,
+            command: self.display(),
+        })
     }
 }
 
@@ -200,6 +238,12 @@ fn still_child_of(bench: rustix::process::Pid) -> std::io::Result<()> {
 
 /// Wait for `child` until `timeout`; on the deadline kill it and return `None`.
 pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    wait_until(child, timeout, false)
+}
+
+/// [`wait_deadline`], killing the child's whole process group at the deadline when
+/// `group` (the child leads it: [`Cmd::process_group`]).
+fn wait_until(child: &mut Child, timeout: Duration, group: bool) -> std::io::Result<Option<ExitStatus>> {
     let start = Instant::now();
     // Polling keeps this free of signal handlers. A quick child (a QEMU probe, a fresh
     // cargo check, the setup script: tens of ms) is seen within 1 ms of its exit, not up
@@ -210,6 +254,9 @@ pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Op
             return Ok(Some(status));
         }
         if start.elapsed() >= timeout {
+            if group {
+                let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), KILL);
+            }
             let _ = child.kill();
             let _ = child.wait();
             return Ok(None);
@@ -262,6 +309,53 @@ mod tests {
         assert!(still_child_of(rustix::process::getppid().unwrap()).is_ok());
         let error = still_child_of(rustix::process::getpid()).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(rustix::io::Errno::SRCH.raw_os_error()));
+    }
+
+    /// The state letter of `pid` in /proc (`None`: no such process).
+    fn state(pid: &str) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(") ").next()?.chars().next()
+    }
+
+    #[test]
+    fn a_group_leader_past_its_deadline_takes_its_own_children_along() {
+        let dir = std::env::temp_dir().join(format!("testbench-process-group-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        // The shell starts a grandchild and waits for it: only a kill of the whole group
+        // reaches the grandchild (the parent-death signal goes to the shell alone).
+        let error = Cmd::new("sh", "the shell and its sleeper", Duration::from_millis(300))
+            .args(["-c", "sleep 30 & echo $! > pid; wait"])
+            .cwd(&dir)
+            .process_group()
+            .status_to(log)
+            .expect_err("sleep 30 cannot finish in 300 ms");
+        assert!(error.to_string().starts_with("the shell and its sleeper: no end after 300ms"), "{error}");
+        let pid = std::fs::read_to_string(dir.join("pid")).unwrap().trim().to_string();
+        let start = Instant::now();
+        while state(&pid).is_some_and(|s| s != 'Z') && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let left = state(&pid);
+        if left.is_some_and(|s| s != 'Z') {
+            let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap(), KILL);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(left.is_none_or(|s| s == 'Z'), "the grandchild {pid} outlived the deadline (state {left:?})");
+    }
+
+    #[test]
+    fn status_to_writes_both_streams_to_the_log() {
+        let path = std::env::temp_dir().join(format!("testbench-process-log-{}", std::process::id()));
+        let log = std::fs::File::create(&path).unwrap();
+        let status = Cmd::new("sh", "sh", Duration::from_secs(10))
+            .args(["-c", "echo out; echo err >&2; exit 4"])
+            .status_to(log)
+            .unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(status.code(), Some(4));
+        assert_eq!(written, "out\nerr\n");
     }
 
     #[test]
