@@ -50,7 +50,7 @@ type FirmwareDirs = Result<Vec<PathBuf>, String>;
 /// Run `qemu -version`; the error is the complaint every boot of the width fails with.
 ///
 /// `qemu -L help` (for the firmware check) runs at the same time, on a thread that
-/// starts and waits for it (command.rs); its answer is kept for `firmware_dirs`. The two
+/// starts and waits for it (crates/process); its answer is kept for `firmware_dirs`. The two
 /// QEMU starts cost one start's wall time instead of two.
 pub fn probe(arch: Arch) -> Result<String, String> {
     let dirs = std::thread::spawn(move || list_firmware_dirs(arch));

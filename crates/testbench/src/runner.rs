@@ -1014,7 +1014,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
             let Some((index, spec)) = next else { break };
             let started = Instant::now();
             // The spawning thread waits for QEMU: its exit is what the parent-death
-            // signal follows (see command.rs).
+            // signal follows (see crates/process).
             let result = match spec {
                 Err(blocked) => (Err(blocked), None),
                 Ok((spec, repeat_exactly)) => boot_once_or_twice(spec, &root, repeat_exactly),
