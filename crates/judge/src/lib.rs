@@ -93,8 +93,11 @@
 mod fast;
 mod judge;
 mod normalize;
+mod quote;
 
 pub use judge::{
     secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, ServerDone, Shutdown, Step, Verdict,
+    LINE_LIMIT, LINE_OVERLAP,
 };
 pub use normalize::{raw_text, shown, shown_into};
+pub use quote::{quote, quote_around, quote_with, QUOTE_LIMIT};
