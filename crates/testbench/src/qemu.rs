@@ -8,16 +8,20 @@
 //! verdict ends the boot at once (QEMU is killed): no boot waits out its deadline once
 //! its verdict is known.
 //!
-//! The console log keeps the bytes exactly as they came; QEMU's stderr has its own file,
-//! and its last lines are appended to the console log when the verdict is about QEMU's
-//! exit.
+//! The console's way to the judge is bounded (the `testbench-console` crate): a reader
+//! thread, a channel of a few chunks (when the judge falls behind, the reader waits and so
+//! does QEMU), and a console log that keeps the bytes exactly as they came, its first
+//! 8 MiB and its last 1 MiB, saying what it dropped between them. QEMU's stderr has its
+//! own file, bounded the same way; its last lines are appended to the console log when
+//! the verdict is about QEMU's exit.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, Firmware};
+use testbench_console::{ConsoleLog, Ended};
 use testbench_judge::{Ending, ExitStatus, Judge, Verdict};
 
 use crate::command::{shell_quote, Cmd};
@@ -29,6 +33,9 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
 const STDERR_TAIL_LINES: usize = 5;
+/// `qemu-stderr.log` keeps this much of the start of QEMU's stderr, and of its end.
+const STDERR_LOG_HEAD: u64 = 256 * 1024;
+const STDERR_LOG_TAIL: usize = 64 * 1024;
 
 /// The QEMU binary for a width: the environment's override, or the default name.
 pub fn qemu_binary(arch: Arch) -> String {
@@ -230,67 +237,34 @@ impl BootSpec {
             format!("cd {} && {command_line}\n", shell_quote(&root.display().to_string())),
         )
         .map_err(|e| format!("failed to write the command line: {e}"))?;
-        let mut console = std::fs::File::create(self.dir.join("console.log"))
+        let console_file = std::fs::File::create(self.dir.join("console.log"))
             .map_err(|e| format!("failed to create console.log: {e}"))?;
+        let mut console = ConsoleLog::new(std::io::BufWriter::new(console_file));
 
         let start = Instant::now();
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
         let watch = qmp.watch(self.timeout + EXIT_DEADLINE);
         let mut stdin = child.stdin.take();
-        let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || {
-            let mut buffer = vec![0u8; 64 * 1024];
-            loop {
-                match stdout.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if sender.send((Instant::now(), buffer[..n].to_vec())).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
+        let receiver = testbench_console::spawn_reader(child.stdout.take().expect("stdout is piped"));
+        let stderr_pipe = child.stderr.take().expect("stderr is piped");
         let stderr_path = self.dir.join("qemu-stderr.log");
-        let stderr_thread = std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stderr_pipe.read_to_end(&mut bytes);
-            let _ = std::fs::write(&stderr_path, &bytes);
-            bytes
-        });
+        let stderr_thread = std::thread::spawn(move || read_stderr(stderr_pipe, &stderr_path));
 
         let mut judge = Judge::new(self.judge.clone());
         let deadline = start + self.timeout;
-        let mut verdict = None;
-        let mut console_closed = false;
-        while verdict.is_none() {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+        let ended = testbench_console::judge_console(&receiver, &mut judge, &mut console, start, deadline, |text| {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(text).and_then(|_| stdin.flush());
             }
-            let wake = judge.wake_at().map(|at| start + at).unwrap_or(deadline).min(deadline);
-            match receiver.recv_timeout(wake.saturating_duration_since(now)) {
-                Ok((at, bytes)) => {
-                    let _ = console.write_all(&bytes);
-                    let step = judge.feed(at.duration_since(start), &bytes);
-                    for text in step.send {
-                        if let Some(stdin) = stdin.as_mut() {
-                            let _ = stdin.write_all(&text).and_then(|_| stdin.flush());
-                        }
-                    }
-                    verdict = step.verdict;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    verdict = judge.poll(Instant::now().duration_since(start));
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    console_closed = true;
-                    break;
-                }
-            }
-        }
+        });
+        drop(receiver);
+        let (verdict, console_closed) = match ended {
+            Ended::Verdict(verdict) => (Some(verdict), false),
+            Ended::Closed => (None, true),
+            Ended::Deadline => (None, false),
+        };
+        // The log's head is on disk; a tail that cannot be written is lost, not the verdict.
+        let mut console = console.finish().ok();
 
         let verdict = match verdict {
             Some(verdict) => {
@@ -303,8 +277,7 @@ impl BootSpec {
                 drop(stdin.take());
                 let status = crate::command::wait_deadline(&mut child, EXIT_DEADLINE)
                     .map_err(|e| format!("failed to wait for QEMU: {e}"))?;
-                let stderr = stderr_thread.join().unwrap_or_default();
-                let stderr_text = String::from_utf8_lossy(&stderr).into_owned();
+                let stderr_text = stderr_thread.join().unwrap_or_default();
                 let status = match status {
                     Some(status) => status,
                     None => {
@@ -324,13 +297,13 @@ impl BootSpec {
                     Instant::now().duration_since(start),
                     Ending::Exited { status, shutdown, stderr_tail: tail.clone() },
                 );
-                if !tail.is_empty() && !matches!(verdict, Verdict::Pass) {
+                if let Some(console) = console.as_mut().filter(|_| !tail.is_empty() && verdict != Verdict::Pass) {
                     let _ = writeln!(console, "\n--- testbench: the last lines of QEMU's stderr ---");
                     for line in &tail {
                         let _ = writeln!(console, "{line}");
                     }
+                    let _ = console.flush();
                 }
-                let _ = console.flush();
                 return Ok(BootOutcome { verdict, captures: judge.captures().to_vec() });
             }
             None => {
@@ -339,12 +312,37 @@ impl BootSpec {
                 judge.end(self.timeout, Ending::TimedOut { deadline: self.timeout })
             }
         };
-        let _ = console.flush();
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec() })
     }
 }
 
+/// QEMU's stderr into `path`, its head and tail kept (see `STDERR_LOG_HEAD`); returns
+/// what the file kept, as text.
+fn read_stderr(mut pipe: impl Read, path: &Path) -> String {
+    let Ok(file) = std::fs::File::create(path) else {
+        // Nowhere to keep it: drain the pipe so QEMU never waits on it.
+        let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+        return String::new();
+    };
+    let mut log = ConsoleLog::with_sizes(std::io::BufWriter::new(file), STDERR_LOG_HEAD, STDERR_LOG_TAIL);
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                let _ = log.write(&buffer[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    drop(log.finish());
+    std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default()
+}
+
+/// The last `count` lines of `text` that are not blank, each quoted in at most a few
+/// hundred bytes (`testbench_judge::quote`).
 pub fn last_lines(text: &str, count: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(count)..].iter().map(|l| l.to_string()).collect()
+    lines[lines.len().saturating_sub(count)..].iter().map(|l| testbench_judge::quote(l).into_owned()).collect()
 }
