@@ -40,9 +40,13 @@ pub struct Chunk {
 /// into a channel of [`CHANNEL_CHUNKS`] chunks, waiting while the channel is full. The
 /// thread ends when the source ends or the receiver is dropped.
 pub fn spawn_reader<R: Read + Send + 'static>(source: R) -> Receiver<Chunk> {
+    spawn_joinable(source).0
+}
+
+fn spawn_joinable<R: Read + Send + 'static>(source: R) -> (Receiver<Chunk>, std::thread::JoinHandle<()>) {
     let (sender, receiver) = mpsc::sync_channel(CHANNEL_CHUNKS);
-    std::thread::spawn(move || read_into(source, &sender));
-    receiver
+    let thread = std::thread::spawn(move || read_into(source, &sender));
+    (receiver, thread)
 }
 
 fn read_into<R: Read>(mut source: R, sender: &SyncSender<Chunk>) {
@@ -226,13 +230,15 @@ pub fn replay(
     log_tail: usize,
 ) -> (Ended, Vec<Vec<u8>>, Vec<u8>) {
     let source = Pieces { data: input.to_vec(), at: 0, cuts: cuts.to_vec(), turn: 0 };
-    let receiver = spawn_reader(source);
+    let (receiver, reader) = spawn_joinable(source);
     let mut log = ConsoleLog::with_sizes(Vec::new(), log_head, log_tail);
     let mut typed = Vec::new();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(3600);
     let ended = judge_console(&receiver, judge, &mut log, start, deadline, |text| typed.push(text.to_vec()));
     drop(receiver);
+    // The reader ends at the source's end, or at its next send once nothing receives.
+    let _ = reader.join();
     let log = log.finish().unwrap_or_default();
     (ended, typed, log)
 }

@@ -219,10 +219,13 @@ pub const LINE_OVERLAP: usize = 4 * 1024;
 const BLOCK: usize = 256 * 1024;
 
 /// Judges one boot's console. See the crate doc.
+///
+/// A clone shares the compiled patterns but not their search caches; to judge many
+/// consoles with one configuration cheaply, [`Judge::reset`] one judge between them.
+#[derive(Clone)]
 pub struct Judge {
     cfg: Config,
     engine: Option<Engine>,
-    fail_re: regex::Regex,
     fail_finder: memchr::memmem::Finder<'static>,
     verdict: Option<Verdict>,
     next_expect: usize,
@@ -285,7 +288,6 @@ impl Judge {
             engine,
             // A program's own `[name] FAIL`, bare (a program that owns the console) or
             // behind the log server's `[pid N] ` prefix.
-            fail_re: regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").unwrap(),
             fail_finder: memchr::memmem::Finder::new(b"] FAIL").into_owned(),
             verdict: None,
             next_expect: 0,
@@ -312,9 +314,29 @@ impl Judge {
     /// half of it: every piece after the first then brings new bytes. Call it before the
     /// first [`Judge::feed`].
     pub fn with_line_limit(mut self, limit: usize, overlap: usize) -> Judge {
+        self.set_line_limit(limit, overlap);
+        self
+    }
+
+    /// As [`Judge::with_line_limit`], in place.
+    pub fn set_line_limit(&mut self, limit: usize, overlap: usize) {
         self.line_limit = limit.max(2);
         self.line_overlap = overlap.min(self.line_limit / 2);
-        self
+        if self.partial.capacity() > self.line_limit {
+            self.partial = Vec::new();
+        }
+    }
+
+    /// Forgets the console judged so far: the judge is as new, with the same
+    /// configuration, line limit, compiled patterns and their search caches.
+    pub fn reset(&mut self) {
+        let cfg = std::mem::take(&mut self.cfg);
+        let engine = self.engine.take();
+        let mut partial = std::mem::take(&mut self.partial);
+        partial.clear();
+        let (limit, overlap) = (self.line_limit, self.line_overlap);
+        *self = Judge::with_engine(cfg, engine).with_line_limit(limit, overlap);
+        self.partial = partial;
     }
 
     /// The bytes the judge holds for the line being received (what it allocated for
@@ -539,7 +561,7 @@ impl Judge {
         if self.stateful_rules(&raw_s, &shown, at) {
             return;
         }
-        if self.fail_line.is_none() && self.fail_re.is_match(&shown) {
+        if self.fail_line.is_none() && fail_re().is_match(&shown) {
             self.fail_line = Some(crate::quote(&shown).into_owned());
         }
         if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
@@ -754,7 +776,7 @@ impl Judge {
             for hit in self.fail_finder.find_iter(&shown[..limit]) {
                 let ls = fast::line_start(shown, hit);
                 let line = text(&shown[ls..fast::line_end(shown, hit)]);
-                if self.fail_re.is_match(&line) {
+                if fail_re().is_match(&line) {
                     self.fail_line = Some(crate::quote(&line).into_owned());
                     break;
                 }
@@ -886,6 +908,12 @@ impl Judge {
             }
         }
     }
+}
+
+/// A program's own `[name] FAIL` line's pattern, compiled once per process.
+fn fail_re() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").expect("a valid pattern"))
 }
 
 /// The length of the longest start of `bytes` made of whole lines ('\n' included) of at

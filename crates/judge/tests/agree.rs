@@ -231,6 +231,13 @@ fn check_limited(seed: u64, lines: usize, limit: Option<(usize, usize)>) {
     let want = run(&mut reference, &s, |n| n);
     let mut fast = limited(Judge::new(cfg.clone()));
     let got = run(&mut fast, &s, |n| n);
+    // A judge reset after another console judges as a new one.
+    let mut reused = limited(Judge::new(cfg.clone()));
+    let other = script(&mut Rng(seed ^ 0xfeed), lines);
+    run(&mut reused, &other, |n| n);
+    reused.reset();
+    assert_eq!(run(&mut reused, &s, |n| n), want, "seed {seed}: a reset judge differs");
+    assert_eq!(reused.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen after a reset");
     assert_eq!(got, want, "seed {seed}: fast and reference differ");
     assert_eq!(fast.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen");
     let mut cuts = Rng(seed ^ 0x5eed);
