@@ -5,6 +5,11 @@
 //! progress line shows what is running; elsewhere only plain lines, so CI logs read well.
 //! JSON form (`--message-format json`): one object per event on stdout, nothing else.
 //! JUnit (`--junit PATH`): written at the end, one test case per boot.
+//!
+//! A reason is quoted the same way in all three: the judge has already cut any console
+//! line it quotes to a few hundred bytes (`testbench_judge::quote`), and here every line
+//! of a reason is cut at `REASON_LINE_LIMIT` bytes and a reason at `REASON_LINES` lines,
+//! with a marker that says what was cut, whatever produced it.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -61,6 +66,36 @@ pub struct Reporter {
     progress: Option<ProgressBar>,
     reports: Vec<BootReport>,
     pub summary: Summary,
+}
+
+/// The longest line of a reason a report quotes, in bytes: a verdict's message with its
+/// pattern and its quoted console line fits; a line of a megabyte does not.
+const REASON_LINE_LIMIT: usize = 1024;
+/// The most lines of a reason a report quotes.
+const REASON_LINES: usize = 100;
+
+/// A reason as the reports quote it: each line cut at `REASON_LINE_LIMIT` bytes, and
+/// at most `REASON_LINES` lines, each cut marked.
+fn clip_reason(reason: &str) -> String {
+    let lines: Vec<&str> = reason.split('\n').collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(REASON_LINES)
+        .map(|line| testbench_judge::quote_with(line, REASON_LINE_LIMIT).into_owned())
+        .collect();
+    if lines.len() > REASON_LINES {
+        out.push(format!("[... {} more lines cut]", lines.len() - REASON_LINES));
+    }
+    out.join("\n")
+}
+
+fn clip_outcome(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Pass => Outcome::Pass,
+        Outcome::ExpectedFailure(reason) => Outcome::ExpectedFailure(clip_reason(&reason)),
+        Outcome::Fail(reason) => Outcome::Fail(clip_reason(&reason)),
+        Outcome::Skip(reason) => Outcome::Skip(clip_reason(&reason)),
+    }
 }
 
 fn secs(d: Duration) -> String {
@@ -131,6 +166,8 @@ impl Reporter {
     }
 
     pub fn boot_finished(&mut self, report: BootReport) {
+        // Every form below (and JUnit, from `self.reports`) quotes the clipped reason.
+        let report = BootReport { outcome: clip_outcome(report.outcome), ..report };
         match &report.outcome {
             Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
             Outcome::Fail(_) => self.summary.failed += 1,
@@ -263,5 +300,62 @@ impl Reporter {
         report.add_test_suite(suite);
         let xml = report.to_string().map_err(|e| format!("failed to write JUnit XML: {e}"))?;
         std::fs::write(path, xml).map_err(|e| format!("failed to write {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(reason: String) -> BootReport {
+        BootReport {
+            case: "flood".into(),
+            kind: "boot",
+            arch: Some("rv64".into()),
+            smp: Some(1),
+            seed: None,
+            outcome: Outcome::Fail(reason),
+            duration: Duration::from_secs(1),
+            dir: PathBuf::from("target/testbench/run-1/flood"),
+            replay: "cargo testbench --exact flood".into(),
+        }
+    }
+
+    #[test]
+    fn a_reason_is_kept_whole_when_short() {
+        let reason = "forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC\n(must_fail wanted ...)";
+        assert_eq!(clip_reason(reason), reason);
+    }
+
+    #[test]
+    fn a_long_line_and_many_lines_are_cut_with_markers() {
+        let reason = format!("head\n{}\ntail", "x".repeat(1 << 20));
+        let clipped = clip_reason(&reason);
+        assert!(clipped.len() < REASON_LINE_LIMIT + 100, "{} bytes", clipped.len());
+        assert!(
+            clipped.starts_with("head\nxxx")
+                && clipped.ends_with(&format!("[... {} bytes cut]\ntail", (1 << 20) - REASON_LINE_LIMIT))
+        );
+        let many = vec!["finding"; 1000].join("\n");
+        let clipped = clip_reason(&many);
+        assert_eq!(clipped.lines().count(), REASON_LINES + 1);
+        assert!(clipped.ends_with("[... 900 more lines cut]"));
+    }
+
+    #[test]
+    fn junit_quotes_a_megabyte_reason_in_a_few_kilobytes() {
+        let mut reporter = Reporter::new(MessageFormat::Json);
+        let reason = format!("forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC {}", "y".repeat(1 << 20));
+        reporter.boot_finished(failed(reason));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        reporter.write_junit(&path).unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        assert!(xml.len() < 4096, "JUnit of {} bytes", xml.len());
+        assert!(xml.contains(" bytes cut]"), "{xml}");
+        match &reporter.reports[0].outcome {
+            Outcome::Fail(reason) => assert!(reason.len() < REASON_LINE_LIMIT + 64),
+            other => panic!("{other:?}"),
+        }
     }
 }
