@@ -218,8 +218,9 @@ fn counted(bytes: &[u8]) -> (u64, u64) {
 }
 
 /// The fuzz target's and the tests' way through the same plumbing: `input` is read by
-/// the reader thread from a source that hands it out in the pieces `cuts` says (each
-/// 1 to 256 bytes, in turn; the whole rest when `cuts` is empty), through the bounded
+/// the reader thread from a source that hands it out in the pieces `cuts` says (a cut
+/// `c` is a read of `16 c + 1` bytes, 1 to 4081, in turn; the whole rest when `cuts` is
+/// empty), through the bounded
 /// channel, judged by `judge` and logged with the given sizes. Returns how the loop
 /// ended (the boot's end is the caller's), what was typed, and the log's bytes.
 pub fn replay(
@@ -258,7 +259,7 @@ impl Read for Pieces {
             left
         } else {
             self.turn += 1;
-            self.cuts[(self.turn - 1) % self.cuts.len()] as usize + 1
+            self.cuts[(self.turn - 1) % self.cuts.len()] as usize * 16 + 1
         };
         let n = want.min(left).min(buf.len());
         buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
