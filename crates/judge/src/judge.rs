@@ -286,8 +286,7 @@ impl Judge {
             captured,
             cfg,
             engine,
-            // A program's own `[name] FAIL`, bare (a program that owns the console) or
-            // behind the log server's `[pid N] ` prefix.
+            // The fast path's way to the candidates for `fail_re`.
             fail_finder: memchr::memmem::Finder::new(b"] FAIL").into_owned(),
             verdict: None,
             next_expect: 0,
@@ -910,7 +909,8 @@ impl Judge {
     }
 }
 
-/// A program's own `[name] FAIL` line's pattern, compiled once per process.
+/// A program's own `[name] FAIL` line's pattern, bare (a program that owns the
+/// console) or behind the log server's `[pid N] ` prefix; compiled once per process.
 fn fail_re() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").expect("a valid pattern"))
