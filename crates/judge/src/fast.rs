@@ -15,6 +15,7 @@ use regex_automata::meta;
 use regex_syntax::hir::{Hir, HirKind, Look, Repetition};
 
 /// The line-mode searchers for a [`Config`](crate::Config).
+#[derive(Clone)]
 pub(crate) struct Engine {
     /// All forbid and always-forbidden patterns at once; None when there are none.
     pub forbid: Option<Finder>,
@@ -27,11 +28,13 @@ const MIN_LITERAL: usize = 3;
 
 /// Finds candidate lines for a group of patterns: by literals that every match of some
 /// of them must contain, and by a line-mode regex for the others.
+#[derive(Clone)]
 pub(crate) struct Finder {
     literals: Option<Literals>,
     regex: Option<meta::Regex>,
 }
 
+#[derive(Clone)]
 enum Literals {
     One(Box<memchr::memmem::Finder<'static>>),
     Many(aho_corasick::AhoCorasick),

@@ -219,14 +219,25 @@ pub fn secs(d: Duration) -> String {
 /// end (a prompt is short; this keeps a long line fed in small pieces linear).
 const PARTIAL_INPUT_LIMIT: usize = 64 * 1024;
 
+/// The longest line the judge holds whole: a longer line is judged in pieces of this
+/// many bytes (see [`Judge::with_line_limit`]).
+pub const LINE_LIMIT: usize = 64 * 1024;
+
+/// How many bytes consecutive pieces of an over-long line share: a forbid match of up
+/// to this many bytes always lies whole in one piece.
+pub const LINE_OVERLAP: usize = 4 * 1024;
+
 /// The fast path works on blocks of about this many bytes of whole lines.
 const BLOCK: usize = 256 * 1024;
 
 /// Judges one boot's console. See the crate doc.
+///
+/// A clone shares the compiled patterns but not their search caches; to judge many
+/// consoles with one configuration cheaply, [`Judge::reset`] one judge between them.
+#[derive(Clone)]
 pub struct Judge {
     cfg: Config,
     engine: Option<Engine>,
-    fail_re: regex::Regex,
     fail_finder: memchr::memmem::Finder<'static>,
     verdict: Option<Verdict>,
     next_expect: usize,
@@ -237,8 +248,17 @@ pub struct Judge {
     line_fired: bool,
     /// The shown form of the first `[name] FAIL` line.
     fail_line: Option<String>,
+    /// The line being received: the whole of it, or for an over-long line the piece
+    /// being filled (the previous piece's last `line_overlap` bytes, then new ones).
+    /// Never longer than `line_limit`.
     partial: Vec<u8>,
     partial_at: Duration,
+    line_limit: usize,
+    line_overlap: usize,
+    /// Pieces of the current line judged so far: 0 while it is not over-long.
+    pieces: u64,
+    /// Where `partial` starts in the current line, in bytes.
+    piece_start: u64,
     bytes_seen: u64,
     lines_seen: u64,
     // Scratch buffers of the fast path.
@@ -278,9 +298,7 @@ impl Judge {
             captured,
             cfg,
             engine,
-            // A program's own `[name] FAIL`, bare (a program that owns the console) or
-            // behind the log server's `[pid N] ` prefix.
-            fail_re: regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").unwrap(),
+            // The fast path's way to the candidates for `fail_re`.
             fail_finder: memchr::memmem::Finder::new(b"] FAIL").into_owned(),
             verdict: None,
             next_expect: 0,
@@ -290,12 +308,53 @@ impl Judge {
             fail_line: None,
             partial: Vec::new(),
             partial_at: Duration::ZERO,
+            line_limit: LINE_LIMIT,
+            line_overlap: LINE_OVERLAP,
+            pieces: 0,
+            piece_start: 0,
             bytes_seen: 0,
             lines_seen: 0,
             shown_buf: Vec::new(),
             raw_buf: Vec::new(),
             dirty: Vec::new(),
         }
+    }
+
+    /// The same judge with another line limit and overlap (the defaults are
+    /// [`LINE_LIMIT`] and [`LINE_OVERLAP`]). `limit` is at least 2 and `overlap` at most
+    /// half of it: every piece after the first then brings new bytes. Call it before the
+    /// first [`Judge::feed`].
+    pub fn with_line_limit(mut self, limit: usize, overlap: usize) -> Judge {
+        self.set_line_limit(limit, overlap);
+        self
+    }
+
+    /// As [`Judge::with_line_limit`], in place.
+    pub fn set_line_limit(&mut self, limit: usize, overlap: usize) {
+        self.line_limit = limit.max(2);
+        self.line_overlap = overlap.min(self.line_limit / 2);
+        if self.partial.capacity() > self.line_limit {
+            self.partial = Vec::new();
+        }
+    }
+
+    /// Forgets the console judged so far: the judge is as new, with the same
+    /// configuration, line limit, compiled patterns and their search caches.
+    pub fn reset(&mut self) {
+        let cfg = std::mem::take(&mut self.cfg);
+        let engine = self.engine.take();
+        let mut partial = std::mem::take(&mut self.partial);
+        partial.clear();
+        let (limit, overlap) = (self.line_limit, self.line_overlap);
+        *self = Judge::with_engine(cfg, engine).with_line_limit(limit, overlap);
+        self.partial = partial;
+    }
+
+    /// The bytes the judge holds for the line being received (what it allocated for
+    /// it): at most the line limit, however long the line.
+    #[doc(hidden)]
+    pub fn line_bytes_held(&self) -> usize {
+        self.partial.capacity()
     }
 
     /// Lines judged so far (a partial line is not counted until it ends).
@@ -349,43 +408,32 @@ impl Judge {
     fn take(&mut self, now: Duration, bytes: &[u8], send: &mut Vec<Vec<u8>>) {
         self.bytes_seen = self.bytes_seen.saturating_add(bytes.len() as u64);
         let mut rest = bytes;
-        if !self.partial.is_empty() {
-            match memchr::memchr(b'\n', rest) {
-                None => {
-                    self.partial.extend_from_slice(rest);
-                    rest = &[];
-                }
-                Some(i) => {
-                    let mut line = std::mem::take(&mut self.partial);
-                    line.extend_from_slice(&rest[..i]);
-                    self.line(&line, now, send);
-                    line.clear();
-                    self.partial = line; // keep the allocation
-                    rest = &rest[i + 1..];
+        while !rest.is_empty() && self.verdict.is_none() {
+            if self.partial.is_empty() && self.pieces == 0 {
+                // Between lines: the whole lines that fit the limit go a block at a time.
+                let run = short_lines(rest, self.line_limit);
+                if run > 0 {
+                    let block = &rest[..run];
+                    if self.engine.is_some() {
+                        self.blocks(block, now, send);
+                    } else {
+                        self.lines(block, now, send);
+                    }
+                    rest = &rest[run..];
+                    continue;
                 }
             }
+            rest = self.grow(rest, now, send);
         }
         if self.verdict.is_some() {
             return;
         }
-        let whole = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
-        let (block, tail) = rest.split_at(whole);
-        if !block.is_empty() {
-            if self.engine.is_some() {
-                self.blocks(block, now, send);
-            } else {
-                self.lines(block, now, send);
-            }
-        }
-        if self.verdict.is_some() {
-            return;
-        }
-        if !tail.is_empty() {
-            self.partial.extend_from_slice(tail);
-        }
-        if !self.partial.is_empty() {
+        if !self.partial.is_empty() || self.pieces > 0 {
             self.partial_at = now;
-            if !self.line_fired && self.partial.len() <= PARTIAL_INPUT_LIMIT && self.next_input < self.cfg.inputs.len()
+            if self.pieces == 0
+                && !self.line_fired
+                && self.partial.len() <= PARTIAL_INPUT_LIMIT
+                && self.next_input < self.cfg.inputs.len()
             {
                 // A prompt is a line still being written: its trailing blanks are kept.
                 let shown = normalize::shown_partial(&self.partial);
@@ -393,6 +441,72 @@ impl Judge {
                     self.fire(send);
                 }
             }
+        }
+    }
+
+    /// Adds the start of `rest` to the line being received: up to its '\n' (the line
+    /// is then judged), or until the piece being filled holds `line_limit` bytes and
+    /// more follow (the piece is then judged). Returns what is left.
+    fn grow<'a>(&mut self, rest: &'a [u8], now: Duration, send: &mut Vec<Vec<u8>>) -> &'a [u8] {
+        if self.partial.capacity() < self.line_limit {
+            // One allocation of the limit, never more (not the doubling of a growing Vec).
+            self.partial.reserve_exact(self.line_limit - self.partial.len());
+        }
+        let room = self.line_limit.saturating_sub(self.partial.len());
+        if let Some(nl) = memchr::memchr(b'\n', &rest[..rest.len().min(room + 1)]) {
+            self.partial.extend_from_slice(&rest[..nl]);
+            self.finish_line(now, send);
+            return &rest[nl + 1..];
+        }
+        if rest.len() <= room {
+            self.partial.extend_from_slice(rest);
+            return &[];
+        }
+        // More than the limit, and no '\n' yet: the piece is full.
+        self.partial.extend_from_slice(&rest[..room]);
+        let mut piece = std::mem::take(&mut self.partial);
+        self.pieces += 1;
+        if self.pieces == 1 {
+            // The line's head: every rule, as if the line ended here.
+            self.line(&piece, now, send);
+        } else {
+            self.piece(&piece, now, false);
+        }
+        let keep = self.line_overlap.min(piece.len());
+        let dropped = piece.len() - keep;
+        piece.copy_within(dropped.., 0);
+        piece.truncate(keep);
+        self.piece_start += dropped as u64;
+        self.partial = piece; // keep the allocation
+        &rest[room..]
+    }
+
+    /// The line being received ended (its '\n' came, or the boot ended): judge it, or
+    /// its last piece when it is over-long.
+    fn finish_line(&mut self, at: Duration, send: &mut Vec<Vec<u8>>) {
+        let mut line = std::mem::take(&mut self.partial);
+        if self.pieces == 0 {
+            self.line(&line, at, send);
+        } else {
+            // Its head was judged (and counted) as a line; the rest only for forbids.
+            self.line_fired = false;
+            self.piece(&line, at, true);
+        }
+        self.pieces = 0;
+        self.piece_start = 0;
+        line.clear();
+        self.partial = line; // keep the allocation
+    }
+
+    /// Judges a piece of an over-long line after its head: the forbid rules only, on
+    /// its raw text and its shown form.
+    fn piece(&mut self, bytes: &[u8], at: Duration, last: bool) {
+        // A '\r' ends the raw text only at the line's end.
+        let raw = if last { normalize::raw_text(bytes) } else { String::from_utf8_lossy(bytes).into_owned() };
+        let shown = normalize::shown(bytes);
+        if let Some(which) = self.forbidden(&raw, &shown) {
+            let from = self.piece_start;
+            self.fail_forbidden(which, at, &shown, Some(from));
         }
     }
 
@@ -419,11 +533,29 @@ impl Judge {
             .position(|p| p.regex.is_match(raw) || p.regex.is_match(shown))
     }
 
-    fn fail_forbidden(&mut self, which: usize, at: Duration, shown: &str) {
+    /// Fails the boot on a forbidden line (or piece of an over-long line, starting at
+    /// byte `piece` of it), quoting at most [`QUOTE_LIMIT`](crate::QUOTE_LIMIT) bytes
+    /// of its shown form, around the match when the shown form has one.
+    fn fail_forbidden(&mut self, which: usize, at: Duration, shown: &str, piece: Option<u64>) {
         let n = self.cfg.forbid.len();
         let p = if which < n { &self.cfg.forbid[which] } else { &self.cfg.always_forbidden[which - n] };
-        let message =
-            format!("forbidden line at {:.2}s matched {} '{}': {}", at.as_secs_f64(), p.label, p.regex.as_str(), shown);
+        let quoted = match p.regex.find(shown) {
+            Some(m) => crate::quote::quote_around(shown, m.range(), crate::QUOTE_LIMIT),
+            None => crate::quote::quote_with(shown, crate::QUOTE_LIMIT),
+        };
+        let mut message = format!(
+            "forbidden line at {:.2}s matched {} '{}': {}",
+            at.as_secs_f64(),
+            p.label,
+            p.regex.as_str(),
+            quoted
+        );
+        if let Some(start) = piece {
+            message.push_str(&format!(
+                " (a line over {} bytes, judged in pieces; this piece starts at its byte {start})",
+                self.line_limit
+            ));
+        }
         self.verdict = Some(Verdict::Fail(Failure { kind: FailureKind::Forbidden, at, message }));
     }
 
@@ -434,14 +566,15 @@ impl Judge {
         self.lines_seen += 1;
         let fired = std::mem::take(&mut self.line_fired);
         if let Some(which) = self.forbidden(&raw_s, &shown) {
-            self.fail_forbidden(which, at, &shown);
+            let piece = (self.pieces > 0).then_some(self.piece_start);
+            self.fail_forbidden(which, at, &shown, piece);
             return;
         }
         if self.stateful_rules(&raw_s, &shown, at) {
             return;
         }
-        if self.fail_line.is_none() && self.fail_re.is_match(&shown) {
-            self.fail_line = Some(shown.clone());
+        if self.fail_line.is_none() && fail_re().is_match(&shown) {
+            self.fail_line = Some(crate::quote(&shown).into_owned());
         }
         if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
             self.expect_matched(at);
@@ -452,38 +585,46 @@ impl Judge {
         }
     }
 
+    /// The log server's done rule on one line (or the first piece of an over-long one).
+    /// True when the line failed the boot.
+    fn done_rule(&mut self, raw: &str, shown: &str, at: Duration) -> bool {
+        const DONE: &str = "[server] done:";
+        let Some(rule) = self.cfg.server_done else { return false };
+        if !(raw.starts_with(DONE) || shown.starts_with(DONE)) {
+            return false;
+        }
+        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
+        let secs = at.as_secs_f64();
+        let line = crate::quote(shown);
+        self.verdict = match rule.reporter_place {
+            None => fail(
+                FailureKind::Reporter,
+                format!("a [server] done: line at {secs:.2}s in a case with no reporter: {line}"),
+            ),
+            Some(_) if self.done_seen => {
+                fail(FailureKind::Reporter, format!("a second [server] done: line at {secs:.2}s: {line}"))
+            }
+            // The head of an over-long line is never the reporter's line.
+            Some(place) if self.pieces > 0 || shown != format!("{DONE} {place}") => fail(
+                FailureKind::Reporter,
+                format!("a [server] done: line at {secs:.2}s that is not the reporter's (place {place}): {line}"),
+            ),
+            Some(_) => {
+                self.done_seen = true;
+                None
+            }
+        };
+        self.verdict.is_some()
+    }
+
     /// The log server's done rule, `distinct` and `capture`, on one line. True when the
     /// line failed the boot.
     fn stateful_rules(&mut self, raw: &str, shown: &str, at: Duration) -> bool {
-        const DONE: &str = "[server] done:";
-        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
-        if let Some(rule) = self.cfg.server_done {
-            if raw.starts_with(DONE) || shown.starts_with(DONE) {
-                let secs = at.as_secs_f64();
-                self.verdict = match rule.reporter_place {
-                    None => fail(
-                        FailureKind::Reporter,
-                        format!("a [server] done: line at {secs:.2}s in a case with no reporter: {shown}"),
-                    ),
-                    Some(_) if self.done_seen => {
-                        fail(FailureKind::Reporter, format!("a second [server] done: line at {secs:.2}s: {shown}"))
-                    }
-                    Some(place) if shown != format!("{DONE} {place}") => fail(
-                        FailureKind::Reporter,
-                        format!(
-                            "a [server] done: line at {secs:.2}s that is not the reporter's (place {place}): {shown}"
-                        ),
-                    ),
-                    Some(_) => {
-                        self.done_seen = true;
-                        None
-                    }
-                };
-                if self.verdict.is_some() {
-                    return true;
-                }
-            }
+        if self.done_rule(raw, shown, at) {
+            return true;
         }
+        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
+        let line = crate::quote(shown);
         for (i, p) in self.cfg.distinct.iter().enumerate() {
             let Some(caps) = p.regex.captures(shown) else { continue };
             let key = caps.get(1).or_else(|| caps.get(0)).map_or("", |m| m.as_str()).to_string();
@@ -491,9 +632,10 @@ impl Judge {
                 self.verdict = fail(
                     FailureKind::Distinct,
                     format!(
-                        "{} '{}' captured '{key}' twice, again at {:.2}s: {shown}",
+                        "{} '{}' captured '{}' twice, again at {:.2}s: {line}",
                         p.label,
                         p.regex.as_str(),
+                        crate::quote(&key),
                         at.as_secs_f64()
                     ),
                 );
@@ -646,8 +788,8 @@ impl Judge {
             for hit in self.fail_finder.find_iter(&shown[..limit]) {
                 let ls = fast::line_start(shown, hit);
                 let line = text(&shown[ls..fast::line_end(shown, hit)]);
-                if self.fail_re.is_match(&line) {
-                    self.fail_line = Some(line);
+                if fail_re().is_match(&line) {
+                    self.fail_line = Some(crate::quote(&line).into_owned());
                     break;
                 }
             }
@@ -687,7 +829,7 @@ impl Judge {
             Some((ls, le, which)) => {
                 self.lines_seen += memchr::memchr_iter(b'\n', &shown[..ls]).count() as u64 + 1;
                 let line = text(&shown[ls..le]);
-                self.fail_forbidden(which, at, &line);
+                self.fail_forbidden(which, at, &line, None);
             }
         }
     }
@@ -697,10 +839,9 @@ impl Judge {
         if let Some(v) = &self.verdict {
             return v.clone();
         }
-        if !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
+        if !self.partial.is_empty() || self.pieces > 0 {
             let at = self.partial_at;
-            self.line(&line, at, &mut Vec::new());
+            self.finish_line(at, &mut Vec::new());
         }
         if let Some(v) = &self.verdict {
             return v.clone();
@@ -719,7 +860,11 @@ impl Judge {
                     (FailureKind::TimedOut, format!("timed out after {} {waiting}", secs(deadline)))
                 }
                 Ending::Exited { status, shutdown, stderr_tail } => {
-                    let stderr = if stderr_tail.is_empty() { "(none)".to_string() } else { stderr_tail.join(" | ") };
+                    let stderr = if stderr_tail.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        stderr_tail.iter().map(|l| crate::quote(l)).collect::<Vec<_>>().join(" | ")
+                    };
                     if self.bytes_seen == 0 {
                         return fail(
                             FailureKind::NoOutput,
@@ -794,6 +939,26 @@ impl Judge {
             Ending::Exited { status, .. } => {
                 fail(FailureKind::ExitStatus, format!("qemu exited with {status} after the last expect"))
             }
+        }
+    }
+}
+
+/// A program's own `[name] FAIL` line's pattern, bare (a program that owns the
+/// console) or behind the log server's `[pid N] ` prefix; compiled once per process.
+fn fail_re() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"^(\[pid [0-9]+\] )?\[[^\]\s]+\] FAIL").expect("a valid pattern"))
+}
+
+/// The length of the longest start of `bytes` made of whole lines ('\n' included) of at
+/// most `limit` bytes each, without their '\n'.
+fn short_lines(bytes: &[u8], limit: usize) -> usize {
+    let mut pos: usize = 0;
+    loop {
+        let end = bytes.len().min(pos.saturating_add(limit).saturating_add(1));
+        match memchr::memrchr(b'\n', &bytes[pos..end]) {
+            Some(i) => pos += i + 1,
+            None => return pos,
         }
     }
 }

@@ -29,6 +29,18 @@
 //! `$ `), and judged as a whole line, trimmed, by [`Judge::end`]. Expects and
 //! forbids see only whole lines, trimmed.
 //!
+//! ## Long lines
+//!
+//! The judge holds at most [`LINE_LIMIT`] bytes of one line. A longer line is judged in
+//! pieces of `LINE_LIMIT` bytes, each starting `LINE_LIMIT - LINE_OVERLAP` bytes after
+//! the one before (so consecutive pieces share [`LINE_OVERLAP`] bytes; where a line is
+//! cut depends on the line only, not on how it was fed). Its first piece, the *head*, is
+//! judged by every rule as if the line ended there, when the line grows past the limit;
+//! every later piece only by the forbid rules, on its raw text and shown form. Every run
+//! of at most `LINE_OVERLAP` bytes of a line lies whole in one piece, so a forbid match
+//! that long is always seen. [`Judge::with_line_limit`] sets other sizes (the tests use
+//! small ones).
+//!
 //! ## Rules
 //!
 //! 1. A line whose raw text or shown form matches a `forbid` or `always_forbidden`
@@ -66,7 +78,7 @@
 //!
 //! | kind | message |
 //! | --- | --- |
-//! | Forbidden | `forbidden line at {secs:.2}s matched {label} '{regex}': {shown line}` |
+//! | Forbidden | `forbidden line at {secs:.2}s matched {label} '{regex}': {shown line}`, the line quoted (below); for a piece of an over-long line after its head, followed by ` (a line over {limit} bytes, judged in pieces; this piece starts at its byte {n})` |
 //! | TimedOut | `timed out after {d} waiting for {label} '{regex}'` |
 //! | NoOutput | `qemu exited with {status} before the guest printed a line; stderr: {stderr}` |
 //! | GuestEnded | `guest ended ({how}) while waiting for {label} '{regex}'`, see below |
@@ -84,6 +96,10 @@
 //! power-off by a signal), followed by `; stderr: {stderr}` when the status is not
 //! `status 0` and the stderr tail is not empty. A pass displays as `pass`.
 //!
+//! Every console line (and stderr line, capture or `[name] FAIL` line) a message quotes
+//! is cut to [`QUOTE_LIMIT`] bytes by [`quote`], with a marker `[... N bytes cut]` where
+//! bytes were cut; a forbidden line is quoted around the match ([`quote_around`]).
+//!
 //! ## Speed
 //!
 //! The judge reads well over 500 MB/s of console: whole lines are judged a block at a
@@ -96,8 +112,11 @@
 mod fast;
 mod judge;
 mod normalize;
+mod quote;
 
 pub use judge::{
     secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, ServerDone, Shutdown, Step, Verdict,
+    LINE_LIMIT, LINE_OVERLAP,
 };
 pub use normalize::{raw_text, shown, shown_into, shown_partial};
+pub use quote::{quote, quote_around, quote_with, QUOTE_LIMIT};

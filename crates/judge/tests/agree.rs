@@ -221,17 +221,33 @@ fn run(judge: &mut Judge, s: &Script, mut cut: impl FnMut(usize) -> usize) -> (V
 }
 
 fn check(seed: u64, lines: usize) {
+    check_limited(seed, lines, None)
+}
+
+/// As `check`, every judge with the line limit and overlap `limit` when given.
+fn check_limited(seed: u64, lines: usize, limit: Option<(usize, usize)>) {
     let mut rng = Rng(seed);
     let cfg = config(&mut rng);
     let s = script(&mut rng, lines);
-    let mut reference = Judge::reference(cfg.clone());
+    let limited = |j: Judge| match limit {
+        Some((n, overlap)) => j.with_line_limit(n, overlap),
+        None => j,
+    };
+    let mut reference = limited(Judge::reference(cfg.clone()));
     let want = run(&mut reference, &s, |n| n);
-    let mut fast = Judge::new(cfg.clone());
+    let mut fast = limited(Judge::new(cfg.clone()));
     let got = run(&mut fast, &s, |n| n);
+    // A judge reset after another console judges as a new one.
+    let mut reused = limited(Judge::new(cfg.clone()));
+    let other = script(&mut Rng(seed ^ 0xfeed), lines);
+    run(&mut reused, &other, |n| n);
+    reused.reset();
+    assert_eq!(run(&mut reused, &s, |n| n), want, "seed {seed}: a reset judge differs");
+    assert_eq!(reused.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen after a reset");
     assert_eq!(got, want, "seed {seed}: fast and reference differ");
     assert_eq!(fast.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen");
     let mut cuts = Rng(seed ^ 0x5eed);
-    let mut chopped = Judge::new(cfg);
+    let mut chopped = limited(Judge::new(cfg));
     let got = run(&mut chopped, &s, |n| 1 + cuts.below(n.min(40)));
     assert_eq!(got.0, want.0, "seed {seed}: chunking changed the verdict");
     if !matches!(&want.0, Verdict::Fail(f) if f.kind == testbench_judge::FailureKind::Forbidden) {
@@ -245,6 +261,17 @@ fn fast_path_agrees_with_reference() {
     let n = std::env::var("JUDGE_AGREE_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     for seed in 0..n {
         check(seed, 30);
+    }
+}
+
+#[test]
+fn fast_path_agrees_with_small_line_limits() {
+    // Lines of the random logs are up to ~60 bytes: limits of 4 to 40 bytes cut many of
+    // them into pieces, at every position relative to the feed calls.
+    for seed in 0..300u64 {
+        let limit = 4 + (seed as usize * 7) % 37;
+        let overlap = (seed as usize) % (limit / 2 + 1);
+        check_limited(seed, 30, Some((limit, overlap)));
     }
 }
 

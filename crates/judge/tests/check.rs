@@ -13,6 +13,7 @@
 //! done: <place|none>         (the log server's done rule: the reporter's place, or none)
 //! distinct: <regex>          (distinct[0], ...)
 //! capture: <regex>           (distinct_across_boots[0], ...; the captures are printed)
+//! limit: <bytes> <overlap>   (the judge's line limit and piece overlap; default 64 KiB, 4 KiB)
 //! nosplit                    (do not also check byte-by-byte feeding)
 //! ---
 //! @<secs> <bytes>            (one feed call; nothing is added, write \n yourself)
@@ -92,6 +93,7 @@ enum Event {
 
 struct Case {
     config: Config,
+    limit: Option<(usize, usize)>,
     split: bool,
     events: Vec<Event>,
 }
@@ -99,6 +101,7 @@ struct Case {
 fn parse(text: &str) -> Case {
     let mut config = Config::default();
     let mut split = true;
+    let mut limit = None;
     let mut events = Vec::new();
     let mut in_events = false;
     for line in text.lines() {
@@ -138,6 +141,10 @@ fn parse(text: &str) -> Case {
                     config.poweroff_status = value.parse().unwrap();
                 }
                 "settle" => config.settle = secs(value),
+                "limit" => {
+                    let (n, overlap) = value.split_once(' ').expect("limit: BYTES OVERLAP");
+                    limit = Some((n.parse().unwrap(), overlap.parse().unwrap()));
+                }
                 "done" => {
                     let place = if value == "none" { None } else { Some(value.parse().unwrap()) };
                     config.server_done = Some(ServerDone { reporter_place: place });
@@ -194,7 +201,7 @@ fn parse(text: &str) -> Case {
             panic!("bad event line {line:?}");
         }
     }
-    Case { config, split, events }
+    Case { config, limit, split, events }
 }
 
 fn verdict_line(v: &Option<Verdict>) -> String {
@@ -207,6 +214,9 @@ fn verdict_line(v: &Option<Verdict>) -> String {
 
 /// Runs the case; `bytewise` feeds each chunk one byte at a time.
 fn run(case: &Case, mut judge: Judge, bytewise: bool) -> String {
+    if let Some((n, overlap)) = case.limit {
+        judge = judge.with_line_limit(n, overlap);
+    }
     let mut out = String::new();
     let mut verdict = None;
     for event in &case.events {

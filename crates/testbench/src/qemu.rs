@@ -10,16 +10,20 @@
 //! verdict ends the boot at once (QEMU is killed): no boot waits out its deadline once
 //! its verdict is known.
 //!
-//! The console log keeps the bytes exactly as they came; QEMU's stderr has its own file,
-//! and its last lines are appended to the console log when the verdict is about QEMU's
-//! exit.
+//! The console's way to the judge is bounded (the `testbench-console` crate): a reader
+//! thread, a channel of a few chunks (when the judge falls behind, the reader waits and so
+//! does QEMU), and a console log that keeps the bytes exactly as they came, its first
+//! 8 MiB and its last 1 MiB, saying what it dropped between them. QEMU's stderr has its
+//! own file, bounded the same way; its last lines are appended to the console log when
+//! the verdict is about QEMU's exit.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, Firmware};
+use testbench_console::{Chunk, ConsoleLog, Ended};
 use testbench_judge::{Ending, ExitStatus, Judge, Shutdown, Verdict};
 
 use crate::command::{shell_quote, Cmd};
@@ -37,6 +41,9 @@ const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
 const STDERR_TAIL_LINES: usize = 5;
+/// `qemu-stderr.log` keeps this much of the start of QEMU's stderr, and of its end.
+const STDERR_LOG_HEAD: u64 = 256 * 1024;
+const STDERR_LOG_TAIL: usize = 64 * 1024;
 
 /// The QEMU binary for a width: the environment's override, or the default name.
 pub fn qemu_binary(arch: Arch) -> String {
@@ -295,34 +302,18 @@ impl BootSpec {
             format!("cd {} && {command_line}\n", shell_quote(&root.display().to_string())),
         )
         .map_err(|e| format!("failed to write the command line: {e}"))?;
-        let mut console = std::fs::File::create(self.dir.join("console.log"))
+        let console_file = std::fs::File::create(self.dir.join("console.log"))
             .map_err(|e| format!("failed to create console.log: {e}"))?;
+        // Unbuffered: each chunk (up to 64 KiB) is one write, and the log is there to be
+        // read (tail -f) while the boot runs.
+        let mut console = ConsoleLog::new(console_file);
 
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
         let mut stdin = child.stdin.take();
-        let (sender, receiver) = mpsc::channel::<(Instant, Vec<u8>)>();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || {
-            let mut buffer = vec![0u8; 64 * 1024];
-            loop {
-                match stdout.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if sender.send((Instant::now(), buffer[..n].to_vec())).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
+        let receiver = testbench_console::spawn_reader(child.stdout.take().expect("stdout is piped"));
+        let stderr_pipe = child.stderr.take().expect("stderr is piped");
         let stderr_path = self.dir.join("qemu-stderr.log");
-        let stderr_thread = std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stderr_pipe.read_to_end(&mut bytes);
-            let _ = std::fs::write(&stderr_path, &bytes);
-            bytes
-        });
+        let stderr_thread = std::thread::spawn(move || read_stderr(stderr_pipe, &stderr_path));
 
         // The guest starts only on the connection the bench holds. A QEMU that exited
         // first (bad arguments, say) is judged below by its exit and its stderr; one
@@ -340,47 +331,33 @@ impl BootSpec {
         let start = Instant::now();
         let mut judge = Judge::new(self.judge.clone());
         let deadline = start + self.timeout;
-        let mut verdict = None;
-        let mut console_closed = false;
-        while verdict.is_none() {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+        let ended = testbench_console::judge_console(&receiver, &mut judge, &mut console, start, deadline, |text| {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(text).and_then(|_| stdin.flush());
             }
-            let wake = judge.wake_at().map(|at| start + at).unwrap_or(deadline).min(deadline);
-            match receiver.recv_timeout(wake.saturating_duration_since(now)) {
-                Ok((at, bytes)) => {
-                    let _ = console.write_all(&bytes);
-                    let step = judge.feed(at.duration_since(start), &bytes);
-                    for text in step.send {
-                        if let Some(stdin) = stdin.as_mut() {
-                            let _ = stdin.write_all(&text).and_then(|_| stdin.flush());
-                        }
-                    }
-                    verdict = step.verdict;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    verdict = judge.poll(Instant::now().duration_since(start));
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    console_closed = true;
-                    break;
-                }
-            }
+        });
+        let (verdict, console_closed) = match ended {
+            Ended::Verdict(verdict) => (Some(verdict), false),
+            Ended::Closed => (None, true),
+            Ended::Deadline => (None, false),
+        };
+        if !console_closed {
+            // The verdict is known, or the deadline passed: nothing QEMU does now can
+            // change the verdict. QEMU is stopped (a recorded one so that its recording
+            // is whole) and what it still prints goes to the log.
+            self.stop(&mut child, &receiver, &mut console);
         }
+        drop(receiver);
+        // The log's head is on disk; a tail that cannot be written is lost, not the verdict.
+        let mut console = console.finish().ok();
 
         let verdict = match verdict {
-            Some(verdict) => {
-                // The verdict is known: nothing QEMU does now can change it.
-                self.stop(&mut child, &receiver, &mut console);
-                verdict
-            }
+            Some(verdict) => verdict,
             None if console_closed => {
                 drop(stdin.take());
                 let status = crate::command::wait_deadline(&mut child, EXIT_DEADLINE)
                     .map_err(|e| format!("failed to wait for QEMU: {e}"))?;
-                let stderr = stderr_thread.join().unwrap_or_default();
-                let stderr_text = String::from_utf8_lossy(&stderr).into_owned();
+                let stderr_text = stderr_thread.join().unwrap_or_default();
                 let status = match status {
                     Some(status) => status,
                     None => {
@@ -412,21 +389,17 @@ impl BootSpec {
                     Instant::now().duration_since(start),
                     Ending::Exited { status, shutdown, stderr_tail: tail.clone() },
                 );
-                if !tail.is_empty() && !matches!(verdict, Verdict::Pass) {
+                if let Some(console) = console.as_mut().filter(|_| !tail.is_empty() && verdict != Verdict::Pass) {
                     let _ = writeln!(console, "\n--- testbench: the last lines of QEMU's stderr ---");
                     for line in &tail {
                         let _ = writeln!(console, "{line}");
                     }
+                    let _ = console.flush();
                 }
-                let _ = console.flush();
                 return Ok(BootOutcome { verdict, captures: judge.captures().to_vec() });
             }
-            None => {
-                self.stop(&mut child, &receiver, &mut console);
-                judge.end(self.timeout, Ending::TimedOut { deadline: self.timeout })
-            }
+            None => judge.end(self.timeout, Ending::TimedOut { deadline: self.timeout }),
         };
-        let _ = console.flush();
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec() })
     }
 }
@@ -440,8 +413,8 @@ impl BootSpec {
     fn stop(
         &self,
         child: &mut std::process::Child,
-        receiver: &mpsc::Receiver<(Instant, Vec<u8>)>,
-        console: &mut std::fs::File,
+        receiver: &std::sync::mpsc::Receiver<Chunk>,
+        console: &mut ConsoleLog<std::fs::File>,
     ) {
         let grace = match &self.rr {
             None => {
@@ -457,14 +430,38 @@ impl BootSpec {
             Some(Rr::Replay(_)) => self.timeout + EXIT_DEADLINE,
         };
         let deadline = Instant::now() + grace;
-        while let Ok((_, bytes)) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            let _ = console.write_all(&bytes);
+        while let Ok(chunk) = receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            let _ = console.write(&chunk.bytes);
         }
         if !matches!(crate::command::wait_deadline(child, EXIT_DEADLINE), Ok(Some(_))) {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
+}
+
+/// QEMU's stderr into `path`, its head and tail kept (see `STDERR_LOG_HEAD`); returns
+/// what the file kept, as text.
+fn read_stderr(mut pipe: impl Read, path: &Path) -> String {
+    let Ok(file) = std::fs::File::create(path) else {
+        // Nowhere to keep it: drain the pipe so QEMU never waits on it.
+        let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+        return String::new();
+    };
+    let mut log = ConsoleLog::with_sizes(std::io::BufWriter::new(file), STDERR_LOG_HEAD, STDERR_LOG_TAIL);
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                let _ = log.write(&buffer[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    drop(log.finish());
+    std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default()
 }
 
 /// What a verdict quotes of QEMU's stderr: its first error line (QEMU's headline, such as
@@ -481,7 +478,7 @@ pub fn last_lines(text: &str, count: usize) -> Vec<String> {
         }
     }
     quote.extend(&lines[first_tail..]);
-    quote.into_iter().map(|l| crate::report::clip(l, crate::report::QUOTE_MAX_BYTES)).collect()
+    quote.into_iter().map(|l| testbench_judge::quote(l).into_owned()).collect()
 }
 
 /// QEMU's first error line: `<program>: <message>` that is not a warning; or the first
@@ -523,6 +520,6 @@ The following two regions overlap (in the memory address space):
         assert_eq!(last_lines(warned, 2), ["q: the error", "…", "2", "3"]);
         // A long line is clipped.
         let long = format!("q: {}\n", "x".repeat(5000));
-        assert!(last_lines(&long, 5)[0].ends_with("more bytes cut]"));
+        assert!(last_lines(&long, 5)[0].ends_with(" bytes cut]"));
     }
 }

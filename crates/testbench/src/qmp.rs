@@ -285,15 +285,7 @@ fn read_message<R: BufRead>(reader: &mut R) -> std::io::Result<serde_json::Value
 }
 
 fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
-        return text.to_string();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [cut: {} bytes more]", &text[..end], text.len() - end)
+    testbench_judge::quote(text).into_owned()
 }
 
 /// QEMU's SHUTDOWN reason, as the judge takes it: "guest-shutdown" is a power-off, and

@@ -7,6 +7,11 @@
 //! JUnit (`--junit PATH`): written at the end, one test case per boot, or one error
 //! entry when the run was refused.
 //!
+//! A reason is quoted the same way in all three: the judge has already cut any console
+//! line it quotes to a few hundred bytes (`testbench_judge::quote`), and here every line
+//! of a reason is cut at `REASON_LINE_LIMIT` bytes and a reason at `REASON_LINES` lines,
+//! with a marker that says what was cut, whatever produced it.
+//!
 //! Verdicts are coloured (PASS green, FAIL red, SKIP yellow) only when `--color` says so:
 //! `auto` colours a terminal and never a pipe or a file, and `NO_COLOR` turns it off.
 //! The result columns are as wide as the run's longest label, so a long case name never
@@ -25,24 +30,9 @@ use crate::cli::{ColorChoice, MessageFormat};
 /// `console.log` is read to find them (the file itself may be large).
 pub const CONSOLE_TAIL_LINES: usize = 10;
 const CONSOLE_TAIL_WINDOW: u64 = 32 * 1024;
-/// The most of one line a report quotes.
-pub const QUOTE_MAX_BYTES: usize = 300;
-
-/// `line` cut to at most `max` bytes (on a character boundary), with a marker saying how
-/// much was cut.
-pub fn clip(line: &str, max: usize) -> String {
-    if line.len() <= max {
-        return line.to_string();
-    }
-    let mut end = max;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} [… {} more bytes cut]", &line[..end], line.len() - end)
-}
 
 /// The last `count` non-empty lines of a console log as a terminal shows them, each
-/// clipped, read from the file's last few KiB only. A line cut by the start of that
+/// quoted as the judge quotes (`testbench_judge::quote`), read from the file's last few KiB only. A line cut by the start of that
 /// window is left out, unless it is all there is (then it is marked as cut).
 pub fn console_tail(path: &Path, count: usize) -> Vec<String> {
     let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
@@ -74,7 +64,7 @@ pub fn console_tail(path: &Path, count: usize) -> Vec<String> {
         lines.push(shown);
     }
     let skip = lines.len().saturating_sub(count);
-    lines.into_iter().skip(skip).map(|l| clip(&l, QUOTE_MAX_BYTES)).collect()
+    lines.into_iter().skip(skip).map(|l| testbench_judge::quote(&l).into_owned()).collect()
 }
 
 /// Whether verdicts are coloured: `always` and `never` are obeyed; `auto` colours only a
@@ -180,6 +170,36 @@ pub struct Reporter {
 /// The narrowest the label and seed columns are, so short runs still line up as before.
 const MIN_LABEL_WIDTH: usize = 40;
 const MIN_SEED_WIDTH: usize = 10;
+
+/// The longest line of a reason a report quotes, in bytes: a verdict's message with its
+/// pattern and its quoted console line fits; a line of a megabyte does not.
+const REASON_LINE_LIMIT: usize = 1024;
+/// The most lines of a reason a report quotes.
+const REASON_LINES: usize = 100;
+
+/// A reason as the reports quote it: each line cut at `REASON_LINE_LIMIT` bytes, and
+/// at most `REASON_LINES` lines, each cut marked.
+fn clip_reason(reason: &str) -> String {
+    let lines: Vec<&str> = reason.split('\n').collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(REASON_LINES)
+        .map(|line| testbench_judge::quote_with(line, REASON_LINE_LIMIT).into_owned())
+        .collect();
+    if lines.len() > REASON_LINES {
+        out.push(format!("[... {} more lines cut]", lines.len() - REASON_LINES));
+    }
+    out.join("\n")
+}
+
+fn clip_outcome(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Pass => Outcome::Pass,
+        Outcome::ExpectedFailure(reason) => Outcome::ExpectedFailure(clip_reason(&reason)),
+        Outcome::Fail(reason) => Outcome::Fail(clip_reason(&reason)),
+        Outcome::Skip(reason) => Outcome::Skip(clip_reason(&reason)),
+    }
+}
 
 fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
@@ -314,6 +334,8 @@ impl Reporter {
     }
 
     pub fn boot_finished(&mut self, report: BootReport) {
+        // Every form below (and JUnit, from `self.reports`) quotes the clipped reason.
+        let report = BootReport { outcome: clip_outcome(report.outcome), ..report };
         match &report.outcome {
             Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
             Outcome::Fail(_) => self.summary.failed += 1,
@@ -489,15 +511,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_long_line_is_clipped_with_a_marker_on_a_char_boundary() {
-        assert_eq!(clip("short", 10), "short");
-        let long = "é".repeat(200); // 400 bytes
-        let clipped = clip(&long, 301);
-        assert!(clipped.starts_with(&"é".repeat(150)), "{clipped}");
-        assert!(clipped.ends_with("[… 100 more bytes cut]"), "{clipped}");
-    }
-
-    #[test]
     fn the_console_tail_is_the_last_shown_lines_read_from_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("console.log");
@@ -513,13 +526,16 @@ mod tests {
         assert_eq!(tail.len(), 3, "{tail:?}");
         assert_eq!(tail[0], "line 99999");
         assert_eq!(tail[1], "bold");
-        assert!(tail[2].starts_with(&"x".repeat(QUOTE_MAX_BYTES)) && tail[2].ends_with("[… 700 more bytes cut]"));
+        let kept = testbench_judge::QUOTE_LIMIT;
+        assert!(
+            tail[2].starts_with(&"x".repeat(kept)) && tail[2].ends_with(&format!("[... {} bytes cut]", 1000 - kept))
+        );
 
         // One line longer than the window: its end, marked as cut at both ends.
         std::fs::write(&path, vec![b'y'; 100_000]).unwrap();
         let tail = console_tail(&path, 3);
         assert_eq!(tail.len(), 1);
-        assert!(tail[0].starts_with("[…] yyy") && tail[0].contains("more bytes cut"), "{}", &tail[0][..40]);
+        assert!(tail[0].starts_with("[…] yyy") && tail[0].contains(" bytes cut]"), "{}", &tail[0][..40]);
         assert!(console_tail(&dir.path().join("absent"), 3).is_empty());
     }
 
@@ -551,5 +567,60 @@ mod tests {
         assert_eq!(reporter.verdict_word("FAIL", 5), "\x1b[31mFAIL\x1b[0m ");
         assert_eq!(reporter.verdict_word("SKIP", 5), "\x1b[33mSKIP\x1b[0m ");
         assert_eq!(Reporter::new(MessageFormat::Human, false).verdict_word("PASS", 5), "PASS ");
+    }
+
+    fn failed(reason: String) -> BootReport {
+        BootReport {
+            case: "flood".into(),
+            kind: "boot",
+            arch: Some("rv64".into()),
+            smp: Some(1),
+            seed: None,
+            outcome: Outcome::Fail(reason),
+            duration: Duration::from_secs(1),
+            dir: PathBuf::from("target/testbench/run-1/flood"),
+            replay: "cargo testbench --exact flood".into(),
+            replay_note: None,
+            sweep: false,
+            console_tail: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_reason_is_kept_whole_when_short() {
+        let reason = "forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC\n(must_fail wanted ...)";
+        assert_eq!(clip_reason(reason), reason);
+    }
+
+    #[test]
+    fn a_long_line_and_many_lines_are_cut_with_markers() {
+        let reason = format!("head\n{}\ntail", "x".repeat(1 << 20));
+        let clipped = clip_reason(&reason);
+        assert!(clipped.len() < REASON_LINE_LIMIT + 100, "{} bytes", clipped.len());
+        assert!(
+            clipped.starts_with("head\nxxx")
+                && clipped.ends_with(&format!("[... {} bytes cut]\ntail", (1 << 20) - REASON_LINE_LIMIT))
+        );
+        let many = vec!["finding"; 1000].join("\n");
+        let clipped = clip_reason(&many);
+        assert_eq!(clipped.lines().count(), REASON_LINES + 1);
+        assert!(clipped.ends_with("[... 900 more lines cut]"));
+    }
+
+    #[test]
+    fn junit_quotes_a_megabyte_reason_in_a_few_kilobytes() {
+        let mut reporter = Reporter::new(MessageFormat::Json, false);
+        let reason = format!("forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC {}", "y".repeat(1 << 20));
+        reporter.boot_finished(failed(reason));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        reporter.write_junit(&path).unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        assert!(xml.len() < 4096, "JUnit of {} bytes", xml.len());
+        assert!(xml.contains(" bytes cut]"), "{xml}");
+        match &reporter.reports[0].outcome {
+            Outcome::Fail(reason) => assert!(reason.len() < REASON_LINE_LIMIT + 64),
+            other => panic!("{other:?}"),
+        }
     }
 }

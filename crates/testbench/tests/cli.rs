@@ -958,3 +958,46 @@ fn typed_input_record_replay_cannot_serve_is_said_not_pretended() {
     refused.expect_status(2);
     assert!(refused.stderr.contains("--rr-replay /no/such/replay.rr: not a file"), "{}", refused.explain());
 }
+
+#[test]
+fn a_hostile_console_is_logged_and_quoted_within_bounds() {
+    // scripts/fake-qemu-console stands in for QEMU: minimal QMP, then one line of 20 MB
+    // with a forbidden word at its end, then a power-off.
+    let image = tempfile::tempdir().unwrap();
+    let kernel = image.path().join("kernel");
+    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 120\nexpect = ['^fake-qemu-console: done$']\nforbid = ['Kernel panic']\npoweroff = true\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+        kernel.display()
+    );
+    let dir = cases_dir(&[("flood", &case)]);
+    let fake = root().join("scripts/fake-qemu-console");
+    let env = [("TESTBENCH_QEMU_RV64", fake.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", "forbidden:20000000")];
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &env);
+    run.expect_status(1);
+    // The verdict quotes a few hundred bytes of the line, around the word, marked as cut.
+    let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    let reason = finished[0]["reason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("forbidden line at ") && reason.contains("Kernel panic"), "{}", run.explain());
+    assert!(reason.contains(" bytes cut]") && reason.len() < 1024, "a reason of {} bytes", reason.len());
+    assert!(run.stdout.len() < 16 * 1024, "{} bytes on stdout", run.stdout.len());
+    // console.log keeps its head and its tail, and says what it dropped between them.
+    let log = walk(&run.run_dir()).into_iter().find(|p| p.ends_with("console.log")).expect("a console.log");
+    let bytes = std::fs::read(&log).unwrap();
+    assert!(bytes.len() < 10 * 1024 * 1024, "console.log of {} bytes", bytes.len());
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains(" bytes (0 lines) of the console dropped here"), "no cut marker in {}", log.display());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
