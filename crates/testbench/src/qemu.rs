@@ -19,7 +19,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use testbench_case::{Arch, Firmware};
@@ -50,22 +49,23 @@ pub fn qemu_binary(arch: Arch) -> String {
     std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
 }
 
-/// `qemu -L help`'s answer per width, asked beside the `-version` probe (see `probe`).
-static FIRMWARE_DIRS: Mutex<Vec<(Arch, FirmwareDirs)>> = Mutex::new(Vec::new());
-type FirmwareDirs = Result<Vec<PathBuf>, String>;
+/// What a width's QEMU said of itself before its first boot.
+pub struct Probe {
+    /// `qemu -version`'s first line; the error is the complaint every boot of the width
+    /// fails with.
+    pub version: Result<String, String>,
+    /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
+    pub firmware_dirs: Result<Vec<PathBuf>, String>,
+}
 
-/// Run `qemu -version`; the error is the complaint every boot of the width fails with.
-///
-/// `qemu -L help` (for the firmware check) runs at the same time, on a thread that
-/// starts and waits for it (crates/process); its answer is kept for `firmware_dirs`. The two
-/// QEMU starts cost one start's wall time instead of two.
-pub fn probe(arch: Arch) -> Result<String, String> {
+/// Run `qemu -version` and `qemu -L help` at the same time, the second on a thread that
+/// starts and waits for it (crates/process): the two QEMU starts cost one start's wall
+/// time instead of two.
+pub fn probe(arch: Arch) -> Probe {
     let dirs = std::thread::spawn(move || list_firmware_dirs(arch));
     let version = probe_version(arch);
-    if let Ok(dirs) = dirs.join() {
-        FIRMWARE_DIRS.lock().unwrap_or_else(|e| e.into_inner()).push((arch, dirs));
-    }
-    version
+    let firmware_dirs = dirs.join().unwrap_or_else(|_| Err(format!("listing {arch}'s firmware directories panicked")));
+    Probe { version, firmware_dirs }
 }
 
 fn probe_version(arch: Arch) -> Result<String, String> {
@@ -89,14 +89,6 @@ fn how_to_replace(arch: Arch) -> String {
     format!("install it with scripts/setup, or name another build in {}", arch.qemu_env_var())
 }
 
-/// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
-pub fn firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
-    if let Some((_, dirs)) = FIRMWARE_DIRS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(a, _)| *a == arch) {
-        return dirs.clone();
-    }
-    list_firmware_dirs(arch)
-}
-
 fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
     let qemu = qemu_binary(arch);
     let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE)
@@ -118,8 +110,15 @@ pub fn default_firmware_name(arch: Arch) -> &'static str {
     }
 }
 
-/// Check the firmware a boot needs is there; the error says what is missing.
-pub fn check_firmware(arch: Arch, firmware: &Firmware, root: &Path, field: &str) -> Result<(), String> {
+/// Check the firmware a boot needs is there (`dirs`: the width's probe's firmware
+/// directories); the error says what is missing.
+pub fn check_firmware(
+    arch: Arch,
+    firmware: &Firmware,
+    root: &Path,
+    field: &str,
+    dirs: &Result<Vec<PathBuf>, String>,
+) -> Result<(), String> {
     match firmware {
         Firmware::None => Ok(()),
         Firmware::Path(path) => {
@@ -132,7 +131,7 @@ pub fn check_firmware(arch: Arch, firmware: &Firmware, root: &Path, field: &str)
         }
         Firmware::Default => {
             let name = default_firmware_name(arch);
-            let dirs = firmware_dirs(arch)?;
+            let dirs = dirs.as_ref().map_err(Clone::clone)?;
             if dirs.iter().any(|dir| dir.join(name).is_file()) {
                 Ok(())
             } else {

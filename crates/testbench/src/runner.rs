@@ -937,24 +937,30 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     }
 
     // A width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
-    let mut probes: HashMap<Arch, Result<(), String>> = HashMap::new();
+    let mut probes: HashMap<Arch, crate::qemu::Probe> = HashMap::new();
     for (arch, thread) in probe_threads {
-        let result = thread.join().unwrap_or_else(|_| Err(format!("the probe of {arch}'s QEMU panicked")));
-        if let Ok(version) = &result {
+        let probe = thread.join().unwrap_or_else(|_| crate::qemu::Probe {
+            version: Err(format!("the probe of {arch}'s QEMU panicked")),
+            firmware_dirs: Ok(Vec::new()),
+        });
+        if let Ok(version) = &probe.version {
             reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
         }
-        probes.insert(arch, result.map(|_| ()));
+        probes.insert(arch, probe);
     }
     let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
     for ((index, arch), result) in prepared.iter_mut() {
         let case = selected[*index];
-        let lack = match &probes[arch] {
+        let probe = &probes[arch];
+        let lack = match &probe.version {
             Err(complaint) => Some(complaint.clone()),
-            Ok(()) => {
+            Ok(_) => {
                 let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
                 firmware_checks
                     .entry((*arch, firmware.clone()))
-                    .or_insert_with(|| crate::qemu::check_firmware(*arch, firmware, &ws.root, field))
+                    .or_insert_with(|| {
+                        crate::qemu::check_firmware(*arch, firmware, &ws.root, field, &probe.firmware_dirs)
+                    })
                     .clone()
                     .err()
             }
