@@ -495,6 +495,61 @@ fn headline(lines: &[&str]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// A boot of the reference guest at `/ws`, as the runner plans one.
+    fn spec(tmp: &Path) -> BootSpec {
+        BootSpec {
+            arch: Arch::Rv64,
+            machine: "virt".into(),
+            firmware: Firmware::Default,
+            kernel: "/ws/target/testbench/run-1-2/c/build/loader".into(),
+            initrd: Some("/ws/target/testbench/run-1-2/c/rv64/bundle".into()),
+            append: None,
+            smp: 1,
+            memory_mib: 256,
+            icount: None,
+            seed: None,
+            rtc_base: None,
+            rr: None,
+            extra_args: Vec::new(),
+            timeout: Duration::from_secs(30),
+            dir: "/ws/target/testbench/run-1-2/c/rv64-smp1".into(),
+            judge: testbench_judge::Config::default(),
+            dt_edits: Vec::new(),
+            qmp_dir: std::sync::Arc::new(QmpDir::create(tmp).unwrap()),
+        }
+    }
+
+    /// The command line as the boot's `command-line` file holds it, with the QEMU binary
+    /// (which `TESTBENCH_QEMU_RV64` may replace) named by its role.
+    fn shown(spec: &BootSpec, dtb: Option<&Path>) -> String {
+        let qmp = ["-S", "-chardev", "socket,id=testbench-qmp,path=[QMP],server=off"].map(String::from);
+        let line = spec.command_with(Path::new("/ws"), &qmp, &spec.machine, dtb, spec.rr.as_ref()).display();
+        let qemu = crate::command::shell_quote(&qemu_binary(spec.arch));
+        // One option a line (no value here holds " -").
+        line.replacen(&qemu, "[QEMU]", 1).replace(" -", "\n  -")
+    }
+
+    #[test]
+    fn command_lines_are_what_they_were() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plain = spec(tmp.path());
+        insta::assert_snapshot!("reference-guest", shown(&plain, None));
+        let pinned =
+            BootSpec { icount: Some("shift=3".into()), seed: Some(7), rr: Some(Rr::Record), ..spec(tmp.path()) };
+        insta::assert_snapshot!("icount-seed-pinned-rtc-recorded", shown(&pinned, None));
+        let external = BootSpec {
+            arch: Arch::Rv32,
+            firmware: Firmware::Path("guests/fw.bin".into()),
+            kernel: "/ws/images/Image".into(),
+            initrd: None,
+            append: Some("console=ttyS0 quiet".into()),
+            rtc_base: Some("2021-06-30".into()),
+            extra_args: vec!["-device".into(), "virtio-rng-device".into()],
+            ..spec(tmp.path())
+        };
+        insta::assert_snapshot!("external-guest-dtb", shown(&external, Some(Path::new("/ws/edited.dtb"))));
+    }
+
     const ROM_OVERLAP: &str = "qemu-system-riscv64: Some ROM regions are overlapping
 These ROM regions might have been loaded by direct user request or by default.
 They could be BIOS/firmware images, a guest kernel, initrd or some other file loaded into guest memory.

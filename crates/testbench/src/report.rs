@@ -306,7 +306,8 @@ impl Reporter {
         self.seed_width = rows.iter().map(|r| r.seed.len()).max().unwrap_or(0).max(MIN_SEED_WIDTH);
         match self.format {
             MessageFormat::Human => {
-                self.line(&format!("testbench: {boots} boots; logs in {}", run_dir.display()));
+                let noun = if boots == 1 { "boot" } else { "boots" };
+                self.line(&format!("testbench: {boots} {noun}; logs in {}", run_dir.display()));
                 if std::io::stderr().is_terminal() && boots > 0 {
                     let bar = ProgressBar::new(boots as u64);
                     bar.set_style(

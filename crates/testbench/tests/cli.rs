@@ -1001,3 +1001,62 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// What a person sees, as a snapshot: the exit status, stdout and stderr, with what moves
+/// from run to run named by its role (the workspace, the cases directory, the run
+/// directory, durations, QEMU's version) and the build lines (which depend on what was
+/// already built) left out.
+fn seen(run: &Run, cases: &Path) -> String {
+    let root = root().display().to_string();
+    let run_dir = regex::Regex::new(r"target/testbench/run-[0-9]+-[0-9]+").unwrap();
+    let duration = regex::Regex::new(r"\b[0-9]+\.[0-9]+s\b").unwrap();
+    let redact = |text: &str| {
+        let text = text.replace(&cases.display().to_string(), "[CASES]").replace(&root, "[ROOT]");
+        let text = run_dir.replace_all(&text, "target/testbench/[RUN]");
+        let text = duration.replace_all(&text, "[T]");
+        text.lines()
+            .filter(|line| !line.starts_with("built "))
+            .map(|line| if line.starts_with("qemu rv64: ") { "qemu rv64: [VERSION]" } else { line })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!("status: {:?}\n--- stdout\n{}\n--- stderr\n{}\n", run.status, redact(&run.stdout), redact(&run.stderr))
+}
+
+#[test]
+fn what_a_person_sees_is_what_it_was() {
+    // Every refusal of a run together, before anything builds.
+    let misspelt = SMOKE_DONE.replace("expect =", "expext =");
+    let bad_regex = SMOKE_DONE.replace("'^smoke: done$'", "'a{2,1}b'");
+    let no_kernel = "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"no/such/kernel\"\n";
+    let wrong_type = SMOKE_DONE.replace("timeout_secs = 30", "timeout_secs = \"30\"");
+    let dir = cases_dir(&[
+        ("misspelt", &misspelt),
+        ("bad-regex", &bad_regex),
+        ("no-kernel", no_kernel),
+        ("wrong-type", &wrong_type),
+    ]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    insta::assert_snapshot!("refusals", seen(&run, dir.path()));
+
+    // A name that is not there, and a selection that takes nothing.
+    let dir = cases_dir(&[("bench-boot", SMOKE_DONE), ("bench-reset", SMOKE_DONE)]);
+    let cases = dir.path().to_str().unwrap();
+    insta::assert_snapshot!(
+        "exact-nearest",
+        seen(&bench(&["--cases", cases, "--exact", "bench-bot"], &[]), dir.path())
+    );
+    insta::assert_snapshot!("nothing-to-run", seen(&bench(&["--cases", cases, "--arch", "rv32"], &[]), dir.path()));
+    insta::assert_snapshot!(
+        "list-json",
+        seen(&bench(&["--cases", cases, "--list", "--message-format", "json"], &[]), dir.path())
+    );
+
+    // A boot that times out, under icount with a pinned seed so its console is the same
+    // every time: the verdict, the console's last lines, the replay line.
+    let hangs = smoke_with("\"no-poweroff\"")
+        .replace("timeout_secs = 30", "timeout_secs = 2\nicount = \"shift=3,sleep=off\"\nqemu_seed = 7");
+    let dir = cases_dir(&[("hangs", &hangs)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--color", "never"], &[]);
+    insta::assert_snapshot!("a-timeout", seen(&run, dir.path()));
+}
