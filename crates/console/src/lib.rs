@@ -36,26 +36,53 @@ pub struct Chunk {
     pub bytes: Vec<u8>,
 }
 
+/// What the reader thread sends: console bytes as they came, then the console's end.
+pub enum ConsoleEvent {
+    Bytes(Chunk),
+    /// The source ended (QEMU closed its stdout or exited) or failed.
+    Closed,
+}
+
 /// Starts a thread that reads `source` until it ends (or fails) and sends what it reads
 /// into a channel of [`CHANNEL_CHUNKS`] chunks, waiting while the channel is full. The
 /// thread ends when the source ends or the receiver is dropped.
-pub fn spawn_reader<R: Read + Send + 'static>(source: R) -> Receiver<Chunk> {
+pub fn spawn_reader<R: Read + Send + 'static>(source: R) -> Receiver<ConsoleEvent> {
     spawn_joinable(source).0
 }
 
-fn spawn_joinable<R: Read + Send + 'static>(source: R) -> (Receiver<Chunk>, std::thread::JoinHandle<()>) {
+fn spawn_joinable<R: Read + Send + 'static>(source: R) -> (Receiver<ConsoleEvent>, std::thread::JoinHandle<()>) {
     let (sender, receiver) = mpsc::sync_channel(CHANNEL_CHUNKS);
-    let thread = std::thread::spawn(move || read_into(source, &sender));
+    let thread = spawn_reader_into(source, sender, |event| event);
     (receiver, thread)
 }
 
-fn read_into<R: Read>(mut source: R, sender: &SyncSender<Chunk>) {
+/// The same reader, sending into a channel of the caller's events (`wrap` makes one of
+/// a [`ConsoleEvent`]), so a boot's loop can take the console and its other sources
+/// (QMP, devices, sessions) from one channel. The channel's bound is the caller's: a
+/// `sync_channel` keeps the console's way bounded.
+pub fn spawn_reader_into<R, E>(
+    source: R,
+    sender: SyncSender<E>,
+    wrap: fn(ConsoleEvent) -> E,
+) -> std::thread::JoinHandle<()>
+where
+    R: Read + Send + 'static,
+    E: Send + 'static,
+{
+    std::thread::spawn(move || {
+        read_into(source, &sender, wrap);
+        let _ = sender.send(wrap(ConsoleEvent::Closed));
+    })
+}
+
+fn read_into<R: Read, E>(mut source: R, sender: &SyncSender<E>, wrap: fn(ConsoleEvent) -> E) {
     let mut buffer = vec![0u8; READ_CHUNK];
     loop {
         match source.read(&mut buffer) {
             Ok(0) => break,
             Ok(n) => {
-                if sender.send(Chunk { at: Instant::now(), bytes: buffer[..n].to_vec() }).is_err() {
+                let chunk = Chunk { at: Instant::now(), bytes: buffer[..n].to_vec() };
+                if sender.send(wrap(ConsoleEvent::Bytes(chunk))).is_err() {
                     break;
                 }
             }
@@ -76,11 +103,35 @@ pub enum Ended {
     Deadline,
 }
 
-/// The boot's loop: each chunk to the log and to the judge (its time counted from
-/// `start`), what the judge says to type to `type_in`, the judge polled when its settle
-/// time ends, until a verdict, the console's end, or `deadline`.
+/// What one chunk did: the verdict when it gave one, the triggers it fired.
+pub struct Taken {
+    pub verdict: Option<Verdict>,
+    pub triggered: Vec<usize>,
+}
+
+/// One chunk's way: to the log, to the judge (its time counted from `start`), and what
+/// the judge says to type to `type_in`. The boot's loop (the bench's, or
+/// [`judge_console`]) calls it for every chunk.
+pub fn take_chunk<W: Write>(
+    chunk: &Chunk,
+    judge: &mut Judge,
+    log: &mut ConsoleLog<W>,
+    start: Instant,
+    mut type_in: impl FnMut(&[u8]),
+) -> Taken {
+    // A log that cannot be written does not stop the judging.
+    let _ = log.write(&chunk.bytes);
+    let step = judge.feed(chunk.at.saturating_duration_since(start), &chunk.bytes);
+    for text in &step.send {
+        type_in(text);
+    }
+    Taken { verdict: step.verdict, triggered: step.triggered }
+}
+
+/// A console-only loop: each chunk through [`take_chunk`], the judge polled when its
+/// settle time ends, until a verdict, the console's end, or `deadline`.
 pub fn judge_console<W: Write>(
-    receiver: &Receiver<Chunk>,
+    receiver: &Receiver<ConsoleEvent>,
     judge: &mut Judge,
     log: &mut ConsoleLog<W>,
     start: Instant,
@@ -94,14 +145,8 @@ pub fn judge_console<W: Write>(
         }
         let wake = judge.wake_at().map(|at| start + at).unwrap_or(deadline).min(deadline);
         match receiver.recv_timeout(wake.saturating_duration_since(now)) {
-            Ok(chunk) => {
-                // A log that cannot be written does not stop the judging.
-                let _ = log.write(&chunk.bytes);
-                let step = judge.feed(chunk.at.saturating_duration_since(start), &chunk.bytes);
-                for text in &step.send {
-                    type_in(text);
-                }
-                if let Some(verdict) = step.verdict {
+            Ok(ConsoleEvent::Bytes(chunk)) => {
+                if let Some(verdict) = take_chunk(&chunk, judge, log, start, &mut type_in).verdict {
                     return Ended::Verdict(verdict);
                 }
             }
@@ -110,7 +155,7 @@ pub fn judge_console<W: Write>(
                     return Ended::Verdict(verdict);
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
+            Ok(ConsoleEvent::Closed) | Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
         }
     }
 }

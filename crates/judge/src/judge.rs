@@ -54,6 +54,9 @@ pub struct Config {
     /// Each must match a shown line; the first capture of each is kept for the bench
     /// (`distinct_across_boots`), read with [`Judge::captures`].
     pub capture: Vec<Pattern>,
+    /// Each fires once, on the first shown line it matches, for the bench's devices
+    /// (a poke, a dial that waits for a line): read from [`Step::triggered`].
+    pub triggers: Vec<Pattern>,
 }
 
 /// The log server's done rule: exactly one line starting `[server] done:` (as it came
@@ -67,7 +70,7 @@ impl Config {
     /// Rules that keep state across lines run on the per-line path only: the consoles
     /// that use them are the reference guest's, a few kilobytes each.
     fn needs_every_line(&self) -> bool {
-        self.server_done.is_some() || !self.distinct.is_empty() || !self.capture.is_empty()
+        self.server_done.is_some() || !self.distinct.is_empty() || !self.capture.is_empty() || !self.triggers.is_empty()
     }
 }
 
@@ -84,6 +87,7 @@ impl Default for Config {
             server_done: None,
             distinct: Vec::new(),
             capture: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 }
@@ -167,6 +171,10 @@ pub enum FailureKind {
     /// A `distinct` pattern captured the same text twice, or matched fewer than two lines;
     /// or a `capture` pattern matched no line.
     Distinct,
+    /// A device's check, judged from outside the guest (a dial never echoed, a peer
+    /// connected another number of times than the case says, a capture that breaks a
+    /// rule or cannot be read).
+    Device,
 }
 
 /// Why the boot failed, when (time since the boot started), and the message.
@@ -206,6 +214,8 @@ pub struct Step {
     pub send: Vec<Vec<u8>>,
     /// The verdict, once it is known.
     pub verdict: Option<Verdict>,
+    /// The triggers (indices into [`Config::triggers`]) that fired in these bytes.
+    pub triggered: Vec<usize>,
 }
 
 /// A duration in seconds, trimmed: `3s`, `2.5s`, `0.05s`.
@@ -273,6 +283,9 @@ pub struct Judge {
     distinct_seen: Vec<Vec<String>>,
     /// The first capture of each `capture` pattern.
     captured: Vec<Option<String>>,
+    /// Which triggers have fired, and those fired since the last [`Step`].
+    fired_triggers: Vec<bool>,
+    triggered: Vec<usize>,
 }
 
 impl Judge {
@@ -292,7 +305,10 @@ impl Judge {
         let last_expect_at = cfg.expect.is_empty().then_some(Duration::ZERO);
         let distinct_seen = vec![Vec::new(); cfg.distinct.len()];
         let captured = vec![None; cfg.capture.len()];
+        let fired_triggers = vec![false; cfg.triggers.len()];
         Judge {
+            fired_triggers,
+            triggered: Vec::new(),
             done_seen: false,
             distinct_seen,
             captured,
@@ -402,7 +418,7 @@ impl Judge {
         if self.verdict.is_none() {
             self.take(now, bytes, &mut send);
         }
-        Step { send, verdict: self.verdict.clone() }
+        Step { send, verdict: self.verdict.clone(), triggered: std::mem::take(&mut self.triggered) }
     }
 
     fn take(&mut self, now: Duration, bytes: &[u8], send: &mut Vec<Vec<u8>>) {
@@ -582,6 +598,12 @@ impl Judge {
         if !fired && self.cfg.inputs.get(self.next_input).is_some_and(|i| i.after.regex.is_match(&shown)) {
             self.fire(send);
             self.line_fired = false;
+        }
+        for (index, trigger) in self.cfg.triggers.iter().enumerate() {
+            if !self.fired_triggers[index] && trigger.regex.is_match(&shown) {
+                self.fired_triggers[index] = true;
+                self.triggered.push(index);
+            }
         }
     }
 

@@ -196,3 +196,21 @@ fn a_line_of_exactly_the_limit_is_whole() {
         assert_eq!(judge.poll(Duration::from_secs(1)), Some(Verdict::Pass), "chunks of {chunk}");
     }
 }
+
+/// A trigger fires once, on the first shown line it matches, however the bytes are cut,
+/// and never on a partial line (a poke waits for the whole line).
+#[test]
+fn a_trigger_fires_once_on_the_first_whole_line_it_matches() {
+    let config = Config {
+        triggers: vec![Pattern::new("net.poke.after", "^poke me$").unwrap()],
+        poweroff: true,
+        ..Config::default()
+    };
+    let mut judge = Judge::new(config);
+    let step = judge.feed(Duration::ZERO, b"boot\npoke m");
+    assert!(step.triggered.is_empty(), "a partial line fired: {:?}", step.triggered);
+    let step = judge.feed(Duration::from_millis(1), b"e\n");
+    assert_eq!(step.triggered, [0]);
+    let step = judge.feed(Duration::from_millis(2), b"poke me\n\x1b[1mpoke me\x1b[0m\n");
+    assert!(step.triggered.is_empty(), "a trigger fired twice: {:?}", step.triggered);
+}

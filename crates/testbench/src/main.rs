@@ -16,7 +16,7 @@ mod guest_names;
 mod host;
 mod pack;
 mod qemu;
-mod qmp;
+use qemu::qmp;
 mod report;
 mod rundir;
 mod runner;

@@ -566,6 +566,7 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         server_done,
         distinct: boot.distinct.iter().map(pattern).collect(),
         capture: boot.distinct_across_boots.iter().map(pattern).collect(),
+        triggers: Vec::new(),
     }
 }
 
@@ -637,7 +638,7 @@ fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> (Cas
         return (Ok(verdict_result(first.verdict)), tail);
     }
     let first_dir = spec.dir.clone();
-    let second_spec = BootSpec { dir: spec.dir.join("second-boot"), ..spec };
+    let second_spec = BootSpec { dir: spec.dir.join("second-boot"), first_boot: Some(first_dir.clone()), ..spec };
     let second = match second_spec.run(root) {
         Ok(second) => second,
         Err(e) => return (Err(trouble(e)), None),
@@ -1003,6 +1004,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
                 },
                 dt_edits: boot_of(case).device_tree.clone(),
                 qmp_dir: qmp_dir.clone().expect("a run with boots has its QMP socket directory"),
+                devices: Vec::new(),
+                first_boot: None,
             });
             (index, spec.map(|spec| (spec, boot_of(case).repeat_exactly)))
         })

@@ -158,9 +158,15 @@ impl QmpListener {
     }
 
     /// Accept QEMU's connection (its PID checked), negotiate, and start the guest.
-    /// Until `deadline`; an error says what was missing. The events that follow are
-    /// read on a thread of their own until QEMU closes the connection.
-    pub fn start_guest(self, child: &mut Child, deadline: Instant) -> Result<QmpWatch, String> {
+    /// Until `deadline`; an error says what was missing. What follows is read on a
+    /// thread of its own until QEMU closes the connection: each event goes to `sink`
+    /// (the boot's loop), each reply to the command [`QmpClient::execute`] waits on.
+    pub fn start_guest(
+        self,
+        child: &mut Child,
+        deadline: Instant,
+        sink: impl Fn(QmpEvent) + Send + 'static,
+    ) -> Result<QmpClient, String> {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stream = self.accept_own(child, deadline, &seen)?;
         let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
@@ -172,18 +178,32 @@ impl QmpListener {
         if greeting.get("QMP").is_none() {
             return Err(format!("QEMU's first QMP message is not its greeting: {}", clip(&greeting.to_string())));
         }
-        execute(&mut reader, &mut writer, "qmp_capabilities", &seen)?;
-        execute(&mut reader, &mut writer, "cont", &seen)?;
-        // From here the guest runs: events are read without a deadline of their own;
+        negotiate(&mut reader, &mut writer, "qmp_capabilities", &seen)?;
+        negotiate(&mut reader, &mut writer, "cont", &seen)?;
+        // From here the guest runs: messages are read without a deadline of their own;
         // the connection ends when QEMU exits, and QEMU's life has the boot's deadline.
         let _ = reader.get_ref().set_read_timeout(None);
         let events = seen.clone();
+        let (replies_in, replies) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
             while let Ok(message) = read_message(&mut reader) {
-                note_event(&message, &events);
+                if message.get("event").is_some() {
+                    note_event(&message, &events);
+                    let name = message["event"].as_str().unwrap_or("").to_string();
+                    sink(QmpEvent::Event { name, data: message["data"].clone() });
+                } else if replies_in.send(message).is_err() {
+                    break;
+                }
             }
+            sink(QmpEvent::Closed);
         });
-        Ok(QmpWatch { seen, handle: Some(handle) })
+        Ok(QmpClient {
+            seen,
+            handle: Mutex::new(Some(handle)),
+            writer: Mutex::new(writer),
+            replies: Mutex::new(replies),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// The first connection whose peer is `child`; others are closed unread.
@@ -234,8 +254,9 @@ fn strangers_note(seen: &Mutex<Seen>) -> String {
     }
 }
 
-/// Send one command and read up to its reply, noting the events on the way.
-fn execute<R: BufRead>(
+/// Before the guest runs: send one command and read up to its reply, noting the events
+/// on the way.
+fn negotiate<R: BufRead>(
     reader: &mut R,
     writer: &mut impl Write,
     command: &str,
@@ -302,16 +323,71 @@ pub fn shutdown_from_reason(reason: Option<&str>) -> Shutdown {
     }
 }
 
-pub struct QmpWatch {
-    seen: Arc<Mutex<Seen>>,
-    handle: Option<std::thread::JoinHandle<()>>,
+/// What QEMU said on its own, for the boot's loop.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QmpEvent {
+    /// An event: its name (`SHUTDOWN`, `STOP`, ...) and its data.
+    Event { name: String, data: serde_json::Value },
+    /// QEMU closed the connection (it exits).
+    Closed,
 }
 
-impl QmpWatch {
+/// The bench's side of QEMU's QMP connection once the guest runs: commands sent and
+/// their replies awaited ([`QmpClient::execute`]), events noted for the judge.
+pub struct QmpClient {
+    seen: Arc<Mutex<Seen>>,
+    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Mutex<UnixStream>,
+    replies: Mutex<std::sync::mpsc::Receiver<serde_json::Value>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl QmpClient {
+    /// Send `command` (with its `arguments`) and wait up to `bound` for its reply: the
+    /// value of its `return`, or an error naming the command and what QEMU said, or what
+    /// the bench waited for when the bound passed.
+    pub fn execute(
+        &self,
+        command: &str,
+        arguments: Option<serde_json::Value>,
+        bound: Duration,
+    ) -> Result<serde_json::Value, String> {
+        let id = format!("testbench-{}", self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut message = serde_json::json!({ "execute": command, "id": id });
+        if let Some(arguments) = arguments {
+            message["arguments"] = arguments;
+        }
+        {
+            let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            writeln!(writer, "{message}").and_then(|_| writer.flush()).map_err(|e| format!("QMP {command}: {e}"))?;
+        }
+        let replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let reply = match replies.recv_timeout(left) {
+                Ok(reply) => reply,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!("QMP {command}: no reply from QEMU within {bound:?}"))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(format!("QMP {command}: QEMU closed the connection before it replied"))
+                }
+            };
+            if reply["id"] != id {
+                continue; // the reply to an earlier command whose wait gave up
+            }
+            if let Some(error) = reply.get("error") {
+                return Err(format!("QMP {command} failed: {}", clip(&error.to_string())));
+            }
+            return Ok(reply["return"].clone());
+        }
+    }
+
     /// How the guest ended, once QEMU has exited (waits at most `bound` for the reader
     /// to reach the end of the connection).
-    pub fn finish(mut self, bound: Duration) -> Shutdown {
-        if let Some(handle) = self.handle.take() {
+    pub fn finish(&self, bound: Duration) -> Shutdown {
+        if let Some(handle) = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let start = Instant::now();
             while !handle.is_finished() && start.elapsed() < bound {
                 std::thread::sleep(Duration::from_millis(2));
@@ -411,10 +487,53 @@ mod tests {
             path = path.display().to_string()
         );
         let mut child = std::process::Command::new("python3").args(["-c", &script]).spawn().unwrap();
-        let watch = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20)).unwrap();
+        let watch = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), |_| ()).unwrap();
         child.wait().unwrap();
         assert_eq!(watch.strangers().len(), 1, "{:?}", watch.strangers());
         assert_eq!(watch.finish(Duration::from_secs(5)), Shutdown::Reset);
+    }
+
+    /// Once the guest runs, the client sends commands and waits for the reply that
+    /// carries their id; events on the way go to the boot's loop, in order.
+    #[test]
+    fn the_client_sends_commands_and_hears_events() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = QmpDir::create(tmp.path()).unwrap();
+        let listener = dir.listen().unwrap();
+        let path = listener.path.clone();
+        // A QMP peer: replies to the negotiation; to query-status it first sends an event,
+        // a reply with another id, then the reply with the command's id; to "bad", an error.
+        let script = format!(
+            "import socket,json\ns=socket.socket(socket.AF_UNIX)\ns.connect({path:?})\nf=s.makefile('rwb')\n\
+             f.write(b'{{\"QMP\":{{}}}}\\n');f.flush()\n\
+             for line in f:\n  m=json.loads(line)\n  i=m.get('id')\n  \
+             if m['execute']=='query-status':\n    \
+             f.write(b'{{\"event\":\"STOP\",\"data\":{{}}}}\\n')\n    \
+             f.write(json.dumps({{'return':{{}},'id':'stale'}}).encode()+b'\\n')\n    \
+             f.write(json.dumps({{'return':{{'status':'running'}},'id':i}}).encode()+b'\\n')\n  \
+             elif m['execute']=='bad':\n    f.write(json.dumps({{'error':{{'class':'CommandNotFound','desc':'no'}},'id':i}}).encode()+b'\\n')\n  \
+             elif m['execute']=='quit':\n    break\n  \
+             else:\n    f.write(json.dumps({{'return':{{}},'id':i}}).encode()+b'\\n')\n  f.flush()\n",
+            path = path.display().to_string()
+        );
+        let mut child = std::process::Command::new("python3").args(["-c", &script]).spawn().unwrap();
+        let (events_in, events) = std::sync::mpsc::channel();
+        let client = listener
+            .start_guest(&mut child, Instant::now() + Duration::from_secs(20), move |e| {
+                let _ = events_in.send(e);
+            })
+            .unwrap();
+        let status = client.execute("query-status", None, Duration::from_secs(10)).unwrap();
+        assert_eq!(status["status"], "running");
+        let error = client.execute("bad", Some(serde_json::json!({"x": 1})), Duration::from_secs(10)).unwrap_err();
+        assert!(error.starts_with("QMP bad failed: ") && error.contains("CommandNotFound"), "{error}");
+        let first = events.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(first, QmpEvent::Event { name: "STOP".into(), data: serde_json::json!({}) });
+        let _ = client.execute("quit", None, Duration::from_millis(300));
+        child.wait().unwrap();
+        assert_eq!(events.recv_timeout(Duration::from_secs(10)).unwrap(), QmpEvent::Closed);
+        let error = client.execute("query-status", None, Duration::from_secs(10)).unwrap_err();
+        assert!(error.contains("closed the connection") || error.contains("Broken pipe"), "{error}");
     }
 
     #[test]
@@ -423,11 +542,12 @@ mod tests {
         let dir = QmpDir::create(tmp.path()).unwrap();
         let listener = dir.listen().unwrap();
         let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
-        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20)).err().unwrap();
+        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), |_| ()).err().unwrap();
         assert!(error.starts_with("QEMU exited (exit status: 0) before it connected"), "{error}");
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let listener = dir.listen().unwrap();
-        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200)).err().unwrap();
+        let error =
+            listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200), |_| ()).err().unwrap();
         let _ = child.kill();
         let _ = child.wait();
         assert!(error.contains("did not connect to the bench's QMP socket by the deadline"), "{error}");

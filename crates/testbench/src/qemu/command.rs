@@ -1,0 +1,185 @@
+//! [`BootSpec`]: what one boot needs, and QEMU's command line for it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use testbench_case::{Arch, Firmware};
+
+use super::devices::DeviceSpec;
+use super::qmp::QmpDir;
+use super::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
+use crate::command::Cmd;
+
+/// Everything one boot needs; built by the runner.
+pub struct BootSpec {
+    pub arch: Arch,
+    pub machine: String,
+    pub firmware: Firmware,
+    pub kernel: PathBuf,
+    pub initrd: Option<PathBuf>,
+    pub append: Option<String>,
+    pub smp: u32,
+    pub memory_mib: u32,
+    pub icount: Option<String>,
+    pub seed: Option<u64>,
+    /// The case's `rtc_base`; under icount None is [`PINNED_RTC_BASE`].
+    pub rtc_base: Option<String>,
+    /// QEMU's record/replay of this boot (under icount only).
+    pub rr: Option<Rr>,
+    pub extra_args: Vec<String>,
+    pub timeout: Duration,
+    /// The boot's own directory: console.log, qemu-stderr.log, command-line.
+    pub dir: PathBuf,
+    pub judge: testbench_judge::Config,
+    /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
+    pub dt_edits: Vec<testbench_case::DtEdit>,
+    /// The run's private directory for QMP sockets.
+    pub qmp_dir: std::sync::Arc<QmpDir>,
+    /// The case's devices, attached afresh to every boot (devices.rs).
+    pub devices: Vec<Arc<dyn DeviceSpec>>,
+    /// For a case's second boot: the first boot's directory (a kept disk is there).
+    pub first_boot: Option<PathBuf>,
+}
+
+/// Dumping the device tree is a QEMU start that exits at once.
+const DUMP_DEADLINE: Duration = Duration::from_secs(30);
+
+impl BootSpec {
+    /// QEMU's tree for this command line (its devices' arguments included), edited; the
+    /// path to boot with -dtb.
+    pub(super) fn edited_tree(&self, root: &Path, devices: &[String]) -> Result<PathBuf, String> {
+        let dumped = self.dir.join("qemu.dtb");
+        let machine = format!("{},dumpdtb={}", self.machine, dumped.display());
+        let dump = self
+            .command_with(root, &[], &machine, None, None, devices)
+            .deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
+        let output = dump.output().map_err(|e| format!("failed to dump the device tree: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "QEMU could not dump the device tree ({}): {}",
+                output.status,
+                last_lines(&String::from_utf8_lossy(&output.stderr), STDERR_TAIL_LINES).join(" | ")
+            ));
+        }
+        let mut tree = std::fs::read(&dumped).map_err(|e| format!("failed to read {}: {e}", dumped.display()))?;
+        for (index, edit) in self.dt_edits.iter().enumerate() {
+            crate::fdt_edit::apply(&mut tree, edit).map_err(|e| format!("device_tree[{index}]: {e}"))?;
+        }
+        let edited = self.dir.join("edited.dtb");
+        std::fs::write(&edited, &tree).map_err(|e| format!("failed to write {}: {e}", edited.display()))?;
+        Ok(edited)
+    }
+
+    /// The command line: the machine, firmware, kernel, the case's settings, the
+    /// console on stdio, QMP's arguments, the devices' arguments, the case's own.
+    pub(super) fn command_with(
+        &self,
+        root: &Path,
+        qmp_args: &[String],
+        machine: &str,
+        dtb: Option<&Path>,
+        rr: Option<&Rr>,
+        devices: &[String],
+    ) -> Cmd {
+        let qemu = qemu_binary(self.arch);
+        let bios = match &self.firmware {
+            Firmware::Default => "default".to_string(),
+            Firmware::None => "none".to_string(),
+            Firmware::Path(path) => root.join(path).display().to_string(),
+        };
+        let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout)
+            .cwd(root)
+            .args(["-machine", machine, "-bios", &bios, "-kernel"])
+            .arg(&self.kernel);
+        if let Some(dtb) = dtb {
+            cmd = cmd.arg("-dtb").arg(dtb);
+        }
+        if let Some(initrd) = &self.initrd {
+            cmd = cmd.arg("-initrd").arg(initrd);
+        }
+        if let Some(append) = &self.append {
+            cmd = cmd.args(["-append", append]);
+        }
+        cmd = cmd.args(["-smp", &self.smp.to_string(), "-m", &format!("{}M", self.memory_mib)]);
+        if let Some(icount) = &self.icount {
+            let icount = match rr {
+                Some(rr) => format!("{icount},{}", rr.icount_suboptions(&self.dir)),
+                None => icount.clone(),
+            };
+            cmd = cmd.args(["-icount", &icount]);
+        }
+        if let Some(rtc) = rtc_argument(self.icount.is_some(), self.rtc_base.as_deref()) {
+            cmd = cmd.args(["-rtc", &rtc]);
+        }
+        if let Some(seed) = self.seed {
+            cmd = cmd.args(["-seed", &seed.to_string()]);
+        }
+        cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"])
+            .args(qmp_args)
+            .args(devices)
+            .args(&self.extra_args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A boot of the reference guest at `/ws`, as the runner plans one.
+    fn spec(tmp: &Path) -> BootSpec {
+        BootSpec {
+            arch: Arch::Rv64,
+            machine: "virt".into(),
+            firmware: Firmware::Default,
+            kernel: "/ws/target/testbench/run-1-2/c/build/loader".into(),
+            initrd: Some("/ws/target/testbench/run-1-2/c/rv64/bundle".into()),
+            append: None,
+            smp: 1,
+            memory_mib: 256,
+            icount: None,
+            seed: None,
+            rtc_base: None,
+            rr: None,
+            extra_args: Vec::new(),
+            timeout: Duration::from_secs(30),
+            dir: "/ws/target/testbench/run-1-2/c/rv64-smp1".into(),
+            judge: testbench_judge::Config::default(),
+            dt_edits: Vec::new(),
+            qmp_dir: std::sync::Arc::new(QmpDir::create(tmp).unwrap()),
+            devices: Vec::new(),
+            first_boot: None,
+        }
+    }
+
+    /// The command line as the boot's `command-line` file holds it, with the QEMU binary
+    /// (which `TESTBENCH_QEMU_RV64` may replace) named by its role.
+    fn shown(spec: &BootSpec, dtb: Option<&Path>) -> String {
+        let qmp = ["-S", "-chardev", "socket,id=testbench-qmp,path=[QMP],server=off"].map(String::from);
+        let line = spec.command_with(Path::new("/ws"), &qmp, &spec.machine, dtb, spec.rr.as_ref(), &[]).display();
+        let qemu = crate::command::shell_quote(&qemu_binary(spec.arch));
+        // One option a line (no value here holds " -").
+        line.replacen(&qemu, "[QEMU]", 1).replace(" -", "\n  -")
+    }
+
+    #[test]
+    fn command_lines_are_what_they_were() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plain = spec(tmp.path());
+        insta::assert_snapshot!("reference-guest", shown(&plain, None));
+        let pinned =
+            BootSpec { icount: Some("shift=3".into()), seed: Some(7), rr: Some(Rr::Record), ..spec(tmp.path()) };
+        insta::assert_snapshot!("icount-seed-pinned-rtc-recorded", shown(&pinned, None));
+        let external = BootSpec {
+            arch: Arch::Rv32,
+            firmware: Firmware::Path("guests/fw.bin".into()),
+            kernel: "/ws/images/Image".into(),
+            initrd: None,
+            append: Some("console=ttyS0 quiet".into()),
+            rtc_base: Some("2021-06-30".into()),
+            extra_args: vec!["-device".into(), "virtio-rng-device".into()],
+            ..spec(tmp.path())
+        };
+        insta::assert_snapshot!("external-guest-dtb", shown(&external, Some(Path::new("/ws/edited.dtb"))));
+    }
+}

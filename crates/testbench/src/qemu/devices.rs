@@ -1,0 +1,178 @@
+//! The devices a boot attaches beside its console, and how each takes part in the boot.
+//!
+//! A case's devices are planned once ([`DeviceSpec`], held by the [`BootSpec`]) and
+//! attached afresh for every boot ([`DeviceSpec::attach`]): the attachment makes what
+//! the boot needs in the boot's directory (a disk image, a capture file's place, host
+//! ports), before both the device-tree dump and the boot, and gives QEMU's arguments for
+//! it, the files it leaves, and optionally a [`Hook`] that runs beside the console in the
+//! boot's one loop of events (boot.rs): it learns when the guest starts, when a console
+//! line fires one of its triggers, and when one of its own threads reports; after the
+//! console's verdict it gives its own (a dial never echoed, a peer count off, a capture
+//! that breaks a rule) and the notes the case's result prints.
+//!
+//! Every device sits on a fixed virtio-mmio slot of the `virt` machine ([`Slot`]),
+//! whatever else the case has, so a guest's configuration names its devices the same way
+//! in every case.
+//!
+//! [`BootSpec`]: super::BootSpec
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::Instant;
+
+use testbench_judge::Pattern;
+
+use super::boot::Event;
+use super::qmp::QmpClient;
+
+/// The `virt` machine's virtio-mmio transports: transport N is at 0x10001000 + N × 0x1000
+/// and its bus is `virtio-mmio-bus.N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The writable data disk, `[disk]`.
+    Disk = 0,
+    /// The read-only disk, `[userland]`.
+    Userland = 1,
+    /// The network card, `[net]`.
+    Net = 2,
+    /// Kept for the guest's serial port of a later kind (ssh-loopback).
+    Serial = 3,
+    /// The second writable disk, `[vault]`.
+    Vault = 4,
+}
+
+impl Slot {
+    /// The bus a `-device` names to sit on this slot.
+    pub fn bus(self) -> String {
+        format!("virtio-mmio-bus.{}", self as u8)
+    }
+
+    /// The transport's physical address, which a guest's device tree names
+    /// (`virtio_mmio@10001000`) and Linux's sysfs path carries.
+    pub fn address(self) -> u64 {
+        0x1000_1000 + 0x1000 * self as u64
+    }
+}
+
+/// QEMU's global option that makes every virtio-mmio transport the modern one (version 2),
+/// given once on a command line with any device.
+pub const MODERN_TRANSPORT: [&str; 2] = ["-global", "virtio-mmio.force-legacy=false"];
+
+/// Where one boot takes place, for a device attaching to it.
+pub struct BootPlace<'a> {
+    /// The workspace root (a case's paths are relative to it).
+    pub root: &'a Path,
+    /// The boot's own directory (created before any device attaches).
+    pub dir: &'a Path,
+    /// The first boot's directory, when this is a case's second boot: a kept disk is the
+    /// one the first boot left there.
+    pub first_boot: Option<&'a Path>,
+}
+
+/// One device of a case, planned once, attached to each boot.
+pub trait DeviceSpec: Send + Sync {
+    /// What the device is, for messages (`[disk]`, `[net]`).
+    fn name(&self) -> String;
+
+    /// Make what this boot needs and say how QEMU attaches it. An error is the bench's
+    /// trouble or a refusal (a kept disk that is not what a fresh one would be) and
+    /// ends the boot before QEMU starts.
+    fn attach(&self, place: &BootPlace) -> Result<Attached, String>;
+}
+
+/// A device attached to one boot.
+pub struct Attached {
+    /// QEMU's arguments for it (its slot named).
+    pub args: Vec<String>,
+    /// The files it leaves in the boot's directory, named in the boot's log.
+    pub files: Vec<PathBuf>,
+    /// Its part in the boot's loop, if it has one.
+    pub hook: Option<Box<dyn Hook>>,
+}
+
+/// What a hook is given when the guest starts.
+pub struct HookStart {
+    /// When the guest started (after QMP's `cont`): the time every device's note counts from.
+    pub start: Instant,
+    /// The boot's deadline.
+    pub deadline: Instant,
+    /// The boot's channel of events: a hook's threads send [`Event::Device`] with the
+    /// hook's index.
+    pub events: SyncSender<Event>,
+    /// This hook's index in the boot, for its events.
+    pub index: usize,
+    /// Set when the boot ends: a hook's threads stop waiting.
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
+    /// QEMU's QMP connection, for commands (the guest runs).
+    pub qmp: Arc<QmpClient>,
+}
+
+/// What a device's thread reports to the boot's loop.
+#[derive(Debug)]
+pub enum DeviceEvent {
+    /// Something for the case's result (a dial that echoed after 1.2 s).
+    Note(String),
+    /// The device's check failed: the boot ends with this failure at once.
+    Failed(String),
+}
+
+/// A device's part in one boot's loop. All of it runs on the loop's thread; a hook that
+/// waits (a dial retrying) does so on a thread of its own and reports by events.
+pub trait Hook: Send {
+    /// Console patterns whose first match the hook wants to hear of ([`Hook::triggered`]).
+    fn triggers(&self) -> Vec<Pattern> {
+        Vec::new()
+    }
+
+    /// The guest has started.
+    fn started(&mut self, start: &HookStart) {
+        let _ = start;
+    }
+
+    /// Trigger `which` (an index into [`Hook::triggers`]) matched a console line.
+    fn triggered(&mut self, which: usize, start: &HookStart) {
+        let _ = (which, start);
+    }
+
+    /// The boot has ended (QEMU has exited or been stopped) and its console verdict is
+    /// a pass: the device's own verdict, from what it saw outside the guest. `Ok` holds
+    /// the notes the case's result prints.
+    fn finish(&mut self, dir: &Path) -> Result<Vec<String>, String>;
+}
+
+/// The devices attached to one boot, with their arguments in slot order.
+pub struct AttachedSet {
+    pub args: Vec<String>,
+    pub files: Vec<PathBuf>,
+    pub hooks: Vec<Box<dyn Hook>>,
+}
+
+/// Attach every device to one boot. The modern-transport option comes first when there
+/// is any device.
+pub fn attach_all(specs: &[Arc<dyn DeviceSpec>], place: &BootPlace) -> Result<AttachedSet, String> {
+    let mut set = AttachedSet { args: Vec::new(), files: Vec::new(), hooks: Vec::new() };
+    if !specs.is_empty() {
+        set.args.extend(MODERN_TRANSPORT.map(String::from));
+    }
+    for spec in specs {
+        let attached = spec.attach(place).map_err(|e| format!("{}: {e}", spec.name()))?;
+        set.args.extend(attached.args);
+        set.files.extend(attached.files);
+        set.hooks.extend(attached.hook);
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_the_virt_machines_transports() {
+        assert_eq!(Slot::Disk.bus(), "virtio-mmio-bus.0");
+        assert_eq!(Slot::Vault.bus(), "virtio-mmio-bus.4");
+        assert_eq!(Slot::Disk.address(), 0x1000_1000);
+        assert_eq!(Slot::Net.address(), 0x1000_3000);
+    }
+}

@@ -1,0 +1,240 @@
+//! QEMU: the probe, the firmware check, the command line, and one boot.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the probe (a value per width: version, firmware directories), the firmware check, the RTC's pinned base, record/replay, the quote of QEMU's stderr |
+//! | `command.rs` | [`BootSpec`]: everything one boot needs, and the command line built from it and from its devices' arguments |
+//! | `devices.rs` | the devices a boot attaches ([`DeviceSpec`], [`Hook`]), their fixed virtio-mmio slots |
+//! | `boot.rs` | one boot: one loop over one channel of events (console bytes, QMP events, device events, timers) |
+//! | `qmp.rs` | QEMU's QMP connection: the run's private socket directory, the peer check, the negotiation before the guest runs, the client that sends commands and hears events |
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use testbench_case::{Arch, Firmware};
+
+use crate::command::Cmd;
+
+mod boot;
+mod command;
+mod devices;
+pub mod qmp;
+
+pub use command::BootSpec;
+#[allow(unused_imports)]
+pub use devices::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};
+
+/// QEMU prints its version at once; ten seconds is a QEMU that cannot run.
+const PROBE_DEADLINE: Duration = Duration::from_secs(10);
+/// QEMU has this long from its start to connect to the bench's QMP socket (the guest
+/// does not run until it has, so this is QEMU's own start, however loaded the host).
+const QMP_DEADLINE: Duration = Duration::from_secs(30);
+/// A QEMU whose QMP connection failed has this long to exit on its own (it is judged by
+/// its exit and stderr) before it is killed (the boot fails with the QMP trouble).
+const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
+/// After the console closes, QEMU has this long to exit before it is killed.
+const EXIT_DEADLINE: Duration = Duration::from_secs(10);
+/// How many of QEMU's last stderr lines a verdict quotes.
+const STDERR_TAIL_LINES: usize = 5;
+/// `qemu-stderr.log` keeps this much of the start of QEMU's stderr, and of its end.
+const STDERR_LOG_HEAD: u64 = 256 * 1024;
+const STDERR_LOG_TAIL: usize = 64 * 1024;
+
+/// The QEMU binary for a width: the environment's override, or the default name.
+pub fn qemu_binary(arch: Arch) -> String {
+    std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
+}
+
+/// What a width's QEMU said of itself before its first boot.
+pub struct Probe {
+    /// `qemu -version`'s first line; the error is the complaint every boot of the width
+    /// fails with.
+    pub version: Result<String, String>,
+    /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
+    pub firmware_dirs: Result<Vec<PathBuf>, String>,
+}
+
+/// Run `qemu -version` and `qemu -L help` at the same time, the second on a thread that
+/// starts and waits for it (crates/process): the two QEMU starts cost one start's wall
+/// time instead of two.
+pub fn probe(arch: Arch) -> Probe {
+    let dirs = std::thread::spawn(move || list_firmware_dirs(arch));
+    let version = probe_version(arch);
+    let firmware_dirs = dirs.join().unwrap_or_else(|_| Err(format!("listing {arch}'s firmware directories panicked")));
+    Probe { version, firmware_dirs }
+}
+
+fn probe_version(arch: Arch) -> Result<String, String> {
+    let qemu = qemu_binary(arch);
+    let cmd = Cmd::new(&qemu, format!("{qemu} -version"), PROBE_DEADLINE).arg("-version");
+    match cmd.output() {
+        Err(error) => Err(format!("{qemu} cannot run ({}): {error}", how_to_replace(arch))),
+        Ok(out) if !out.status.success() => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            Err(format!(
+                "{qemu} -version failed ({}): {}",
+                out.status,
+                last_lines(&stderr, STDERR_TAIL_LINES).join(" | ")
+            ))
+        }
+        Ok(out) => Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string()),
+    }
+}
+
+fn how_to_replace(arch: Arch) -> String {
+    format!("install it with scripts/setup, or name another build in {}", arch.qemu_env_var())
+}
+
+fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
+    let qemu = qemu_binary(arch);
+    let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE)
+        .args(["-L", "help"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| PathBuf::from(l.trim()))
+        .filter(|p| p.is_absolute())
+        .collect())
+}
+
+/// The image QEMU's `-bios default` loads on `virt` for this width.
+pub fn default_firmware_name(arch: Arch) -> &'static str {
+    match arch {
+        Arch::Rv64 => "opensbi-riscv64-generic-fw_dynamic.bin",
+        Arch::Rv32 => "opensbi-riscv32-generic-fw_dynamic.bin",
+    }
+}
+
+/// Check the firmware a boot needs is there (`dirs`: the width's probe's firmware
+/// directories); the error says what is missing.
+pub fn check_firmware(
+    arch: Arch,
+    firmware: &Firmware,
+    root: &Path,
+    field: &str,
+    dirs: &Result<Vec<PathBuf>, String>,
+) -> Result<(), String> {
+    match firmware {
+        Firmware::None => Ok(()),
+        Firmware::Path(path) => {
+            let full = root.join(path);
+            if full.is_file() {
+                Ok(())
+            } else {
+                Err(format!("firmware not found: {} ({field}; \"default\" is QEMU's own OpenSBI)", path.display()))
+            }
+        }
+        Firmware::Default => {
+            let name = default_firmware_name(arch);
+            let dirs = dirs.as_ref().map_err(Clone::clone)?;
+            if dirs.iter().any(|dir| dir.join(name).is_file()) {
+                Ok(())
+            } else {
+                let shown: Vec<_> = dirs.iter().map(|d| d.display().to_string()).collect();
+                Err(format!(
+                    "firmware not found: QEMU's {name} is in none of its data directories ({})",
+                    shown.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// Where the RTC starts under icount unless the case sets `rtc_base`: a fixed date, so
+/// that a time the guest reads from it (and whatever it seeds from that time) repeats.
+pub const PINNED_RTC_BASE: &str = "2020-01-01T00:00:00";
+
+/// The file a recorded boot's recording goes to, in the boot's directory.
+pub const RR_FILE: &str = "replay.rr";
+
+/// QEMU's record/replay of a boot (`-icount ...,rr=record|replay,rrfile=PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rr {
+    /// Record the boot's nondeterministic events (the typed input among them) to
+    /// [`RR_FILE`] in the boot's directory.
+    Record,
+    /// Replay a recording: the console input comes from the file, not from the bench.
+    Replay(PathBuf),
+}
+
+impl Rr {
+    /// The `-icount` suboptions, the path's commas doubled as QEMU's option syntax wants.
+    fn icount_suboptions(&self, dir: &Path) -> String {
+        let (mode, path) = match self {
+            Rr::Record => ("record", dir.join(RR_FILE)),
+            Rr::Replay(path) => ("replay", path.clone()),
+        };
+        format!("rr={mode},rrfile={}", path.display().to_string().replace(',', ",,"))
+    }
+}
+
+/// The `-rtc` argument: under icount the RTC follows the virtual clock and starts at the
+/// case's base or the pinned one; without icount only a base the case sets is passed.
+pub fn rtc_argument(icount: bool, rtc_base: Option<&str>) -> Option<String> {
+    match (icount, rtc_base) {
+        (true, base) => Some(format!("base={},clock=vm", base.unwrap_or(PINNED_RTC_BASE))),
+        (false, Some(base)) => Some(format!("base={base}")),
+        (false, None) => None,
+    }
+}
+
+/// What a verdict quotes of QEMU's stderr: its first error line (QEMU's headline, such as
+/// `qemu-system-riscv64: Some ROM regions are overlapping`, comes before its advice),
+/// then `…` when lines were left out, then the last `count` lines; each line clipped.
+pub fn last_lines(text: &str, count: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let first_tail = lines.len().saturating_sub(count);
+    let mut quote = Vec::new();
+    if let Some(headline) = headline(&lines).filter(|&h| h < first_tail) {
+        quote.push(lines[headline]);
+        if headline + 1 < first_tail {
+            quote.push("…");
+        }
+    }
+    quote.extend(&lines[first_tail..]);
+    quote.into_iter().map(|l| testbench_judge::quote(l).into_owned()).collect()
+}
+
+/// QEMU's first error line: `<program>: <message>` that is not a warning; or the first
+/// line when none looks like one.
+fn headline(lines: &[&str]) -> Option<usize> {
+    let is_error = |line: &&str| {
+        line.split_once(": ").is_some_and(|(program, message)| {
+            !program.is_empty() && !program.contains(char::is_whitespace) && !message.starts_with("warning:")
+        })
+    };
+    lines.iter().position(is_error).or(if lines.is_empty() { None } else { Some(0) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROM_OVERLAP: &str = "qemu-system-riscv64: Some ROM regions are overlapping
+These ROM regions might have been loaded by direct user request or by default.
+They could be BIOS/firmware images, a guest kernel, initrd or some other file loaded into guest memory.
+Check whether you intended to load all this guest code, and whether it has been built to load to the correct addresses.
+
+The following two regions overlap (in the memory address space):
+  /usr/share/qemu/opensbi-riscv64-generic-fw_dynamic.bin (addresses 0x0000000080000000 - 0x0000000080042868)
+  kernel/kernel ELF program header segment 0 (addresses 0x0000000080000000 - 0x0000000080001000)
+";
+
+    #[test]
+    fn the_stderr_quote_keeps_qemus_headline_and_its_last_lines() {
+        let quote = last_lines(ROM_OVERLAP, 5);
+        assert_eq!(quote[0], "qemu-system-riscv64: Some ROM regions are overlapping");
+        assert_eq!(quote[1], "…");
+        assert_eq!(quote.len(), 7, "{quote:#?}");
+        assert!(quote[6].starts_with("  kernel/kernel ELF program header"), "{quote:#?}");
+        // Short stderr: every line once, no marker.
+        assert_eq!(last_lines("a: bad\nb\n", 5), ["a: bad", "b"]);
+        // A warning is not the headline; the error after it is.
+        let warned = "q: warning: old\nq: the error\n1\n2\n3\n";
+        assert_eq!(last_lines(warned, 2), ["q: the error", "…", "2", "3"]);
+        // A long line is clipped.
+        let long = format!("q: {}\n", "x".repeat(5000));
+        assert!(last_lines(&long, 5)[0].ends_with(" bytes cut]"));
+    }
+}
