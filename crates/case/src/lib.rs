@@ -6,7 +6,8 @@
 //! struct, with `deny_unknown_fields` still, so nothing is ever silently dropped). Stage
 //! two turns the raw form into a [`Case`] whose types carry the preconditions the runner
 //! relies on (a compiled regex, a non-empty list of hart counts per width, a deadline
-//! that is a real duration).
+//! that is a real duration, a disk whose GPT fits, a dial through a forwarded port, a
+//! peer's address a number the network holds).
 //!
 //! The modules, each using only those before it (and this file's types):
 //! - `common`: the error builder, regexes, deadlines, names and paths, and the words
@@ -20,6 +21,9 @@
 //! Every refusal names the file, the field and what is accepted, and happens here, before
 //! anything builds. A field that a later feature of the bench will bring is refused with
 //! "not supported yet", never ignored.
+//!
+//! The devices (`[disk]`, `[vault]`, `[userland]`, `[net]`) are typed here as
+//! [`Disks`] and [`NetSpec`]; making the disks, the ports and the capture is the bench's.
 //!
 //! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
 //! the bench's question (it asks before anything builds), using [`Case::paths`].
