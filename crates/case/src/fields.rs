@@ -19,6 +19,8 @@ pub(crate) enum Shape {
     Str,
     /// A list of strings.
     StrList,
+    /// A list of integers.
+    IntegerList,
     /// A list of anything (checked by the field's own validation).
     List,
     Table,
@@ -57,8 +59,8 @@ pub(crate) const TOOLS: Field = field("tools", Shape::StrList, "a list of progra
 
 /// Fields of features the bench will bring later: a case using one is refused as "not
 /// supported yet" (before its fields are checked), rather than as a misspelling.
-pub(crate) const LATER: [&str; 9] =
-    ["launch", "post_check", "memory", "expect_after", "disk", "net", "session", "late_cores", "grant"];
+pub(crate) const LATER: [&str; 7] =
+    ["launch", "post_check", "memory", "expect_after", "session", "late_cores", "grant"];
 
 /// The names of `fields`, in order.
 pub(crate) fn names(fields: &[Field]) -> Vec<&'static str> {
@@ -80,6 +82,7 @@ fn fits(shape: Shape, value: &toml::Value) -> Result<(), Option<usize>> {
         | (Shape::List, V::Array(_))
         | (Shape::Table, V::Table(_)) => Ok(()),
         (Shape::StrList, V::Array(items)) => each(items, |v| v.is_str()),
+        (Shape::IntegerList, V::Array(items)) => each(items, |v| v.is_integer()),
         (Shape::TableList, V::Array(items)) => each(items, |v| v.is_table()),
         (Shape::StrMap, V::Table(table)) => match table.values().any(|v| !v.is_str()) {
             false => Ok(()),

@@ -6,7 +6,8 @@
 //! struct, with `deny_unknown_fields` still, so nothing is ever silently dropped). Stage
 //! two turns the raw form into a [`Case`] whose types carry the preconditions the runner
 //! relies on (a compiled regex, a non-empty list of hart counts per width, a deadline
-//! that is a real duration).
+//! that is a real duration, a disk whose GPT fits, a dial through a forwarded port, a
+//! peer's address a number the network holds).
 //!
 //! The modules, each using only those before it (and this file's types):
 //! - `common`: the error builder, regexes, deadlines, names and paths, and the words
@@ -21,6 +22,9 @@
 //! anything builds. A field that a later feature of the bench will bring is refused with
 //! "not supported yet", never ignored.
 //!
+//! The devices (`[disk]`, `[vault]`, `[userland]`, `[net]`) are typed here as
+//! [`Disks`] and [`NetSpec`]; making the disks, the ports and the capture is the bench's.
+//!
 //! Architecture invariant: this crate does no I/O. Whether a path a case names exists is
 //! the bench's question (it asks before anything builds), using [`Case::paths`].
 
@@ -30,6 +34,7 @@ mod kinds;
 mod validate;
 
 use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -293,6 +298,10 @@ pub struct BootCase {
     pub hostile: Hostile,
     /// The reference guest: data entries packed into the bundle.
     pub files: Vec<BundleFile>,
+    /// `[disk]`, `[vault]` and `[userland]`, each on its fixed virtio-mmio slot.
+    pub disks: Disks,
+    /// `[net]`: a virtio-net card on QEMU's user-mode network (`restrict=on`, `ipv6=off`).
+    pub net: Option<NetSpec>,
 }
 
 impl BootCase {
@@ -300,6 +309,173 @@ impl BootCase {
     pub fn smp_for(&self, arch: Arch) -> &[u32] {
         self.smp.iter().find(|(a, _)| *a == arch).map(|(_, counts)| counts.as_slice()).unwrap_or(&[1])
     }
+}
+
+/// A boot case's disks. Each sits on its own virtio-mmio slot whatever else the case has:
+/// `disk` on bus 0 (`disk0`), `userland` on bus 1 (`disk1`), `vault` on bus 4 (`disk2`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Disks {
+    /// `[disk]`: the writable data disk.
+    pub disk: Option<DiskSpec>,
+    /// `[vault]`: a second writable disk; only with `disk`.
+    pub vault: Option<DiskSpec>,
+    /// `[userland]`: a disk attached `readonly=on`, so QEMU refuses every write; never kept.
+    pub userland: Option<DiskSpec>,
+}
+
+impl Disks {
+    /// The disks the case has, with their table's name (`disk`, `vault`, `userland`).
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &DiskSpec)> {
+        [("disk", &self.disk), ("vault", &self.vault), ("userland", &self.userland)]
+            .into_iter()
+            .filter_map(|(name, spec)| spec.as_ref().map(|spec| (name, spec)))
+    }
+}
+
+/// One disk: how it is made for each boot, whether the second boot keeps the first's, and
+/// the hostile flip after packing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskSpec {
+    pub layout: DiskLayout,
+    /// The second of the case's two boots (`distinct_across_boots`) boots the disk the
+    /// first left; never on `[userland]`.
+    pub keep: bool,
+    /// One bit of this file's data flipped after packing (a recipe's disk only).
+    pub flip: Option<FileFlip>,
+    /// One bit of this partition's file-system header flipped after packing (a recipe's
+    /// disk only).
+    pub flip_header: Option<String>,
+}
+
+/// How a disk is made, afresh for every boot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DiskLayout {
+    /// `size_kib` of zeros.
+    Zeroed { size_kib: u64 },
+    /// A GPT of `count` equal partitions, written by the bench, on `size_kib` of zeros.
+    Partitions { size_kib: u64, count: u32 },
+    /// A disk recipe (TOML), relative to the workspace root or absolute, packed by the bench.
+    Recipe(PathBuf),
+}
+
+impl DiskLayout {
+    /// The disk's size in KiB, when the case gives it (a recipe gives its own).
+    pub fn size_kib(&self) -> Option<u64> {
+        match self {
+            DiskLayout::Zeroed { size_kib } | DiskLayout::Partitions { size_kib, .. } => Some(*size_kib),
+            DiskLayout::Recipe(_) => None,
+        }
+    }
+}
+
+/// `flip = { partition, file }`: the file, by its path in the partition's staged tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileFlip {
+    /// The GPT name of a partition of the disk's recipe.
+    pub partition: String,
+    /// The file's path inside that partition's tree (`hello.txt`, `etc/motd`).
+    pub file: String,
+}
+
+/// `[net]`: a virtio-net card on QEMU's user-mode network, with `restrict=on` and
+/// `ipv6=off`. An empty table is a card that reaches nothing.
+#[derive(Clone, Debug, Default)]
+pub struct NetSpec {
+    /// Guest TCP ports the host reaches (each through a host port the bench picks), each once.
+    pub forward: Vec<u16>,
+    /// Prefixes the guest must never send a SYN into, checked on the capture (a case with
+    /// peers only).
+    pub self_forbidden: Vec<Ipv4Net>,
+    /// Self-check only (the case has `must_fail`): the capture is cut before it is read.
+    pub truncate_capture: bool,
+    /// `[[net.peer]]`: hosts the guest may connect to; none expects nothing when any is given.
+    pub peers: Vec<Peer>,
+    /// `[[net.dial]]`: the bench's connections into the guest, each through a forwarded port.
+    pub dials: Vec<Dial>,
+    /// `[net.poke]`: one UDP datagram into the guest.
+    pub poke: Option<Poke>,
+}
+
+impl NetSpec {
+    /// The network a case with peers widens slirp's to (`net=10.0.0.0/16`).
+    pub const WIDE: Ipv4Net = Ipv4Net { addr: 0x0a00_0000, prefix: 16 };
+    /// The guest's own /24, where its address, the gateway and the resolver stay.
+    pub const GUEST: Ipv4Net = Ipv4Net { addr: 0x0a00_0200, prefix: 24 };
+    /// Slirp's gateway and host, seen from the guest.
+    pub const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+    /// Slirp's resolver.
+    pub const DNS: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);
+
+    /// The host ports a boot of this case binds: one per forward, and one for the poke.
+    pub fn host_ports(&self) -> usize {
+        self.forward.len() + usize::from(self.poke.is_some())
+    }
+}
+
+/// An IPv4 prefix `a.b.c.d/n` whose host bits are zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ipv4Net {
+    /// The network's address, as a number (host bits zero).
+    pub addr: u32,
+    /// 0 to 32.
+    pub prefix: u8,
+}
+
+impl Ipv4Net {
+    /// The mask of the prefix's bits.
+    pub fn mask(self) -> u32 {
+        u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0)
+    }
+
+    pub fn network(self) -> Ipv4Addr {
+        Ipv4Addr::from(self.addr)
+    }
+
+    pub fn contains(self, addr: Ipv4Addr) -> bool {
+        u32::from(addr) & self.mask() == self.addr
+    }
+}
+
+impl fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network(), self.prefix)
+    }
+}
+
+/// `[[net.peer]]`: a guestfwd to the bench's own binary, which records each connection
+/// before it echoes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// In 10.0.0.0/16, outside the guest's own 10.0.2.0/24.
+    pub addr: SocketAddrV4,
+    /// Exactly how many connections the guest makes to it (0 to 1000).
+    pub connections: u32,
+}
+
+/// `[[net.dial]]`: the bench connects into the guest through a forwarded port, retrying
+/// until one connection echoes `expect` for `send`.
+#[derive(Clone, Debug)]
+pub struct Dial {
+    /// A port of `forward`.
+    pub port: u16,
+    /// Sent as written; 1 byte to 64 KiB.
+    pub send: String,
+    /// What must come back; never empty.
+    pub expect: String,
+    /// Dial only once a shown console line matches this.
+    pub after: Option<Pattern>,
+    /// Then hold the connection until the guest closes it.
+    pub until_closed: bool,
+}
+
+/// `[net.poke]`: one UDP datagram to the guest's `port`, sent once, when a shown console
+/// line first matches `after`.
+#[derive(Clone, Debug)]
+pub struct Poke {
+    pub port: u16,
+    /// 1 to 1472 bytes, so it fits one Ethernet frame unfragmented.
+    pub payload: String,
+    pub after: Pattern,
 }
 
 /// Typed on the console once a shown line matches `after`.
@@ -543,6 +719,11 @@ impl Case {
                 }
                 GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
             },
+        }
+        for (table, disk) in boot.disks.iter() {
+            if let DiskLayout::Recipe(recipe) = &disk.layout {
+                paths.push(NamedPath::file(format!("{table}.recipe"), recipe, "a disk recipe"));
+            }
         }
         paths
     }

@@ -95,7 +95,7 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
 
     // Stage two: what the fields mean.
     let must_fail = common.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
-    let kind = crate::kinds::validate(&ctx, raw)?;
+    let kind = crate::kinds::validate(&ctx, raw, must_fail.is_some())?;
     Ok(Case { name, file: path, description, whole_run: common.whole_run.unwrap_or(true), kind, must_fail })
 }
 
@@ -131,7 +131,7 @@ mod every_field {
                     continue;
                 }
                 let mut values = vec![date.clone()];
-                if matches!(field.shape, Shape::StrList | Shape::TableList) {
+                if matches!(field.shape, Shape::StrList | Shape::IntegerList | Shape::TableList) {
                     values.push(toml::Value::Array(vec![date.clone()]));
                 }
                 for value in values {

@@ -87,6 +87,41 @@ fn describe(case: &Case) -> String {
             writeln!(out, "{}: {}", p.label, p.source()).unwrap();
         }
     }
+    for (table, disk) in boot.disks.iter() {
+        writeln!(out, "{table}: {disk:?}").unwrap();
+    }
+    if let Some(net) = &boot.net {
+        let prefixes: Vec<String> = net.self_forbidden.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "net: forward {:?} self_forbidden {prefixes:?} truncate_capture {}",
+            net.forward, net.truncate_capture
+        )
+        .unwrap();
+        for peer in &net.peers {
+            writeln!(out, "  peer {} connections {}", peer.addr, peer.connections).unwrap();
+        }
+        for dial in &net.dials {
+            let after = dial.after.as_ref().map(|p| format!("{}: {}", p.label, p.source()));
+            writeln!(
+                out,
+                "  dial port {} send {:?} expect {:?} after {after:?} until_closed {}",
+                dial.port, dial.send, dial.expect, dial.until_closed
+            )
+            .unwrap();
+        }
+        if let Some(poke) = &net.poke {
+            writeln!(
+                out,
+                "  poke port {} payload {:?} {}: {}",
+                poke.port,
+                poke.payload,
+                poke.after.label,
+                poke.after.source()
+            )
+            .unwrap();
+        }
+    }
     for path in case.paths() {
         writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
     }

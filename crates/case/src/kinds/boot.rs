@@ -1,14 +1,17 @@
 //! Kind "boot": what to boot, how, and what its console must show. Its fields and its raw
 //! form are in `boot/raw.rs`; the `[guest]` table in `boot/guest.rs`; what the case says
 //! about the reference guest (programs, the bundle, hostile inputs, device-tree edits) in
-//! `boot/reference.rs`.
+//! `boot/reference.rs`; the devices in `boot/disk.rs` (`[disk]`, `[vault]`, `[userland]`)
+//! and `boot/net.rs` (`[net]` with its peers, dials and poke).
 //!
 //! Adding a boot field: its line in `raw::FIELDS` and in `raw::RawBoot` (same place in
 //! both), its typed form in `BootCase` (lib.rs), and its check in [`validate`], which
 //! builds the `BootCase`; a check of its own (a few functions) goes in a module beside
 //! these, `boot/<name>.rs`, declared below.
 
+mod disk;
 mod guest;
+mod net;
 pub(crate) mod raw;
 mod reference;
 mod repeat;
@@ -23,8 +26,9 @@ pub(crate) use raw::FIELDS;
 /// The most guest RAM a case may ask for, in MiB (QEMU `virt` on this class of host).
 const MEMORY_MIB_MAX: i64 = 16_384;
 
-/// Stage one for the tables within a boot case (`[guest]`, each `[[input]]`), whose
-/// fields are checked in words like the top level's, then the whole read by serde.
+/// Stage one for the tables within a boot case (`[guest]`, each `[[input]]`, the devices'
+/// tables and those inside them), whose fields are checked in words like the top level's,
+/// then the whole read by serde.
 pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> {
     if let Some(toml::Value::Table(guest)) = table.get("guest") {
         check_table(ctx, guest, GUEST, "guest.", "[guest]", &|_| None)?;
@@ -42,11 +46,14 @@ pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> 
             }
         }
     }
+    disk::check(ctx, &table)?;
+    net::check(ctx, &table)?;
     ctx.read(table)
 }
 
 /// Stage two of a boot case: every field's meaning checked, the [`BootCase`] made.
-pub(crate) fn validate(ctx: &Ctx, raw: RawBoot) -> Result<BootCase, CaseError> {
+/// `self_check`: the case has `must_fail` (a self-check, which some hostile fields need).
+pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<BootCase, CaseError> {
     let arch = arch_list(ctx, raw.arch.as_ref())?;
     let smp = smp(ctx, raw.smp.as_ref(), &arch)?;
     let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
@@ -142,6 +149,14 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot) -> Result<BootCase, CaseError> {
     let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
     let rtc_base = repeat::rtc_base(ctx, raw.rtc_base.as_ref())?;
     let repeat_exactly = repeat::repeat_exactly(ctx, raw.repeat_exactly, poweroff, !distinct_across_boots.is_empty())?;
+    let disks = disk::disks(
+        ctx,
+        raw.disk.as_ref(),
+        raw.vault.as_ref(),
+        raw.userland.as_ref(),
+        !distinct_across_boots.is_empty(),
+    )?;
+    let net = net::net(ctx, raw.net.as_ref(), self_check)?;
 
     Ok(BootCase {
         arch,
@@ -169,6 +184,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot) -> Result<BootCase, CaseError> {
         reporter,
         hostile,
         files,
+        disks,
+        net,
     })
 }
 

@@ -52,10 +52,11 @@ pub(crate) fn read(ctx: &Ctx, kind: &str, table: toml::Table) -> Result<RawKind,
     })
 }
 
-/// Stage two: the kind's meaning checked, its typed form made.
-pub(crate) fn validate(ctx: &Ctx, raw: RawKind) -> Result<Kind, CaseError> {
+/// Stage two: the kind's meaning checked, its typed form made. `self_check`: the case has
+/// `must_fail` (a common field, which a kind's own fields may need).
+pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind, CaseError> {
     Ok(match raw {
-        RawKind::Boot(raw) => Kind::Boot(Box::new(boot::validate(ctx, *raw)?)),
+        RawKind::Boot(raw) => Kind::Boot(Box::new(boot::validate(ctx, *raw, self_check)?)),
         RawKind::HostTests(raw) => Kind::HostTests(host_tests::validate(ctx, raw)?),
         RawKind::Build(raw) => Kind::Build(build::validate(ctx, raw)?),
         RawKind::Scripts(raw) => Kind::Scripts(scripts::validate(ctx, raw)?),
@@ -65,7 +66,10 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind) -> Result<Kind, CaseError> {
 
 #[cfg(test)]
 mod tests {
-    use super::boot::raw::{RawBoot, RawGuest, RawInput, GUEST, INPUT};
+    use super::boot::raw::{
+        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawInput, RawNet, RawPeer, RawPoke, DIAL, DISK, FLIP, GUEST,
+        INPUT, NET, PEER, POKE,
+    };
     use super::*;
     use crate::fields::{names, serde_names};
 
@@ -74,7 +78,7 @@ mod tests {
     /// by the check in words and then refused by serde, or the other way round).
     #[test]
     fn each_raw_struct_and_its_list_of_fields_agree() {
-        let pairs: [(&str, &[Field], &[&str]); 7] = [
+        let pairs: [(&str, &[Field], &[&str]); 13] = [
             ("boot", boot::FIELDS, serde_names::<RawBoot>()),
             ("host-tests", host_tests::FIELDS, serde_names::<host_tests::RawHostTests>()),
             ("build", build::FIELDS, serde_names::<build::RawBuild>()),
@@ -82,6 +86,12 @@ mod tests {
             ("gate", gate::FIELDS, serde_names::<gate::RawGate>()),
             ("[guest]", GUEST, serde_names::<RawGuest>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
+            ("[disk]", DISK, serde_names::<RawDisk>()),
+            ("disk.flip", FLIP, serde_names::<RawFlip>()),
+            ("[net]", NET, serde_names::<RawNet>()),
+            ("[[net.peer]]", PEER, serde_names::<RawPeer>()),
+            ("[[net.dial]]", DIAL, serde_names::<RawDial>()),
+            ("[net.poke]", POKE, serde_names::<RawPoke>()),
         ];
         for (whose, fields, serde) in pairs {
             assert_eq!(names(fields), serde, "{whose}: the list of fields and the raw struct differ");

@@ -1,7 +1,10 @@
 //! Kind "boot" as serde reads it, beside the lists of its fields in words: the top level
-//! ([`RawBoot`], [`FIELDS`]), the `[guest]` table ([`RawGuest`], [`GUEST`]) and each
-//! `[[input]]` ([`RawInput`], [`INPUT`]). Each struct and its list name the same fields in
-//! the same order, which `kinds::tests` checks.
+//! ([`RawBoot`], [`FIELDS`]), the `[guest]` table ([`RawGuest`], [`GUEST`]), each
+//! `[[input]]` ([`RawInput`], [`INPUT`]), and the devices: `[disk]`, `[vault]` and
+//! `[userland]` ([`RawDisk`], [`DISK`], with `flip` as [`RawFlip`], [`FLIP`]), `[net]`
+//! ([`RawNet`], [`NET`]) with each `[[net.peer]]` ([`RawPeer`], [`PEER`]), each
+//! `[[net.dial]]` ([`RawDial`], [`DIAL`]) and `[net.poke]` ([`RawPoke`], [`POKE`]). Each
+//! struct and its list name the same fields in the same order, which `kinds::tests` checks.
 //!
 //! A new boot field is one line in [`FIELDS`] (its shape and what it accepts, in words)
 //! and one in [`RawBoot`], at the same place in both; its meaning is checked in
@@ -42,6 +45,10 @@ pub(crate) const FIELDS: &[Field] = &[
     field("distinct_across_boots", Shape::StrList, REGEXES),
     field("distinct", Shape::StrList, REGEXES),
     field("file", Shape::TableList, "[[file]] tables, each with name and from"),
+    field("disk", Shape::Table, "a [disk] table, with size_kib or recipe"),
+    field("vault", Shape::Table, "a [vault] table, with size_kib or recipe, beside a [disk]"),
+    field("userland", Shape::Table, "a [userland] table, with size_kib or recipe"),
+    field("net", Shape::Table, "a [net] table (an empty one is a card that reaches nothing)"),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -83,6 +90,11 @@ pub(crate) struct RawBoot {
     pub distinct: Option<Vec<String>>,
     /// `[[file]]` entries, read by hand (`kinds/boot/reference.rs`).
     pub file: Option<Vec<toml::Table>>,
+    // The devices (`kinds/boot/disk.rs`, `kinds/boot/net.rs`).
+    pub disk: Option<RawDisk>,
+    pub vault: Option<RawDisk>,
+    pub userland: Option<RawDisk>,
+    pub net: Option<RawNet>,
 }
 
 /// The fields of a `[guest]` table.
@@ -121,4 +133,113 @@ pub(crate) const INPUT: &[Field] = &[
 pub(crate) struct RawInput {
     pub after: String,
     pub send: String,
+}
+
+/// The fields of a `[disk]`, `[vault]` or `[userland]` table (`keep` is refused on
+/// `[userland]` in stage two, with the reason).
+pub(crate) const DISK: &[Field] = &[
+    field("size_kib", Shape::Integer, "the disk's size in KiB, a multiple of 4, such as 4096"),
+    field("partitions", Shape::Integer, "a number of equal GPT partitions, 1 to 128"),
+    field("recipe", Shape::Str, "a disk recipe's path, relative to the workspace root"),
+    field("keep", Shape::Bool, BOOL),
+    field("flip", Shape::Table, "{ partition = \"name\", file = \"path in its tree\" }"),
+    field("flip_header", Shape::Str, "the name of a partition of the recipe"),
+];
+
+/// A disk table as serde reads it: the fields of [`DISK`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDisk {
+    pub size_kib: Option<i64>,
+    pub partitions: Option<i64>,
+    pub recipe: Option<String>,
+    pub keep: Option<bool>,
+    pub flip: Option<RawFlip>,
+    pub flip_header: Option<String>,
+}
+
+/// The fields of a disk's `flip` table, both required.
+pub(crate) const FLIP: &[Field] = &[
+    field("partition", Shape::Str, "the name of a partition of the recipe"),
+    field("file", Shape::Str, "a file's path in that partition's tree, such as \"hello.txt\""),
+];
+
+/// A disk's `flip` as serde reads it: the fields of [`FLIP`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFlip {
+    pub partition: Option<String>,
+    pub file: Option<String>,
+}
+
+/// The fields of a `[net]` table.
+pub(crate) const NET: &[Field] = &[
+    field("forward", Shape::IntegerList, "a list of guest TCP ports, each 1 to 65535, such as [7, 22]"),
+    field("self_forbidden", Shape::StrList, "a list of IPv4 prefixes, such as [\"10.0.2.0/24\", \"127.0.0.0/8\"]"),
+    field("truncate_capture", Shape::Bool, BOOL),
+    field("peer", Shape::TableList, "[[net.peer]] tables, each with addr and connections"),
+    field("dial", Shape::TableList, "[[net.dial]] tables, each with port, send and expect"),
+    field("poke", Shape::Table, "a [net.poke] table, with port, payload and after"),
+];
+
+/// A `[net]` table as serde reads it: the fields of [`NET`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNet {
+    pub forward: Option<Vec<i64>>,
+    pub self_forbidden: Option<Vec<String>>,
+    pub truncate_capture: Option<bool>,
+    pub peer: Option<Vec<RawPeer>>,
+    pub dial: Option<Vec<RawDial>>,
+    pub poke: Option<RawPoke>,
+}
+
+/// The fields of a `[[net.peer]]` table, both required.
+pub(crate) const PEER: &[Field] = &[
+    field("addr", Shape::Str, "an IPv4 address and port in 10.0.0.0/16, such as \"10.0.9.100:7\""),
+    field("connections", Shape::Integer, "a whole number of connections, 0 to 1000"),
+];
+
+/// A `[[net.peer]]` table as serde reads it: the fields of [`PEER`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPeer {
+    pub addr: Option<String>,
+    pub connections: Option<i64>,
+}
+
+/// The fields of a `[[net.dial]]` table (port, send and expect required).
+pub(crate) const DIAL: &[Field] = &[
+    field("port", Shape::Integer, "a port of net.forward, such as 7"),
+    field("send", Shape::Str, "the text to send, as a string, such as \"hello\\n\""),
+    field("expect", Shape::Str, "the text that must come back, as a string"),
+    field("after", Shape::Str, "a regex a shown console line must match first, as a string"),
+    field("until_closed", Shape::Bool, BOOL),
+];
+
+/// A `[[net.dial]]` table as serde reads it: the fields of [`DIAL`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDial {
+    pub port: Option<i64>,
+    pub send: Option<String>,
+    pub expect: Option<String>,
+    pub after: Option<String>,
+    pub until_closed: Option<bool>,
+}
+
+/// The fields of the `[net.poke]` table, every one required.
+pub(crate) const POKE: &[Field] = &[
+    field("port", Shape::Integer, "the guest's UDP port, 1 to 65535"),
+    field("payload", Shape::Str, "the datagram's bytes, as a string"),
+    field("after", Shape::Str, "a regex a shown console line must match, as a string"),
+];
+
+/// The `[net.poke]` table as serde reads it: the fields of [`POKE`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPoke {
+    pub port: Option<i64>,
+    pub payload: Option<String>,
+    pub after: Option<String>,
 }
