@@ -75,11 +75,16 @@
 //!   becomes 768, not a power of two, which Linux's FAT driver refuses as a "bogus logical
 //!   sector size"). Raw: the partition's first byte.
 
+mod fat;
+mod flip;
+mod pack;
 mod recipe;
 mod table;
 
 use std::path::{Path, PathBuf};
 
+pub use flip::{flip_file_bit, flip_header_bit, FlipNote};
+pub use pack::{pack, FIXED_TIME};
 pub use recipe::{DiskRecipe, PartitionRecipe};
 pub use table::{check_kept, make_partitioned, make_zeroed, partition_guid, DiskSpec, DISK_GUID, SECTOR};
 
