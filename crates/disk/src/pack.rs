@@ -111,9 +111,9 @@ fn ext4(stage: &Path, scratch: &Path, index: usize, place: &PartitionPlace) -> R
         .arg(&made);
     run(cmd, false)?;
     // `mke2fs -d` numbers the root 2, lost+found 11, the stage's entries from 12 on.
-    let mut script = format!("sif <2> ctime {FIXED_TIME}\n");
+    let mut script = format!("sif <2> ctime @{FIXED_TIME}\n");
     for inode in 11..=11 + entries {
-        script.push_str(&format!("sif <{inode}> ctime {FIXED_TIME}\n"));
+        script.push_str(&format!("sif <{inode}> ctime @{FIXED_TIME}\n"));
     }
     let script_path = scratch.join(format!("{index}.debugfs"));
     std::fs::write(&script_path, script).map_err(io_err(&script_path, "write the debugfs script"))?;

@@ -175,8 +175,17 @@ fn each_partition_reads_back_as_its_stage() {
     File::open(&image).unwrap().read_exact_at(&mut bytes, raw.offset).unwrap();
     assert_eq!(&bytes[..blob.len()], &blob[..]);
     assert!(bytes[blob.len()..].iter().all(|&b| b == 0));
-    // e2fsck finds nothing to fix in what mke2fs made and debugfs touched.
+    // Every inode's times are the pack's one time stamp, 2000-01-01 (0x386d4380).
     let data = layout.partition("data").unwrap();
+    for path in ["/", "/lost+found", "/sub", "/sub/deeper", "/sub/deeper/deep.txt", "/hello.txt", "/twin-b.txt"] {
+        let (_, stat, _) = debugfs(&image, data.offset, &format!("stat \"{path}\""));
+        let stat = String::from_utf8_lossy(&stat);
+        for time in ["ctime", "atime", "mtime", "crtime"] {
+            let line = stat.lines().find(|l| l.trim_start().starts_with(&format!("{time}:"))).unwrap();
+            assert!(line.contains("0x386d4380:00000000"), "{path}: {line}");
+        }
+    }
+    // e2fsck finds nothing to fix in what mke2fs made and debugfs touched.
     let part = image.with_extension("ext4");
     let mut ext4 = vec![0u8; data.length as usize];
     File::open(&image).unwrap().read_exact_at(&mut ext4, data.offset).unwrap();
