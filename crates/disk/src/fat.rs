@@ -42,7 +42,7 @@ fn fat_err(image: &Path, place: &PartitionPlace, what: &str) -> impl FnOnce(std:
 /// Format `place` as FAT and copy the tree under `stage` into it.
 pub(crate) fn write(image: &File, image_path: &Path, place: &PartitionPlace, stage: &Path) -> Result<(), DiskError> {
     let options = FormatVolumeOptions::new().volume_id(VOLUME_ID).volume_label(VOLUME_LABEL);
-    fatfs::format_volume(&mut Window::new(image, place), options).map_err(fat_err(image_path, place, "format FAT"))?;
+    fatfs::format_volume(Window::new(image, place), options).map_err(fat_err(image_path, place, "format FAT"))?;
     let fs =
         FileSystem::new(Window::new(image, place), FsOptions::new().time_provider(&CLOCK).update_accessed_date(false))
             .map_err(fat_err(image_path, place, "open the new FAT"))?;

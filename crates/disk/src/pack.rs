@@ -18,8 +18,9 @@ const MKE2FS_DEADLINE: Duration = Duration::from_secs(120);
 pub(crate) const DEBUGFS_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Pack `recipe` (paths relative to `root`) into a new disk at `out_path`, using
-/// `scratch_dir` (which must exist) for the ext4 partitions' staging copies and images.
-/// Returns where each partition sits.
+/// `scratch_dir` (which must exist) for each ext4 partition's copy of its stage, its
+/// image and a `debugfs` script (`N-stage/`, `N.ext4`, `N.debugfs` for the partition of
+/// index N), removed once the partition is on the disk. Returns where each partition sits.
 pub fn pack(recipe: &DiskRecipe, root: &Path, out_path: &Path, scratch_dir: &Path) -> Result<Layout, DiskError> {
     let parts: Vec<(String, Fs)> = recipe.partitions.iter().map(|p| (p.name.clone(), p.fs)).collect();
     let layout = table::partitioned(out_path, recipe.size_kib, &parts)?;
@@ -49,6 +50,12 @@ pub fn pack(recipe: &DiskRecipe, root: &Path, out_path: &Path, scratch_dir: &Pat
                 let stage = under(root, part.stage.as_deref().expect("a checked recipe's ext4 has a stage"));
                 let made = ext4(&stage, scratch_dir, index, place)?;
                 copy_in(&made, &image, out_path, place)?;
+                // What the scratch directory held for this partition goes once it is in.
+                for leftover in [made, scratch_dir.join(format!("{index}.debugfs"))] {
+                    std::fs::remove_file(&leftover).map_err(io_err(&leftover, "remove a scratch file"))?;
+                }
+                let copy = scratch_dir.join(format!("{index}-stage"));
+                std::fs::remove_dir_all(&copy).map_err(io_err(&copy, "remove the scratch copy"))?;
             }
             Fs::Fat => {
                 let stage = under(root, part.stage.as_deref().expect("a checked recipe's fat has a stage"));
