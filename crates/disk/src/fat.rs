@@ -295,3 +295,52 @@ pub(crate) fn first_data_byte(image: &File, path: &Path, place: &PartitionPlace,
     }
     Err(part.refuse("no file named"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fatfs::FatType;
+
+    /// Each FAT type, a root and a subdirectory of many clusters (512-byte clusters hold
+    /// 16 entries; long names take more): every file's first data byte is found where
+    /// the file's own bytes start, each file's bytes being its own.
+    #[test]
+    fn the_first_data_byte_of_every_file_of_every_fat_type() {
+        for (kind, mib) in [(FatType::Fat12, 1), (FatType::Fat16, 8), (FatType::Fat32, 40)] {
+            let path = std::env::temp_dir().join(format!("testbench-disk-fat-{kind:?}-{}", std::process::id()));
+            let image = File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+            image.set_len(mib << 20).unwrap();
+            let place = PartitionPlace { name: "p".into(), fs: crate::Fs::Fat, offset: 0, length: mib << 20 };
+            let options = FormatVolumeOptions::new().fat_type(kind).bytes_per_cluster(512);
+            fatfs::format_volume(Window::new(&image, &place), options).unwrap();
+            let mut files = Vec::new();
+            {
+                let fs = FileSystem::new(Window::new(&image, &place), FsOptions::new().time_provider(&CLOCK)).unwrap();
+                assert_eq!(fs.fat_type(), kind);
+                let dir = fs.root_dir().create_dir("A Directory With A Long Name").unwrap();
+                for i in 0..40 {
+                    let name = if i % 2 == 0 { format!("file number {i:02}.text") } else { format!("F{i:02}.TXT") };
+                    let bytes = format!("{}{i:02}", (b'a' + i as u8 % 26) as char);
+                    dir.create_file(&name).unwrap().write_all(bytes.as_bytes()).unwrap();
+                    files.push((format!("A Directory With A Long Name/{name}"), bytes));
+                }
+                drop(dir);
+                fs.root_dir().create_file("top.bin").unwrap().write_all(b"Z top").unwrap();
+                files.push(("top.bin".into(), "Z top".into()));
+                fs.unmount().unwrap();
+            }
+            for (name, bytes) in &files {
+                let at = first_data_byte(&image, &path, &place, name).unwrap();
+                let mut byte = [0u8];
+                image.read_exact_at(&mut byte, at).unwrap();
+                assert_eq!(byte[0], bytes.as_bytes()[0], "{kind:?} {name}");
+                let mut all = vec![0u8; bytes.len()];
+                image.read_exact_at(&mut all, at).unwrap();
+                assert_eq!(all, bytes.as_bytes(), "{kind:?} {name}");
+            }
+            let error = first_data_byte(&image, &path, &place, "A Directory With A Long Name").unwrap_err();
+            assert!(error.to_string().ends_with("is a directory, not a file"), "{error}");
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
