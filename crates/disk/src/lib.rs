@@ -8,7 +8,10 @@
 //! pack a case may damage the disk on purpose: one bit of a file's data where the file
 //! system keeps it ([`flip_file_bit`]) or one bit of a partition's file-system header
 //! ([`flip_header_bit`]). A disk kept from an earlier boot is checked against the table a
-//! fresh one would have ([`check_kept`]) and refused, never reformatted, when it differs.
+//! fresh one would have ([`check_kept`]) and refused, never reformatted, when it differs:
+//! its size, and for a partitioned disk or a recipe its GPT's entries (count, names, type
+//! GUIDs, first and last sectors, both headers valid). A zeroed disk carries no table of
+//! the bench's, so only its size is checked: a table the guest wrote on it is its data.
 //!
 //! The crate prints nothing and touches only the files it is told to write or read (and
 //! the scratch directory [`pack`] is given). Its child processes (`mke2fs`, `debugfs`) go
@@ -27,7 +30,13 @@
 //!
 //! Each file system needs a smallest partition ([`Fs::min_partition_bytes`]): raw 4 KiB
 //! (or its file's size, rounded up to 4 KiB), ext4 256 KiB, FAT 256 KiB. A recipe whose
-//! disk is too small is refused with the smallest `size_kib` that fits.
+//! disk is too small is refused with the smallest `size_kib` that fits; `size_kib` runs
+//! from 1 to 2^32 (4 TiB). Every refusal names the recipe, the field (`partition[1].fs`,
+//! `size_kib`, `line 3` for the syntax) and what the field takes, with the nearest name
+//! for an unknown key or file system. A stage holds directories and regular files only
+//! (a link, device or socket is refused at the pack); a FAT stage's names must be UTF-8
+//! and names FAT takes. Whether a stage fits its partition is found by packing it:
+//! `mke2fs` or `fatfs` says so.
 //!
 //! # The partition table
 //!

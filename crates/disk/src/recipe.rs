@@ -68,10 +68,16 @@ impl DiskRecipe {
         let ctx = Ctx { file: path };
         let text =
             std::fs::read_to_string(under(root, path)).map_err(|e| ctx.err("file", format!("cannot read: {e}")))?;
-        let table: toml::Table = toml::from_str(&text).map_err(|e| ctx.err("toml", e.message().to_string()))?;
+        let table: toml::Table = toml::from_str(&text).map_err(|error| {
+            // Where the syntax breaks, as crates/case says it: the line, or `toml`.
+            let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
+            let field = line.map_or_else(|| "toml".to_string(), |line| format!("line {line}"));
+            ctx.err(field, error.message().trim().to_string())
+        })?;
         check_shape(&ctx, &table)?;
-        let raw: RawRecipe =
-            toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| ctx.err("toml", e.to_string()))?;
+        let raw: RawRecipe = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ctx.err("toml", e.message().trim().to_string()))?;
         validate(&ctx, root, raw)
     }
 

@@ -388,6 +388,8 @@ fn bad_recipes_are_refused_in_words() {
         ),
         ("no-stage", "partition[0].stage: missing: ext4 needs `stage`, a directory whose tree it holds"),
         ("size-type", "size_kib: takes a whole number of KiB, not string"),
+        ("syntax", "line 2: invalid table header\nexpected `.`, `]]`"),
+        ("missing", "file: cannot read: No such file or directory (os error 2)"),
     ];
     for (name, message) in cases {
         let path = format!("tests/data/bad/{name}.toml");
