@@ -54,19 +54,24 @@
 //!
 //! # Determinism
 //!
-//! Two packs of one recipe from one checkout give the same bytes (a test checks it):
-//! - ext4: the stage is copied into the scratch directory and every copy's access and
-//!   modification times set to [`FIXED_TIME`]; `mke2fs` runs with `E2FSPROGS_FAKE_TIME`
-//!   (the creation and check times, and the inode generation numbers), a fixed UUID
-//!   (`-U`) and directory hash seed (`-E hash_seed=`), `root_owner=0:0`, and `-T default`
-//!   so the host's `mke2fs.conf` usage types are not guessed from the size. `mke2fs -d`
-//!   copies each inode's change time from the copy, which no one can set, so `debugfs -w`
-//!   then sets every inode's `ctime` to [`FIXED_TIME`].
+//! Two packs of one recipe give the same bytes, from any checkout, by any user, at any
+//! time (tests pack twice, and once from a copy of the fixtures with other modes and
+//! times):
+//! - the table: fixed GUIDs, the layout a function of the size and the count alone;
+//! - ext4: the stage is copied into the scratch directory, every copy given mode 0755
+//!   (directories, and files their owner may run) or 0644 and [`FIXED_TIME`] as access
+//!   and modification time; `mke2fs` (with `LC_ALL=C`, so it takes each directory's
+//!   entries in byte order) runs with `E2FSPROGS_FAKE_TIME` (creation and check times,
+//!   inode generations), a fixed UUID (`-U`) and directory hash seed (`-E hash_seed=`),
+//!   `root_owner=0:0`, and `-T default` so the usage type is not guessed from the size;
+//!   `mke2fs -d` copies each inode's change time (which no one can set) and owner (the
+//!   user packing) from the copy, so `debugfs -w` then sets every inode's `ctime` to
+//!   [`FIXED_TIME`] and its owner to 0:0;
 //! - FAT: a fixed volume ID and label, every directory entry's times from a fixed clock
-//!   (2000-01-01 00:00:00), the stage's entries written in byte order of their names.
-//! - What still comes from the checkout: the files' permission bits and, for ext4, their
-//!   owners (`root_owner=0:0` covers the root directory only). A checkout by another user
-//!   or with another umask packs other bytes.
+//!   (2000-01-01 00:00:00), the stage's entries written in byte order of their names;
+//! - what still counts besides the stage's names and bytes: which e2fsprogs packs (its
+//!   version, and `/etc/mke2fs.conf`'s `[defaults]`), and for each file whether its owner
+//!   may run it.
 //!
 //! # Flips
 //!

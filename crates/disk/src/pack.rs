@@ -101,7 +101,7 @@ fn ext4(stage: &Path, scratch: &Path, index: usize, place: &PartitionPlace) -> R
     }
     std::fs::create_dir_all(&copy).map_err(io_err(&copy, "make the scratch copy"))?;
     let entries = copy_tree(stage, &copy)?;
-    fix_times(&copy)?;
+    fix_metadata(&copy)?;
     let made = scratch.join(format!("{index}.ext4"));
     let file = File::create(&made).map_err(io_err(&made, "create the ext4 image"))?;
     file.set_len(place.length).map_err(io_err(&made, "size the ext4 image"))?;
@@ -117,10 +117,12 @@ fn ext4(stage: &Path, scratch: &Path, index: usize, place: &PartitionPlace) -> R
         .arg(&copy)
         .arg(&made);
     run(cmd, false)?;
-    // `mke2fs -d` numbers the root 2, lost+found 11, the stage's entries from 12 on.
-    let mut script = format!("sif <2> ctime @{FIXED_TIME}\n");
-    for inode in 11..=11 + entries {
-        script.push_str(&format!("sif <{inode}> ctime @{FIXED_TIME}\n"));
+    // `mke2fs -d` numbers the root 2, lost+found 11, the stage's entries from 12 on. It
+    // copies each one's change time (which no one can set) and owner (the user packing)
+    // from the copy: both are set here. `@N` is N seconds (a bare number is a date).
+    let mut script = String::new();
+    for inode in [2].into_iter().chain(11..=11 + entries) {
+        script.push_str(&format!("sif <{inode}> ctime @{FIXED_TIME}\nsif <{inode}> uid 0\nsif <{inode}> gid 0\n"));
     }
     let script_path = scratch.join(format!("{index}.debugfs"));
     std::fs::write(&script_path, script).map_err(io_err(&script_path, "write the debugfs script"))?;
@@ -169,20 +171,26 @@ pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<(std::ffi::OsString, Path
     Ok(entries)
 }
 
-/// Set the access and modification times of `dir` and everything under it, children
-/// before their directory.
-fn fix_times(dir: &Path) -> Result<(), DiskError> {
+/// Give `dir` and everything under it the pack's metadata, children before their
+/// directory: mode 0755 for directories and for files their owner may run, 0644 for the
+/// other files (so the checkout's umask does not count), then [`FIXED_TIME`] as access
+/// and modification time.
+fn fix_metadata(dir: &Path) -> Result<(), DiskError> {
     for (_, path, kind) in sorted_entries(dir)? {
         if kind.is_dir() {
-            fix_times(&path)?;
+            fix_metadata(&path)?;
         } else {
-            set_times(&path)?;
+            set_metadata(&path, false)?;
         }
     }
-    set_times(dir)
+    set_metadata(dir, true)
 }
 
-fn set_times(path: &Path) -> Result<(), DiskError> {
+fn set_metadata(path: &Path, is_dir: bool) -> Result<(), DiskError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).map_err(io_err(path, "read its mode"))?.permissions().mode();
+    let mode = if is_dir || mode & 0o100 != 0 { 0o755 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err(path, "set its mode"))?;
     let when = SystemTime::UNIX_EPOCH + Duration::from_secs(FIXED_TIME);
     let file = File::open(path).map_err(io_err(path, "open to set its times"))?;
     file.set_times(std::fs::FileTimes::new().set_accessed(when).set_modified(when))

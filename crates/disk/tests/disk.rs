@@ -204,6 +204,44 @@ fn two_packs_from_two_scratch_directories_are_the_same_bytes() {
     assert!(differ.is_empty(), "the packs differ at bytes {differ:?}");
 }
 
+/// Copy `from` to `to` with every file 0600 and every directory 0700.
+fn copy_private(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_private(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+#[test]
+fn a_checkout_with_another_umask_and_other_times_packs_the_same_bytes() {
+    let (_, first, layout, _) = packed("checkout-1", "tests/data/disk.toml");
+    let dir = scratch("checkout-2");
+    let other_root = dir.join("checkout");
+    copy_private(&root().join("tests/data"), &other_root.join("tests/data"));
+    let recipe = DiskRecipe::load(&other_root, Path::new("tests/data/disk.toml")).unwrap();
+    std::fs::create_dir_all(dir.join("scratch")).unwrap();
+    pack(&recipe, &other_root, &dir.join("disk.img"), &dir.join("scratch")).unwrap();
+    assert!(std::fs::read(&first).unwrap() == std::fs::read(dir.join("disk.img")).unwrap(), "the packs differ");
+    let data = layout.partition("data").unwrap();
+    for (path, mode) in [("/hello.txt", "0644"), ("/sub", "0755")] {
+        let (_, stat, _) = debugfs(&first, data.offset, &format!("stat \"{path}\""));
+        let stat = String::from_utf8_lossy(&stat);
+        assert!(
+            stat.contains(&format!("Mode:  {mode}")) && stat.contains("User:     0   Group:     0"),
+            "{path}: {stat}"
+        );
+    }
+}
+
 fn one_bit_differs(before: &[u8], after: &[u8]) -> (u64, u8) {
     let differ: Vec<usize> = (0..before.len()).filter(|&i| before[i] != after[i]).collect();
     assert_eq!(differ.len(), 1, "bytes that differ: {differ:?}");
