@@ -63,7 +63,8 @@
 //!   and modification time; `mke2fs` (with `LC_ALL=C`, so it takes each directory's
 //!   entries in byte order) runs with `E2FSPROGS_FAKE_TIME` (creation and check times,
 //!   inode generations), a fixed UUID (`-U`) and directory hash seed (`-E hash_seed=`),
-//!   `root_owner=0:0`, and `-T default` so the usage type is not guessed from the size;
+//!   `root_owner=0:0`, `no_copy_xattrs` (a host's labels stay on the host), and
+//!   `-T default` so the usage type is not guessed from the size;
 //!   `mke2fs -d` copies each inode's change time (which no one can set) and owner (the
 //!   user packing) from the copy, so `debugfs -w` then sets every inode's `ctime` to
 //!   [`FIXED_TIME`] and its owner to 0:0;

@@ -112,7 +112,7 @@ fn ext4(stage: &Path, scratch: &Path, index: usize, place: &PartitionPlace) -> R
         .env("LC_ALL", "C")
         .args(["-q", "-F", "-t", "ext4", "-T", "default", "-U", &uuid])
         .arg("-E")
-        .arg(format!("root_owner=0:0,hash_seed={uuid},nodiscard"))
+        .arg(format!("root_owner=0:0,hash_seed={uuid},nodiscard,no_copy_xattrs"))
         .arg("-d")
         .arg(&copy)
         .arg(&made);
