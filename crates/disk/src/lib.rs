@@ -176,8 +176,9 @@ impl Layout {
 /// Everything this crate refuses or fails at, each naming the file it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
-    /// A recipe refused: the file, the field as a path into it (`partition[1].fs`, or
-    /// `toml` for its syntax), and what is wrong and what is accepted.
+    /// A recipe refused: the file, the field as a path into it (`partition[1].fs`;
+    /// `line N` for a syntax error, `toml` when its place is unknown; `file` when it
+    /// cannot be read), and what is wrong and what is accepted.
     #[error("{file}: {field}: {message}")]
     Recipe { file: String, field: String, message: String },
     /// A file could not be read or written.
