@@ -345,6 +345,9 @@ pub struct DiskSpec {
     /// One bit of this partition's file-system header flipped after packing (a recipe's
     /// disk only).
     pub flip_header: Option<String>,
+    /// A self-check's tampering (with `keep` and `must_fail`): between the boots the kept
+    /// disk is resized to this many KiB, so the second boot must refuse it.
+    pub resize_kept_kib: Option<u64>,
 }
 
 /// How a disk is made, afresh for every boot.

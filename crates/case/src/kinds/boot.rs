@@ -155,6 +155,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         raw.vault.as_ref(),
         raw.userland.as_ref(),
         !distinct_across_boots.is_empty(),
+        self_check,
     )?;
     let net = net::net(ctx, raw.net.as_ref(), self_check)?;
 

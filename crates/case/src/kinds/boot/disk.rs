@@ -57,15 +57,17 @@ pub(crate) fn disks(
     vault: Option<&RawDisk>,
     userland: Option<&RawDisk>,
     two_boots: bool,
+    self_check: bool,
 ) -> Result<Disks, CaseError> {
     if vault.is_some() && disk.is_none() {
         return Err(ctx.err("vault", "only with [disk]: the vault is a second writable disk, beside the first"));
     }
-    let one = |name: &str, raw: Option<&RawDisk>| raw.map(|raw| spec(ctx, name, raw, two_boots)).transpose();
+    let one =
+        |name: &str, raw: Option<&RawDisk>| raw.map(|raw| spec(ctx, name, raw, two_boots, self_check)).transpose();
     Ok(Disks { disk: one("disk", disk)?, vault: one("vault", vault)?, userland: one("userland", userland)? })
 }
 
-fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool) -> Result<DiskSpec, CaseError> {
+fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool) -> Result<DiskSpec, CaseError> {
     let at = |key: &str| format!("{name}.{key}");
     let layout = match (raw.size_kib, &raw.recipe) {
         (Some(_), Some(_)) => {
@@ -163,7 +165,26 @@ fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool) -> Result<DiskSpe
         }
         Some(partition) => Some(partition_name(ctx, &at("flip_header"), Some(partition))?),
     };
-    Ok(DiskSpec { layout, keep, flip, flip_header })
+    let resize_kept_kib = match raw.resize_kept_kib {
+        None => None,
+        Some(_) if !keep => {
+            return Err(ctx.err(at("resize_kept_kib"), "only with keep: it resizes the disk the first boot left"))
+        }
+        Some(_) if !self_check => {
+            return Err(ctx.err(
+                at("resize_kept_kib"),
+                "only with must_fail: it hands the second boot a kept disk that is not what a fresh one would be, so the case is a self-check that expects the bench to refuse it",
+            ))
+        }
+        Some(kib) if !(4..=SIZE_KIB_MAX).contains(&kib) || kib % 4 != 0 => {
+            return Err(ctx.err(
+                at("resize_kept_kib"),
+                format!("{kib} is not accepted: a size in KiB from 4 to {SIZE_KIB_MAX} (16 GiB), a multiple of 4"),
+            ))
+        }
+        Some(kib) => Some(kib as u64),
+    };
+    Ok(DiskSpec { layout, keep, flip, flip_header, resize_kept_kib })
 }
 
 /// A GPT partition's name: not empty, at most 36 UTF-16 units.
@@ -228,7 +249,8 @@ mod tests {
                 layout: DiskLayout::Partitions { size_kib: 4096, count: 2 },
                 keep: true,
                 flip: None,
-                flip_header: None
+                flip_header: None,
+                resize_kept_kib: None
             })
         );
         assert_eq!(
@@ -237,7 +259,8 @@ mod tests {
                 layout: DiskLayout::Recipe(PathBuf::from("tests/data/disks/vault.toml")),
                 keep: false,
                 flip: Some(FileFlip { partition: "data".into(), file: "etc/motd".into() }),
-                flip_header: None
+                flip_header: None,
+                resize_kept_kib: None
             })
         );
         assert_eq!(
@@ -246,7 +269,8 @@ mod tests {
                 layout: DiskLayout::Recipe(PathBuf::from("tests/data/disks/ro.toml")),
                 keep: false,
                 flip: None,
-                flip_header: Some("root".into())
+                flip_header: Some("root".into()),
+                resize_kept_kib: None
             })
         );
         assert_eq!(disks.iter().map(|(name, _)| name).collect::<Vec<_>>(), ["disk", "vault", "userland"]);
@@ -266,6 +290,21 @@ mod tests {
         assert_eq!(disk.layout.size_kib(), Some(4));
         assert!(zeroed.paths().is_empty());
         assert_eq!(parsed("", "").as_boot().unwrap().disks, Default::default());
+    }
+
+    #[test]
+    fn resizing_a_kept_disk_is_a_self_checks_tampering_only() {
+        assert_eq!(
+            refused(TWO_BOOTS, "[disk]\nsize_kib = 4096\nresize_kept_kib = 8192\n"),
+            "tests/c.toml: disk.resize_kept_kib: only with keep: it resizes the disk the first boot left"
+        );
+        assert!(refused(TWO_BOOTS, "[disk]\nsize_kib = 4096\nkeep = true\nresize_kept_kib = 8192\n")
+            .starts_with("tests/c.toml: disk.resize_kept_kib: only with must_fail: "));
+        let case = parsed(
+            &format!("{TWO_BOOTS}\nmust_fail = 'refused'"),
+            "[disk]\nsize_kib = 4096\nkeep = true\nresize_kept_kib = 8192\n",
+        );
+        assert_eq!(case.as_boot().unwrap().disks.disk.as_ref().unwrap().resize_kept_kib, Some(8192));
     }
 
     #[test]
@@ -378,11 +417,11 @@ mod tests {
     fn a_misspelt_or_mistyped_key_of_a_disk_is_refused_in_words() {
         assert_eq!(
             refused("", "[disk]\nsise_kib = 4096\n"),
-            "tests/c.toml: disk.sise_kib: not a field of [disk]; did you mean `size_kib`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header"
+            "tests/c.toml: disk.sise_kib: not a field of [disk]; did you mean `size_kib`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header, resize_kept_kib"
         );
         assert_eq!(
             refused("", "[disk]\nsize_kib = 4\n[userland]\nrecipe = \"r.toml\"\nflip_heder = \"a\"\n"),
-            "tests/c.toml: userland.flip_heder: not a field of [userland]; did you mean `flip_header`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header"
+            "tests/c.toml: userland.flip_heder: not a field of [userland]; did you mean `flip_header`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header, resize_kept_kib"
         );
         assert_eq!(
             refused("", "[vault]\nrecipe = \"r.toml\"\nflip = { partition = \"a\", fiel = \"b\" }\n"),

@@ -144,6 +144,7 @@ pub(crate) const DISK: &[Field] = &[
     field("keep", Shape::Bool, BOOL),
     field("flip", Shape::Table, "{ partition = \"name\", file = \"path in its tree\" }"),
     field("flip_header", Shape::Str, "the name of a partition of the recipe"),
+    field("resize_kept_kib", Shape::Integer, "with keep and must_fail: the kept disk's new size in KiB between the boots"),
 ];
 
 /// A disk table as serde reads it: the fields of [`DISK`], in its order.
@@ -156,6 +157,7 @@ pub(crate) struct RawDisk {
     pub keep: Option<bool>,
     pub flip: Option<RawFlip>,
     pub flip_header: Option<String>,
+    pub resize_kept_kib: Option<i64>,
 }
 
 /// The fields of a disk's `flip` table, both required.
