@@ -10,6 +10,7 @@ use testbench_process as command;
 mod build;
 mod cli;
 mod config;
+mod devices;
 mod fdt_edit;
 mod gates;
 mod guest_names;

@@ -85,8 +85,11 @@ pub trait DeviceSpec: Send + Sync {
 pub struct Attached {
     /// QEMU's arguments for it (its slot named).
     pub args: Vec<String>,
-    /// The files it leaves in the boot's directory, named in the boot's log.
+    /// The files it leaves in the boot's directory, named in the boot's `devices.log`.
     pub files: Vec<PathBuf>,
+    /// What was made for this boot (a disk's layout, a flipped bit, the host ports), for
+    /// `devices.log`.
+    pub log: Vec<String>,
     /// Its part in the boot's loop, if it has one.
     pub hook: Option<Box<dyn Hook>>,
 }
@@ -148,19 +151,33 @@ pub struct AttachedSet {
     pub hooks: Vec<Box<dyn Hook>>,
 }
 
-/// Attach every device to one boot. The modern-transport option comes first when there
-/// is any device.
+/// The file in a boot's directory that says what each device was for that boot.
+pub const DEVICES_LOG: &str = "devices.log";
+
+/// Attach every device to one boot, and write `devices.log`. The modern-transport option
+/// comes first when there is any device.
 pub fn attach_all(specs: &[Arc<dyn DeviceSpec>], place: &BootPlace) -> Result<AttachedSet, String> {
     let mut set = AttachedSet { args: Vec::new(), files: Vec::new(), hooks: Vec::new() };
-    if !specs.is_empty() {
-        set.args.extend(MODERN_TRANSPORT.map(String::from));
+    if specs.is_empty() {
+        return Ok(set);
     }
+    set.args.extend(MODERN_TRANSPORT.map(String::from));
+    let mut log = String::new();
     for spec in specs {
         let attached = spec.attach(place).map_err(|e| format!("{}: {e}", spec.name()))?;
+        log.push_str(&format!("{}:\n", spec.name()));
+        for line in &attached.log {
+            log.push_str(&format!("  {line}\n"));
+        }
+        for file in &attached.files {
+            log.push_str(&format!("  file: {}\n", file.display()));
+        }
         set.args.extend(attached.args);
         set.files.extend(attached.files);
         set.hooks.extend(attached.hook);
     }
+    let path = place.dir.join(DEVICES_LOG);
+    std::fs::write(&path, log).map_err(|e| format!("failed to write {}: {e}", path.display()))?;
     Ok(set)
 }
 

@@ -40,6 +40,12 @@ const STDERR_TAIL_LINES: usize = 5;
 const STDERR_LOG_HEAD: u64 = 256 * 1024;
 const STDERR_LOG_TAIL: usize = 64 * 1024;
 
+/// A value inside one of QEMU's comma-separated options (`file=...`, `cmd:...`): its
+/// commas doubled, as QEMU's option syntax wants.
+pub fn option_value(value: &str) -> String {
+    value.replace(',', ",,")
+}
+
 /// The QEMU binary for a width: the environment's override, or the default name.
 pub fn qemu_binary(arch: Arch) -> String {
     std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
