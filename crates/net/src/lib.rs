@@ -16,6 +16,7 @@
 //! Dials and pokes wait on the host's clock: a case's result should say so, and a
 //! failure beside other work is no verdict until it fails alone.
 
+pub mod peer;
 pub mod ports;
 mod text;
 
