@@ -18,6 +18,7 @@
 
 pub mod dial;
 pub mod peer;
+pub mod poke;
 pub mod ports;
 mod text;
 
