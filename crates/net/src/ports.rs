@@ -84,7 +84,7 @@ impl Lease {
         if n_jobs == 0 {
             return Err("a lease is cut for at least one boot (0 jobs asked)".to_string());
         }
-        let need = n_jobs.checked_mul(per_boot).unwrap_or(usize::MAX);
+        let need = n_jobs.saturating_mul(per_boot);
         if need > self.len() as usize {
             return Err(format!(
                 "{PORTS_VAR}={}-{} holds {} ports; {n_jobs} boots of {per_boot} forwards need {}",
