@@ -16,12 +16,14 @@
 //! Dials and pokes wait on the host's clock: a case's result should say so, and a
 //! failure beside other work is no verdict until it fails alone.
 
+pub mod capture;
 pub mod dial;
 pub mod peer;
 pub mod poke;
 pub mod ports;
 mod text;
 
+pub use capture::{CaptureError, Frame, Frames, Rules, Summary};
 pub use dial::DialOutcome;
 pub use ports::{netdev_arg, pick_free, ForwardPlan, Lease, PortSource, Slice};
 pub use text::quoted;
