@@ -3,9 +3,11 @@
 //!
 //! slirp listens on the host port from QEMU's start and accepts a host connection
 //! before it knows whether the guest listens: when the guest answers its SYN with a
-//! reset, slirp closes the host side. So a connection that is refused, reset, or closed
-//! before the expected bytes came is retried, one attempt every 100 ms, until the
-//! deadline. The first connection whose received bytes contain `expect` passes (read at
+//! reset, slirp closes the host side; while the guest's card is not up yet (slirp's ARP
+//! for the guest goes unanswered) slirp keeps the host side open and silent. So a
+//! connection that is refused, reset, or closed before the expected bytes came, or that
+//! stays silent for [`QUIET`], is dropped and retried, one attempt every 100 ms, until
+//! the deadline. The first connection whose received bytes contain `expect` passes (read at
 //! most [`READ_LIMIT`] bytes per connection; `contains`, not "starts with", so a greeting
 //! before the echo does not fail it). With `until_closed` the bench then holds that
 //! connection, writing nothing, until the guest closes it, and reports how long.
@@ -26,6 +28,9 @@ use crate::text::quoted;
 pub const RETRY: Duration = Duration::from_millis(100);
 /// The most bytes one connection is read for `expect`.
 pub const READ_LIMIT: usize = 64 * 1024;
+/// How long a connection may stay silent (nothing received since the send or the last
+/// byte) before it is dropped for a fresh one.
+pub const QUIET: Duration = Duration::from_secs(3);
 /// The longest wait for one connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often a blocked read looks at the deadline and the cancel flag.
@@ -144,6 +149,7 @@ fn exchange(mut stream: &TcpStream, send: &[u8], expect: &[u8], deadline: Instan
     }
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
+    let mut last_byte = Instant::now();
     loop {
         if got.windows(expect.len().max(1)).any(|w| w == expect) || (expect.is_empty() && !got.is_empty()) {
             return Exchange::Echoed;
@@ -157,7 +163,13 @@ fn exchange(mut stream: &TcpStream, send: &[u8], expect: &[u8], deadline: Instan
         let room = (READ_LIMIT - got.len()).min(buf.len());
         match read_slice(stream, &mut buf[..room], deadline) {
             Ok(0) => return Exchange::Ended { bytes: got, how: "closed" },
-            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                last_byte = Instant::now();
+            }
+            Err(e) if is_timeout(&e) && last_byte.elapsed() >= QUIET => {
+                return Exchange::Ended { bytes: got, how: "silent for 3 s, dropped" };
+            }
             Err(e) if is_timeout(&e) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return Exchange::Ended { bytes: got, how: "reset" },
@@ -295,6 +307,28 @@ mod tests {
             "{reason}"
         );
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_silent_connection_is_dropped_for_a_fresh_one() {
+        // As slirp while the guest's card is down: accepted, then nothing.
+        let listener = TcpListener::bind(addr(0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (silent, _) = listener.accept().unwrap();
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 2];
+            c.read_exact(&mut buf).unwrap();
+            c.write_all(&buf).unwrap();
+            drop(silent);
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        let cancel = AtomicBool::new(false);
+        let start = Instant::now();
+        let out = run(addr(port), b"hi", b"hi", false, start, start + Duration::from_secs(30), &cancel);
+        server.join().unwrap();
+        let DialOutcome::Pass { attempts: 2, echoed_after, .. } = out else { panic!("{out:?}") };
+        assert!(echoed_after >= QUIET, "{echoed_after:?}");
     }
 
     #[test]
