@@ -382,3 +382,34 @@ fn the_describe_line_is_bounded() {
     assert!(line.len() < 200, "{line}");
     assert!(line.ends_with("[ACK] seq 1 len 1400"), "{line}");
 }
+
+/// A real filter-dump from QEMU 10.0.2 (riscv64 `virt`, no guest running, one host
+/// connection to a forward): slirp asks ARP for the guest three times, unanswered.
+/// QEMU's header: little-endian classic pcap, microseconds, snaplen 65536, Ethernet.
+const REAL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/qemu-10.0-slirp-arp.pcap");
+
+#[test]
+fn a_real_filter_dump_reads() {
+    let bytes = std::fs::read(REAL).unwrap();
+    assert_eq!(&bytes[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "little-endian magic, microseconds");
+    assert_eq!(&bytes[20..24], &[1, 0, 0, 0], "linktype 1, Ethernet");
+    let frames = capture::read(Path::new(REAL), false).unwrap();
+    assert_eq!(frames.snaplen, 65536);
+    assert_eq!(frames.frames.len(), 3);
+    for f in &frames.frames {
+        assert_eq!(f.data.len(), 42, "slirp's ARP is not padded to 60 bytes");
+        assert!(capture::is_slirp_mac(f.data[6..12].try_into().unwrap()));
+        assert_eq!(
+            capture::describe(&f.data),
+            "52:55:0a:00:02:02 > ff:ff:ff:ff:ff:ff ARP request who-has 10.0.2.15 tell 10.0.2.2"
+        );
+    }
+    let no_peers = Rules { peers: vec![], ..rules(0) };
+    let s = capture::judge(&frames, &no_peers).unwrap();
+    assert_eq!((s.frames, s.guest_frames, s.slirp_frames), (3, 0, 3));
+    // The self-check's cut on a copy of it.
+    let copy = scratch("real-copy");
+    std::fs::copy(REAL, &copy).unwrap();
+    let e = capture::read(&copy, true).unwrap_err();
+    assert!(e.to_string().ends_with("frame 3 at byte 140 is cut: 21 of its 42 bytes"), "{e}");
+}
