@@ -25,5 +25,5 @@ mod text;
 
 pub use capture::{CaptureError, Frame, Frames, Rules, Summary};
 pub use dial::DialOutcome;
-pub use ports::{netdev_arg, pick_free, ForwardPlan, Lease, PortSource, Slice};
+pub use ports::{check_peers, netdev_arg, pick_free, ForwardPlan, Lease, PortSource, Slice};
 pub use text::quoted;

@@ -179,10 +179,41 @@ pub fn qemu_opt_value(value: &str) -> String {
 /// its gateway.
 pub const WIDE_NET: &str = "net=10.0.0.0/16,host=10.0.2.2,dns=10.0.2.3,dhcpstart=10.0.2.15";
 
+/// Refuses peer addresses QEMU or the capture's rules would not take: each must lie in
+/// the widened 10.0.0.0/16 (QEMU refuses a `guestfwd` outside the network: "Conflicting/
+/// invalid host:port in guest forwarding rule", seen on QEMU 10.0), outside the guest's
+/// own 10.0.2.0/24 (the guest reaches it through its gateway, never by ARP), not the
+/// /16's network or broadcast address, with a port other than 0, and no two alike.
+pub fn check_peers(peers: &[SocketAddrV4]) -> Result<(), String> {
+    for (i, p) in peers.iter().enumerate() {
+        let [a, b, c, d] = p.ip().octets();
+        let why = if (a, b) != (10, 0) {
+            Some("outside 10.0.0.0/16, the network a case with peers has (QEMU refuses a guestfwd outside it)")
+        } else if c == 2 {
+            Some("inside 10.0.2.0/24, the guest's own network: it would ask ARP for it instead of going through its gateway")
+        } else if (c, d) == (0, 0) || (c, d) == (255, 255) {
+            Some("the network's own or broadcast address")
+        } else if p.port() == 0 {
+            Some("port 0")
+        } else if peers[..i].contains(p) {
+            Some("named twice")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(format!("peer {p}: {why}"));
+        }
+    }
+    Ok(())
+}
+
 /// QEMU's `-netdev` argument for the guest's card: user-mode networking with
 /// `restrict=on` and `ipv6=off`, the widened network when `widen`, a `hostfwd` on
 /// 127.0.0.1 for each forward (TCP, then the poke's UDP), and a `guestfwd` for each peer
-/// running `cmd` (its commas doubled, as is `id`'s).
+/// running `cmd` (its commas doubled, as is `id`'s). Peers need `widen` (and
+/// [`check_peers`]). slirp starts `cmd` for each connection, splitting it into words
+/// the way a shell would (quote a path with spaces), with the connection as the
+/// command's stdin, stdout and stderr.
 pub fn netdev_arg(id: &str, plan: &ForwardPlan, peers: &[(SocketAddrV4, String)], widen: bool) -> String {
     let mut arg = format!("user,id={},restrict=on,ipv6=off", qemu_opt_value(id));
     if widen {
@@ -324,6 +355,23 @@ mod tests {
         // An empty [net]: a card that reaches nothing, no host port.
         assert_eq!(netdev_arg("net0", &ForwardPlan::default(), &[], false), "user,id=net0,restrict=on,ipv6=off");
         assert_eq!(netdev_arg("a,b", &ForwardPlan::default(), &[], false), "user,id=a,,b,restrict=on,ipv6=off");
+    }
+
+    #[test]
+    fn peer_addresses() {
+        let p = |s: &str| s.parse::<SocketAddrV4>().unwrap();
+        assert_eq!(check_peers(&[p("10.0.9.100:7"), p("10.0.9.100:8"), p("10.0.255.254:1")]), Ok(()));
+        for (peers, why) in [
+            (vec![p("10.1.0.1:7")], "peer 10.1.0.1:7: outside 10.0.0.0/16"),
+            (vec![p("192.168.1.1:7")], "outside 10.0.0.0/16"),
+            (vec![p("10.0.2.50:7")], "peer 10.0.2.50:7: inside 10.0.2.0/24"),
+            (vec![p("10.0.255.255:7")], "broadcast"),
+            (vec![p("10.0.9.1:0")], "port 0"),
+            (vec![p("10.0.9.1:7"), p("10.0.9.1:7")], "named twice"),
+        ] {
+            let err = check_peers(&peers).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
     }
 
     #[test]
