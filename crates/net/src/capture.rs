@@ -303,7 +303,11 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
         let mut breaks = |rule: &str| {
             broken_count += 1;
             if broken.len() < MAX_LISTED {
-                broken.push(format!("{}: {rule}: {}", at(frame, first), describe(&frame.data)));
+                broken.push(format!(
+                    "{}: {rule}: {}",
+                    at(frame, first),
+                    testbench_judge::quote(&describe(&frame.data))
+                ));
             }
         };
         if !sliced.link_exts.is_empty() {
@@ -354,7 +358,8 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                             && seen.distinct.insert((tcp.source_port(), tcp.sequence_number()))
                             && seen.shown.len() < MAX_LISTED
                         {
-                            seen.shown.push(format!("{}: {}", at(frame, first), describe(&frame.data)));
+                            let line = describe(&frame.data);
+                            seen.shown.push(format!("{}: {}", at(frame, first), testbench_judge::quote(&line)));
                         }
                     }
                 }
