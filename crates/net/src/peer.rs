@@ -160,6 +160,28 @@ pub fn count(record_dir: &Path, peer_name: &str) -> io::Result<usize> {
     Ok(n)
 }
 
+/// After the boot: each peer's records against its `connections`, every mismatch named
+/// (`peer 10.0.9.100:7 expects 1 connection; the helper recorded 2`). Records are
+/// counted under [`name_for`] of the peer's address.
+pub fn check_counts(record_dir: &Path, peers: &[(std::net::SocketAddrV4, u32)]) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for &(addr, want) in peers {
+        let got = count(record_dir, &name_for(addr))
+            .map_err(|e| format!("peer {addr}: its records in {} could not be counted: {e}", record_dir.display()))?;
+        if got as u64 != u64::from(want) {
+            wrong.push(format!(
+                "peer {addr} expects {want} connection{}; the helper recorded {got}",
+                if want == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +259,26 @@ mod tests {
         assert_eq!(count(&dir, "a_b").unwrap(), 1);
         assert_eq!(count(&dir, "c").unwrap(), 0);
         assert!(count(&dir.join("missing"), "a").is_err());
+    }
+
+    #[test]
+    fn counts_against_connections() {
+        let dir = scratch("check");
+        let a: std::net::SocketAddrV4 = "10.0.9.100:7".parse().unwrap();
+        let b: std::net::SocketAddrV4 = "10.0.9.101:7".parse().unwrap();
+        for _ in 0..2 {
+            let (guest, helper) = UnixStream::pair().unwrap();
+            drop(guest);
+            serve(&dir, &name_for(a), helper, io::sink()).unwrap();
+        }
+        assert_eq!(check_counts(&dir, &[(a, 2), (b, 0)]), Ok(()));
+        assert_eq!(
+            check_counts(&dir, &[(a, 1), (b, 1)]).unwrap_err(),
+            "peer 10.0.9.100:7 expects 1 connection; the helper recorded 2\n\
+             peer 10.0.9.101:7 expects 1 connection; the helper recorded 0"
+        );
+        let err = check_counts(&dir.join("gone"), &[(a, 0)]).unwrap_err();
+        assert!(err.starts_with("peer 10.0.9.100:7: its records in "), "{err}");
     }
 
     #[test]
