@@ -99,6 +99,15 @@ pub enum CaptureError {
     Truncate { path: PathBuf, reason: String },
 }
 
+/// QEMU's `-object` argument that records every frame of the netdev `netdev` into
+/// `file` (both directions, full frames up to 65536 bytes), commas in the path doubled.
+/// A path that is not UTF-8 is refused.
+pub fn filter_dump_arg(id: &str, netdev: &str, file: &Path) -> Result<String, String> {
+    let Some(file) = file.to_str() else { return Err(format!("the capture path {} is not UTF-8", file.display())) };
+    let v = crate::ports::qemu_opt_value;
+    Ok(format!("filter-dump,id={},netdev={},file={}", v(id), v(netdev), v(file)))
+}
+
 /// Reads the capture at `path`, whole and fail-closed: a missing, empty, header-only, cut
 /// or malformed file, or a frame that does not parse as Ethernet (and, where it says so,
 /// ARP, IPv4 and TCP), is an error naming the place. With `truncate` (the self-check) the

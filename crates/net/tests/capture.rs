@@ -413,3 +413,15 @@ fn a_real_filter_dump_reads() {
     let e = capture::read(&copy, true).unwrap_err();
     assert!(e.to_string().ends_with("frame 3 at byte 140 is cut: 21 of its 42 bytes"), "{e}");
 }
+
+#[test]
+fn the_filter_dump_argument() {
+    // QEMU 10.0 wrote its header to /tmp/x,y/c.pcap from this form.
+    assert_eq!(
+        capture::filter_dump_arg("cap0", "net0", Path::new("/tmp/x,y/c.pcap")).unwrap(),
+        "filter-dump,id=cap0,netdev=net0,file=/tmp/x,,y/c.pcap"
+    );
+    use std::os::unix::ffi::OsStrExt;
+    let bad = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\xff.pcap"));
+    assert!(capture::filter_dump_arg("cap0", "net0", bad).unwrap_err().ends_with("is not UTF-8"));
+}
