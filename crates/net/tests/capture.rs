@@ -425,3 +425,33 @@ fn the_filter_dump_argument() {
     let bad = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\xff.pcap"));
     assert!(capture::filter_dump_arg("cap0", "net0", bad).unwrap_err().ends_with("is not UTF-8"));
 }
+
+/// A real filter-dump with a guest on the card: Debian's U-Boot 2023.01 for riscv64
+/// (`qemu-riscv64_smode`) under QEMU 10.0.2, on the widened network, running
+/// `ping 10.0.2.2`. Both directions are there: the guest's ARP request and slirp's reply
+/// (padded to 60 bytes, unlike the guest's 42), the guest's ICMP echo and slirp's answer.
+const REAL_PING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/qemu-10.0-uboot-ping.pcap");
+
+#[test]
+fn a_real_guest_ping_is_refused() {
+    let frames = capture::read(Path::new(REAL_PING), false).unwrap();
+    let lines: Vec<String> = frames.frames.iter().map(|f| capture::describe(&f.data)).collect();
+    assert_eq!(
+        lines,
+        [
+            "52:54:00:12:34:56 > ff:ff:ff:ff:ff:ff ARP request who-has 10.0.2.2 tell 10.0.2.15",
+            "52:55:0a:00:02:02 > 52:54:00:12:34:56 ARP reply 10.0.2.2 is-at 52:55:0a:00:02:02",
+            "52:54:00:12:34:56 > 52:55:0a:00:02:02 IPv4 10.0.2.15 > 10.0.2.2 proto 1 (ICMP)",
+            "52:55:0a:00:02:02 > 52:54:00:12:34:56 IPv4 10.0.2.2 > 10.0.2.15 proto 1 (ICMP)",
+        ]
+    );
+    assert_eq!(frames.frames[1].data.len(), 64);
+    let no_peers = Rules { peers: vec![], ..rules(0) };
+    let e = capture::judge(&frames, &no_peers).unwrap_err();
+    assert!(e.starts_with("frame 3 (+0.000587 s, unix 1796416701.332528): the guest sent IPv4 that is not TCP"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    // Without the ICMP the same guest passes: its ARP for the gateway is allowed.
+    let first_two = testbench_net::Frames { snaplen: frames.snaplen, frames: frames.frames[..2].to_vec() };
+    let s = capture::judge(&first_two, &no_peers).unwrap();
+    assert_eq!((s.guest_frames, s.slirp_frames), (1, 1));
+}
