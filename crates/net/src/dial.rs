@@ -68,17 +68,20 @@ pub fn run(
 ) -> DialOutcome {
     let mut attempts: u32 = 0;
     let mut last = Last::Nothing;
+    // The latest connection that sent anything, for the evidence when a later one sent nothing.
+    let mut came: Option<(u32, Vec<u8>)> = None;
     let what = format!("a dial to {addr} for the echo {}", quoted(expect));
     loop {
         let now = Instant::now();
         if cancel.load(Ordering::Relaxed) {
-            return fail(format!("{what}: cancelled"), attempts, &last);
+            return fail(format!("{what}: cancelled"), attempts, &last, &came);
         }
         if now >= deadline {
             return fail(
                 format!("{what}: no echo by the deadline ({:?} from the start)", deadline - start),
                 attempts,
                 &last,
+                &came,
             );
         }
         let attempt_start = now;
@@ -105,8 +108,16 @@ pub fn run(
                         },
                     };
                 }
-                Exchange::Ended { bytes, how } => last = Last::Came { bytes, how },
+                Exchange::Ended { bytes, how } => {
+                    if !bytes.is_empty() {
+                        came = Some((attempts, bytes.clone()));
+                    }
+                    last = Last::Came { bytes, how };
+                }
                 Exchange::Stopped { bytes } => {
+                    if !bytes.is_empty() {
+                        came = Some((attempts, bytes.clone()));
+                    }
                     last = Last::Came { bytes, how: "still open" };
                     continue; // the deadline or the cancel: the loop's head says which
                 }
@@ -117,8 +128,8 @@ pub fn run(
     }
 }
 
-fn fail(head: String, attempts: u32, last: &Last) -> DialOutcome {
-    let tail = match last {
+fn fail(head: String, attempts: u32, last: &Last, came: &Option<(u32, Vec<u8>)>) -> DialOutcome {
+    let mut tail = match last {
         Last::Nothing => "no attempt was made".to_string(),
         Last::Refused(e) => format!("the last connect failed: {e}"),
         Last::Came { bytes, how } if bytes.is_empty() => format!("the last connection sent nothing ({how})"),
@@ -126,7 +137,17 @@ fn fail(head: String, attempts: u32, last: &Last) -> DialOutcome {
             format!("the last connection sent {} bytes ({how}): {}", bytes.len(), quoted(bytes))
         }
     };
-    DialOutcome::Fail { reason: format!("{head}; {attempts} attempts; {tail}"), attempts }
+    if let Some((n, bytes)) = came {
+        if *n != attempts {
+            tail.push_str(&format!(
+                "; attempt {n} was the last to send anything, {} bytes: {}",
+                bytes.len(),
+                quoted(bytes)
+            ));
+        }
+    }
+    let s = if attempts == 1 { "" } else { "s" };
+    DialOutcome::Fail { reason: format!("{head}; {attempts} attempt{s}; {tail}"), attempts }
 }
 
 enum Exchange {
@@ -304,7 +325,7 @@ mod tests {
             "{reason}"
         );
         assert!(
-            reason.ends_with("1 attempts; the last connection sent 13 bytes (still open): \"wrong\\x00answer\\n\""),
+            reason.ends_with("1 attempt; the last connection sent 13 bytes (still open): \"wrong\\x00answer\\n\""),
             "{reason}"
         );
         assert!(start.elapsed() < Duration::from_secs(5));
@@ -330,6 +351,27 @@ mod tests {
         server.join().unwrap();
         let DialOutcome::Pass { attempts: 2, echoed_after, .. } = out else { panic!("{out:?}") };
         assert!(echoed_after >= QUIET, "{echoed_after:?}");
+    }
+
+    #[test]
+    fn the_last_bytes_that_came_are_kept_as_evidence() {
+        // One wrong answer, then nobody listens: the failure still quotes the answer.
+        let listener = TcpListener::bind(addr(0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 5];
+            c.read_exact(&mut buf).unwrap(); // nothing unread: the close is a FIN, not a reset
+            c.write_all(b"nope").unwrap();
+        });
+        let cancel = AtomicBool::new(false);
+        let start = Instant::now();
+        let out = run(addr(port), b"hello", b"hello", false, start, start + Duration::from_millis(600), &cancel);
+        server.join().unwrap();
+        let DialOutcome::Fail { reason, attempts } = out else { panic!("{out:?}") };
+        assert!(attempts >= 2, "{reason}");
+        assert!(reason.contains("the last connect failed: Connection refused"), "{reason}");
+        assert!(reason.ends_with("; attempt 1 was the last to send anything, 4 bytes: \"nope\""), "{reason}");
     }
 
     #[test]
