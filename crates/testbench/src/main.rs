@@ -92,7 +92,28 @@ fn setup(root: &std::path::Path) -> Result<(), String> {
     }
 }
 
+/// QEMU runs the bench's own binary as a peer, once per connection the guest makes
+/// (`--peer-helper RECORDS NAME`): the connection is its stdin, stdout and stderr, so it
+/// prints nothing; it records the connection, then echoes (devices/net.rs).
+fn peer_helper(args: &[std::ffi::OsString]) -> ! {
+    use std::os::fd::AsFd;
+    let (Some(records), Some(name)) = (args.first(), args.get(1)) else { std::process::exit(2) };
+    let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().map(std::fs::File::from);
+    let (Ok(input), Ok(output)) = (dup(std::io::stdin().as_fd()), dup(std::io::stdout().as_fd())) else {
+        std::process::exit(3)
+    };
+    let name = name.to_string_lossy();
+    match testbench_net::peer::serve(std::path::Path::new(records), &name, input, output) {
+        Ok(()) => std::process::exit(0),
+        Err(_) => std::process::exit(1),
+    }
+}
+
 fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == devices::net::PEER_HELPER) {
+        peer_helper(&args[2..]);
+    }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.
     let junit = flags.junit.clone();

@@ -3,3 +3,4 @@
 //! loop and the fixed virtio-mmio slots, is `qemu/devices.rs`.
 
 pub mod disk;
+pub mod net;

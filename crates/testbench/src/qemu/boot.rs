@@ -95,10 +95,7 @@ impl Hooks {
         self.stop.store(true, Ordering::SeqCst);
         let mut verdict = verdict;
         for hook in &mut self.hooks {
-            if verdict != Verdict::Pass {
-                break;
-            }
-            match hook.finish(dir) {
+            match hook.finish(dir, verdict == Verdict::Pass) {
                 Ok(more) => notes.extend(more),
                 Err(message) => verdict = Verdict::Fail(Failure { kind: FailureKind::Device, at, message }),
             }

@@ -138,10 +138,11 @@ pub trait Hook: Send {
         let _ = (which, start);
     }
 
-    /// The boot has ended (QEMU has exited or been stopped) and its console verdict is
-    /// a pass: the device's own verdict, from what it saw outside the guest. `Ok` holds
-    /// the notes the case's result prints.
-    fn finish(&mut self, dir: &Path) -> Result<Vec<String>, String>;
+    /// The boot has ended (QEMU has exited or been stopped): the device's own verdict,
+    /// from what it saw outside the guest, when the console's verdict (`passed`) is a
+    /// pass; its notes either way. `Ok` holds the notes the case's result prints; an
+    /// error fails a boot that passed on its console.
+    fn finish(&mut self, dir: &Path, passed: bool) -> Result<Vec<String>, String>;
 }
 
 /// The devices attached to one boot, with their arguments in slot order.

@@ -20,6 +20,7 @@ mod command;
 mod devices;
 pub mod qmp;
 
+pub use boot::Event;
 pub use command::BootSpec;
 #[allow(unused_imports)]
 pub use devices::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};

@@ -1,0 +1,391 @@
+//! A case's `[net]` as a QEMU device: a virtio-net card on slot 2 on QEMU's user-mode
+//! network (`restrict=on`, `ipv6=off`), its forwards on host ports taken for each boot,
+//! its peers as guestfwds to the bench's own binary, its capture (`filter-dump`), and
+//! the hook that runs beside the console: the `restrict=on` check asked of QEMU itself,
+//! the dials, the poke, and after the boot the peers' counts and the capture's rules.
+//!
+//! Dials and pokes are host-clock waits: the case's result says so.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use testbench_case::NetSpec;
+use testbench_judge::Pattern;
+use testbench_net::{DialOutcome, ForwardPlan};
+
+use crate::command::shell_quote;
+use crate::qemu::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};
+
+/// The netdev's and the capture's ids on QEMU's command line.
+const NETDEV: &str = "net0";
+const CAPTURE: &str = "cap0";
+/// The capture's file in the boot's directory.
+pub const CAPTURE_FILE: &str = "capture.pcap";
+/// The directory, in the boot's directory, where the peer helper records connections.
+pub const PEERS_DIR: &str = "peers";
+/// The bench's hidden subcommand QEMU runs for each connection to a peer.
+pub const PEER_HELPER: &str = "--peer-helper";
+
+/// The host ports a run may use: the environment's lease (`TESTBENCH_PORTS=lo-hi`), out
+/// of which each boot takes the ports it needs while it runs; or none, and each boot's
+/// ports are chosen by the operating system.
+#[derive(Clone)]
+pub struct Ports {
+    lease: Option<Arc<Mutex<Vec<u16>>>>,
+}
+
+impl Ports {
+    /// From `TESTBENCH_PORTS`; `jobs` boots at once each needing at most `per_boot` ports
+    /// must fit the lease, or the run is refused before anything builds.
+    pub fn from_env(jobs: usize, per_boot: usize) -> Result<Ports, String> {
+        let var = std::env::var(testbench_net::ports::PORTS_VAR).ok();
+        match testbench_net::PortSource::from_env(var.as_deref())? {
+            testbench_net::PortSource::Free => Ok(Ports { lease: None }),
+            testbench_net::PortSource::Lease(lease) => {
+                if per_boot > 0 {
+                    lease.slices(jobs.max(1), per_boot)?;
+                }
+                let free: Vec<u16> = (lease.lo..=lease.hi).collect();
+                Ok(Ports { lease: Some(Arc::new(Mutex::new(free))) })
+            }
+        }
+    }
+
+    /// The plan of one boot's forwards: from the lease (returned when the boot's hook
+    /// goes) or chosen by the operating system.
+    fn plan(&self, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<(ForwardPlan, Option<Taken>), String> {
+        let Some(lease) = &self.lease else {
+            let plan = ForwardPlan::pick_free(tcp_guest, udp_guest)
+                .map_err(|e| format!("no free host port for the forwards: {e}"))?;
+            return Ok((plan, None));
+        };
+        let need = tcp_guest.len() + usize::from(udp_guest.is_some());
+        let mut free = lease.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < need {
+            return Err(format!(
+                "{}: {need} host ports needed and {} free in the lease",
+                testbench_net::ports::PORTS_VAR,
+                free.len()
+            ));
+        }
+        let taken: Vec<u16> = free.drain(..need).collect();
+        let tcp = tcp_guest.iter().copied().zip(taken.iter().copied()).collect();
+        let udp = udp_guest.map(|guest| (guest, taken[tcp_guest.len()]));
+        Ok((ForwardPlan { tcp, udp }, Some(Taken { ports: taken, lease: lease.clone() })))
+    }
+}
+
+/// Ports taken from the lease, given back when the boot's hook goes.
+struct Taken {
+    ports: Vec<u16>,
+    lease: Arc<Mutex<Vec<u16>>>,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let mut free = self.lease.lock().unwrap_or_else(|e| e.into_inner());
+        free.append(&mut self.ports);
+        free.sort_unstable();
+    }
+}
+
+/// A case's network, planned once.
+pub struct Net {
+    spec: NetSpec,
+    ports: Ports,
+    /// The bench's own binary, which QEMU runs as each peer.
+    exe: PathBuf,
+    /// The case is a self-check that cuts its capture (`truncate_capture`).
+    truncate: bool,
+}
+
+impl Net {
+    pub fn new(spec: NetSpec, ports: Ports) -> Result<Net, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("the bench's own binary, for the peers: {e}"))?;
+        let truncate = spec.truncate_capture;
+        Ok(Net { spec, ports, exe, truncate })
+    }
+}
+
+impl DeviceSpec for Net {
+    fn name(&self) -> String {
+        "[net]".into()
+    }
+
+    fn attach(&self, place: &BootPlace) -> Result<Attached, String> {
+        let udp = self.spec.poke.as_ref().map(|poke| poke.port);
+        let (plan, taken) = self.ports.plan(&self.spec.forward, udp)?;
+        let records = place.dir.join(PEERS_DIR);
+        let mut peers = Vec::new();
+        if !self.spec.peers.is_empty() {
+            std::fs::create_dir_all(&records).map_err(|e| format!("{}: {e}", records.display()))?;
+            let addrs: Vec<SocketAddrV4> = self.spec.peers.iter().map(|p| p.addr).collect();
+            testbench_net::check_peers(&addrs)?;
+        }
+        for peer in &self.spec.peers {
+            let command = [
+                self.exe.display().to_string(),
+                PEER_HELPER.to_string(),
+                records.display().to_string(),
+                testbench_net::peer::name_for(peer.addr),
+            ]
+            .iter()
+            .map(|word| shell_quote(word))
+            .collect::<Vec<_>>()
+            .join(" ");
+            peers.push((peer.addr, command));
+        }
+        let netdev = testbench_net::netdev_arg(NETDEV, &plan, &peers, !peers.is_empty());
+        let capture = place.dir.join(CAPTURE_FILE);
+        let mut args = vec![
+            "-netdev".to_string(),
+            netdev,
+            "-device".to_string(),
+            format!("virtio-net-device,netdev={NETDEV},bus={}", Slot::Net.bus()),
+        ];
+        args.extend(["-object".to_string(), testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture)?]);
+        let mut log =
+            vec![format!("{NETDEV} on slot {} ({}, {:#x})", Slot::Net as u8, Slot::Net.bus(), Slot::Net.address())];
+        for (guest, host) in &plan.tcp {
+            log.push(format!("forward: host 127.0.0.1:{host} (TCP) to guest port {guest}"));
+        }
+        if let Some((guest, host)) = plan.udp {
+            log.push(format!("poke: host 127.0.0.1:{host} (UDP) to guest port {guest}"));
+        }
+        for peer in &self.spec.peers {
+            log.push(format!("peer {}: the bench's helper, records in {}", peer.addr, records.display()));
+        }
+        let hook = NetHook {
+            spec: self.spec.clone(),
+            plan,
+            _taken: taken,
+            capture: capture.clone(),
+            records: records.clone(),
+            truncate: self.truncate,
+            dials: (0..self.spec.dials.len()).map(|_| None).collect(),
+            poked: None,
+            checked: None,
+            notes: Arc::new(Mutex::new(Vec::new())),
+        };
+        let mut files = vec![capture];
+        if !self.spec.peers.is_empty() {
+            files.push(records);
+        }
+        Ok(Attached { args, files, log, hook: Some(Box::new(hook)) })
+    }
+}
+
+/// One boot's network beside its console.
+struct NetHook {
+    spec: NetSpec,
+    plan: ForwardPlan,
+    _taken: Option<Taken>,
+    capture: PathBuf,
+    records: PathBuf,
+    truncate: bool,
+    /// Each dial's thread, once started.
+    dials: Vec<Option<JoinHandle<DialOutcome>>>,
+    /// When the poke went, or why it could not.
+    poked: Option<Result<f64, String>>,
+    /// The `restrict=on` check's thread.
+    checked: Option<JoinHandle<Result<(), String>>>,
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl NetHook {
+    fn start_dial(&mut self, index: usize, at: &HookStart) {
+        let dial = self.spec.dials[index].clone();
+        let Some(host) = self.plan.host_port(dial.port) else { return };
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, host));
+        let (start, deadline, stop) = (at.start, at.deadline, at.stop.clone());
+        self.dials[index] = Some(std::thread::spawn(move || {
+            testbench_net::dial::run(
+                addr,
+                dial.send.as_bytes(),
+                dial.expect.as_bytes(),
+                dial.until_closed,
+                start,
+                deadline,
+                &stop,
+            )
+        }));
+    }
+}
+
+/// QEMU's own account of the card's network must say `restrict=on`: asked over QMP
+/// (`info network`), not read from the command line the bench wrote.
+fn restricted(info: &str) -> Result<(), String> {
+    let line = info
+        .lines()
+        .find(|line| line.trim_start_matches([' ', '\\']).starts_with(&format!("{NETDEV}:")))
+        .ok_or_else(|| format!("QEMU's `info network` names no netdev {NETDEV}: {}", testbench_judge::quote(info)))?;
+    if line.split(',').any(|field| field.trim() == "restrict=on") {
+        Ok(())
+    } else {
+        Err(format!("QEMU says the guest's network is not restricted (restrict=on missing): {}", line.trim()))
+    }
+}
+
+impl Hook for NetHook {
+    fn triggers(&self) -> Vec<Pattern> {
+        let judged = |p: &testbench_case::Pattern| Pattern { label: p.label.clone(), regex: p.regex.clone() };
+        let mut triggers: Vec<Pattern> = self.spec.dials.iter().filter_map(|d| d.after.as_ref().map(judged)).collect();
+        triggers.extend(self.spec.poke.as_ref().map(|poke| judged(&poke.after)));
+        triggers
+    }
+
+    fn started(&mut self, at: &HookStart) {
+        // Asked on a thread of its own: QMP's replies do not wait on the boot's loop.
+        let (qmp, events, index) = (at.qmp.clone(), at.events.clone(), at.index);
+        self.checked = Some(std::thread::spawn(move || {
+            let info = qmp.execute(
+                "human-monitor-command",
+                Some(serde_json::json!({ "command-line": "info network" })),
+                std::time::Duration::from_secs(10),
+            )?;
+            let result = restricted(info.as_str().unwrap_or(""));
+            if let Err(message) = &result {
+                let _ = events.send(crate::qemu::Event::Device(index, DeviceEvent::Failed(message.clone())));
+            }
+            result
+        }));
+        for index in 0..self.spec.dials.len() {
+            if self.spec.dials[index].after.is_none() {
+                self.start_dial(index, at);
+            }
+        }
+    }
+
+    fn triggered(&mut self, which: usize, at: &HookStart) {
+        let with_after: Vec<usize> = (0..self.spec.dials.len()).filter(|&i| self.spec.dials[i].after.is_some()).collect();
+        if let Some(&index) = with_after.get(which) {
+            self.start_dial(index, at);
+            return;
+        }
+        let (Some(poke), Some((_, host))) = (&self.spec.poke, self.plan.udp) else { return };
+        let when = Instant::now().saturating_duration_since(at.start).as_secs_f64();
+        self.poked = Some(
+            testbench_net::poke::send(host, poke.payload.as_bytes())
+                .map(|()| when)
+                .map_err(|e| format!("net.poke: the datagram to 127.0.0.1:{host} could not be sent: {e}")),
+        );
+    }
+
+    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+        let mut notes = std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut failures = Vec::new();
+        if let Some(check) = self.checked.take() {
+            match check.join() {
+                Ok(Ok(())) => notes.push("net: QEMU says restrict=on".into()),
+                Ok(Err(message)) => failures.push(message),
+                Err(_) => failures.push("net: the restrict=on check panicked".into()),
+            }
+        }
+        for (index, dial) in self.dials.iter_mut().enumerate() {
+            let port = self.spec.dials[index].port;
+            let Some(handle) = dial.take() else {
+                failures.push(format!("net.dial[{index}] (port {port}): its after never matched a console line"));
+                continue;
+            };
+            match handle.join() {
+                Ok(DialOutcome::Pass { attempts, echoed_after, held }) => {
+                    let held = held.map(|h| format!(", held {:.2}s until the guest closed it", h.as_secs_f64()));
+                    notes.push(format!(
+                        "net.dial[{index}] (port {port}): echoed {:.2}s after the guest started, attempt {attempts}{} (a host-clock wait)",
+                        echoed_after.as_secs_f64(),
+                        held.unwrap_or_default()
+                    ));
+                }
+                Ok(DialOutcome::Fail { reason, attempts }) => {
+                    failures.push(format!("net.dial[{index}] (port {port}): {reason} ({attempts} attempts)"))
+                }
+                Err(_) => failures.push(format!("net.dial[{index}]: its thread panicked")),
+            }
+        }
+        match (&self.spec.poke, self.poked.take()) {
+            (None, _) => {}
+            (Some(_), None) => failures.push("net.poke: its after never matched a console line".into()),
+            (Some(poke), Some(Ok(when))) => notes.push(format!(
+                "net.poke: one datagram to guest UDP port {} at {when:.2}s (a host-clock wait)",
+                poke.port
+            )),
+            (Some(_), Some(Err(message))) => failures.push(message),
+        }
+        if passed && failures.is_empty() {
+            match self.judge_traffic() {
+                Ok(more) => notes.extend(more),
+                Err(message) => failures.push(message),
+            }
+        }
+        if failures.is_empty() || !passed {
+            // A boot that failed on its console keeps its verdict; the network's trouble
+            // is noted beside it.
+            notes.extend(failures);
+            Ok(notes)
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+}
+
+impl NetHook {
+    /// After a passing boot: each peer's connections, and the capture read fail-closed
+    /// and judged (with peers, its rules; without, only its form).
+    fn judge_traffic(&self) -> Result<Vec<String>, String> {
+        let mut notes = Vec::new();
+        let peers: Vec<(SocketAddrV4, u32)> = self.spec.peers.iter().map(|p| (p.addr, p.connections)).collect();
+        if !peers.is_empty() {
+            testbench_net::peer::check_counts(&self.records, &peers)?;
+        }
+        let frames = match testbench_net::capture::read(&self.capture, self.truncate) {
+            Ok(frames) => frames,
+            Err(testbench_net::CaptureError::NoFrames { .. }) if peers.is_empty() => {
+                notes.push("net: the capture holds no frame (the guest sent none)".into());
+                return Ok(notes);
+            }
+            Err(error) => return Err(format!("net: {error}")),
+        };
+        if peers.is_empty() {
+            notes.push(format!("net: the capture holds {} frames, all well formed", frames.frames.len()));
+            return Ok(notes);
+        }
+        let rules = testbench_net::Rules {
+            gateway: NetSpec::HOST,
+            self_forbidden: self.spec.self_forbidden.iter().map(|n| (n.network(), n.prefix)).collect(),
+            peers,
+        };
+        let summary = testbench_net::capture::judge(&frames, &rules).map_err(|e| format!("net: capture: {e}"))?;
+        let counts: Vec<String> = summary.peer_syns.iter().map(|(addr, n)| format!("{addr} {n}")).collect();
+        notes.push(format!(
+            "net: capture: {} frames ({} the guest's), {} SYNs; SYNs to each peer: {}",
+            summary.frames,
+            summary.guest_frames,
+            summary.syns,
+            counts.join(", ")
+        ));
+        // Keep `_taken` (the lease's ports) until the hook goes.
+        let _ = self.records.exists();
+        let _ = Ordering::SeqCst;
+        Ok(notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_must_say_restrict_on_for_the_cards_netdev() {
+        let on = "virtio-net-device.0: index=0,type=nic,model=virtio-net-device,macaddr=52:54:00:12:34:56\r\n \\ net0: index=0,type=user,net=10.0.2.0,restrict=on\r\n";
+        assert_eq!(restricted(on), Ok(()));
+        let off = on.replace("restrict=on", "restrict=off");
+        let error = restricted(&off).unwrap_err();
+        assert!(error.contains("not restricted") && error.contains("restrict=off"), "{error}");
+        let none = "virtio-net-device.0: index=0,type=nic\r\n";
+        assert!(restricted(none).unwrap_err().contains("names no netdev net0"));
+    }
+}
