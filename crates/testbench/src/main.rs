@@ -8,6 +8,7 @@
 use testbench_process as command;
 
 mod build;
+mod case_result;
 mod cli;
 mod config;
 mod fdt_edit;
@@ -20,6 +21,7 @@ mod qmp;
 mod report;
 mod rundir;
 mod runner;
+mod workspace;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,7 +128,7 @@ fn main() {
         Some(dir) => dir.clone(),
         None => root.join("tests"),
     };
-    let workspace = runner::Workspace { root, cases_dir, cases_flag, config };
+    let workspace = workspace::Workspace { root, cases_dir, cases_flag, config };
     let status = runner::run(&workspace, &options, &mut reporter);
     std::process::exit(status);
 }
