@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, PathKind};
 
 use crate::cli::{Filter, Options};
-use crate::report::Reporter;
+use crate::error::BenchError;
 use crate::workspace::Workspace;
 
 /// The most bytes of one case file: a case is a page of TOML, never a data set.
@@ -286,7 +286,7 @@ pub struct Taken<'a> {
 
 /// Select the cases to run and check them; every refusal of the run is gathered here,
 /// together: every file that does not parse, and what the cases that parsed name.
-pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Taken<'a>, Vec<String>> {
+pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Taken<'a>, BenchError> {
     let mut refusals: Vec<String> = loaded.refusals.clone();
     let selected = match select(&loaded.cases, &options.filter) {
         Ok(selected) => selected,
@@ -329,26 +329,8 @@ pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result
     if refusals.is_empty() {
         Ok(Taken { selected, env_seed })
     } else {
-        Err(refusals)
+        Err(BenchError::Refused(refusals))
     }
-}
-
-/// Refuse the run: every refusal printed together (and in JSON as one event), and a
-/// JUnit report that says so when one was asked for.
-pub fn refuse(reporter: &mut Reporter, options: &Options, errors: Vec<String>) -> i32 {
-    refuse_with(reporter, options.junit.as_deref(), errors)
-}
-
-/// `refuse`, for a refusal that comes before there are options (the command line, the
-/// configuration).
-pub fn refuse_with(reporter: &mut Reporter, junit: Option<&Path>, errors: Vec<String>) -> i32 {
-    reporter.refused(&errors);
-    if let Some(path) = junit {
-        if let Err(error) = reporter.write_junit(path) {
-            eprintln!("error: {error}");
-        }
-    }
-    super::EXIT_BAD_INPUT
 }
 
 #[cfg(test)]

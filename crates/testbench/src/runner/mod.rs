@@ -16,6 +16,7 @@ mod plan;
 mod pool;
 mod prepare;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,50 +24,51 @@ use testbench_case::Kind;
 
 use crate::build::Builder;
 use crate::cli::{NoTests, Options};
+use crate::error::{BenchError, Finished};
 use crate::report::Reporter;
 use crate::workspace::Workspace;
 
-pub use intake::refuse_with;
-use intake::{refuse, why_empty};
+use intake::why_empty;
 use plan::PlannedBoot;
 
-/// Exit statuses of the bench.
-pub const EXIT_PASSED: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-/// Bad input: a case file, a path it names, or the command line.
-pub const EXIT_BAD_INPUT: i32 = 2;
-/// Nothing to run: the cases directory is empty, or the filter or `--arch` took no case
-/// (unless `--no-tests pass` or `warn`). Four, as nextest's "no tests to run".
-pub const EXIT_NO_CASES: i32 = 4;
+/// Say why the bench stopped and give its exit status: refusals all together (one
+/// `error:` line each, one JSON event, and a JUnit report that says so when one was asked
+/// for); any other trouble on one `error:` line.
+pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchError) -> i32 {
+    match &error {
+        BenchError::Refused(errors) => {
+            reporter.refused(errors);
+            if let Some(path) = junit {
+                if let Err(junit_error) = reporter.write_junit(path) {
+                    eprintln!("error: {junit_error}");
+                }
+            }
+        }
+        _ => eprintln!("error: {error}"),
+    }
+    error.exit_status()
+}
 
-/// The run proper; returns the exit status.
-pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
+/// The run proper: every case's verdict reported, or why the bench stopped.
+pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result<Finished, BenchError> {
     let started = Instant::now();
     let loaded = intake::load_cases(&ws.cases_dir);
     if options.list {
         if !loaded.refusals.is_empty() {
-            return refuse(reporter, options, loaded.refusals.clone());
+            return Err(BenchError::Refused(loaded.refusals.clone()));
         }
         reporter.list(&loaded.cases);
-        return EXIT_PASSED;
+        return Ok(Finished::Passed);
     }
-    let intake::Taken { selected, env_seed } = match intake::take(&loaded, ws, options) {
-        Ok(taken) => taken,
-        Err(refusals) => return refuse(reporter, options, refusals),
-    };
+    let intake::Taken { selected, env_seed } = intake::take(&loaded, ws, options)?;
     if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
         return match options.no_tests {
-            NoTests::Fail => {
-                eprintln!(
-                    "error: nothing to run: {why} (exit status {EXIT_NO_CASES}; --no-tests warn or pass exits 0)"
-                );
-                EXIT_NO_CASES
-            }
+            NoTests::Fail => Err(BenchError::NoCases(why)),
             NoTests::Warn => {
                 eprintln!("warning: nothing to run: {why}");
-                EXIT_PASSED
+                Ok(Finished::Passed)
             }
-            NoTests::Pass => EXIT_PASSED,
+            NoTests::Pass => Ok(Finished::Passed),
         };
     }
 
@@ -75,27 +77,15 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     let tmp = std::env::temp_dir();
     crate::qmp::sweep_stale(&tmp);
     let qmp_dir = if selected.iter().any(|c| c.as_boot().is_some()) {
-        match crate::qmp::QmpDir::create(&tmp) {
-            Ok(dir) => Some(Arc::new(dir)),
-            Err(error) => return refuse(reporter, options, vec![error]),
-        }
+        Some(Arc::new(crate::qmp::QmpDir::create(&tmp).map_err(|error| BenchError::Refused(vec![error]))?))
     } else {
         None
     };
 
-    let run_dir = match crate::rundir::create(&ws.root) {
-        Ok(dir) => dir,
-        Err(error) => {
-            eprintln!("error: failed to create a run directory under {}/target/testbench: {error}", ws.root.display());
-            return EXIT_FAILED;
-        }
-    };
+    let run_dir = crate::rundir::create(&ws.root)?;
     let boots = plan::plan(&selected, options, &run_dir, env_seed);
     if let Some(recording) = &options.rr_replay {
-        if let Err(error) = plan::check_rr_replay(recording, &boots) {
-            eprintln!("error: {error}");
-            return EXIT_BAD_INPUT;
-        }
+        plan::check_rr_replay(recording, &boots)?;
     }
     let host_runs = plan::plan_host(&selected, options);
     reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
@@ -151,14 +141,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> i32 {
     }
     reporter.run_finished(started.elapsed(), &run_dir);
     if let Some(path) = &options.junit {
-        if let Err(error) = reporter.write_junit(path) {
-            eprintln!("error: {error}");
-            return EXIT_FAILED;
-        }
+        reporter.write_junit(path)?;
     }
-    if reporter.summary.failed > 0 {
-        EXIT_FAILED
-    } else {
-        EXIT_PASSED
-    }
+    Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
 }

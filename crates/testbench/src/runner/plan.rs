@@ -9,6 +9,7 @@ use testbench_case::{Arch, BootCase, Case, Guest, Kind};
 
 use crate::cli::Options;
 use crate::command::shell_quote;
+use crate::error::BenchError;
 use crate::qemu::{Rr, RR_FILE};
 use crate::report::Row;
 use crate::workspace::Workspace;
@@ -197,7 +198,11 @@ pub fn host_replay_line(case: &Case, arch: Option<Arch>, ws: &Workspace) -> Stri
 /// `--rr-replay PATH` replays one recorded boot: the recording and the console it was
 /// recorded with must be there, and the selection must plan exactly one boot that QEMU's
 /// record/replay can serve.
-pub fn check_rr_replay(recording: &Path, boots: &[PlannedBoot]) -> Result<(), String> {
+pub fn check_rr_replay(recording: &Path, boots: &[PlannedBoot]) -> Result<(), BenchError> {
+    check_replayable(recording, boots).map_err(BenchError::Replay)
+}
+
+fn check_replayable(recording: &Path, boots: &[PlannedBoot]) -> Result<(), String> {
     let shown = recording.display();
     if !recording.is_file() {
         return Err(format!("--rr-replay {shown}: not a file (the path a failed boot's replay line names)"));
