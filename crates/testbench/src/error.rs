@@ -5,8 +5,8 @@
 //! | 0 | ran, and every case passed (a self-check failed as its `must_fail` wanted, a host lack was skipped under `--allow-skip`); also `--list`, and nothing to run under `--no-tests warn` or `pass` |
 //! | 1 | ran, and a case failed (its verdict, a build of what it boots, a host lack without `--allow-skip`) |
 //! | 2 | input refused, before anything built: a case file, a path or a guest-workspace name it gives, the command line, `testbench.toml`, `TESTBENCH_QEMU_SEED`, a selection `--rr-replay` cannot replay ([`BenchError::Refused`], [`BenchError::Replay`]) |
+//! | 3 | the bench could not run: `scripts/setup` failed, the run directory or the JUnit report could not be written ([`BenchError::Io`], [`BenchError::Tool`], ...), whatever the cases that ran did |
 //! | 4 | nothing to run: an empty cases directory, a filter or `--arch` that took no case ([`BenchError::NoCases`]; four, as nextest's "no tests to run") |
-//! | [`EXIT_TROUBLE`] | the bench could not run: `scripts/setup` failed, the run directory or the JUnit report could not be written ([`BenchError::Io`], [`BenchError::Tool`], ...) |
 //!
 //! A case's verdict is not a `BenchError`: a failing boot is the run's result (a
 //! `Verdict`, then an `Outcome` with its reason in words), and the run goes on. The
@@ -23,8 +23,8 @@ pub const EXIT_PASSED: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Input refused: a case file, a path or name it gives, the command line.
 pub const EXIT_REFUSED: i32 = 2;
-/// The bench could not run (the same status as a failed case, for now).
-pub const EXIT_TROUBLE: i32 = EXIT_FAILED;
+/// The bench could not run: not a case's failure, so CI can tell the two apart.
+pub const EXIT_TROUBLE: i32 = 3;
 /// Nothing to run (unless `--no-tests warn` or `pass`).
 pub const EXIT_NO_CASES: i32 = 4;
 
@@ -128,7 +128,7 @@ mod tests {
             "nothing to run: the filter \"x\" takes none (exit status 4; --no-tests warn or pass exits 0)"
         );
         let io = BenchError::at("create", Path::new("/t/x"), std::io::Error::from(std::io::ErrorKind::NotFound));
-        assert_eq!(io.exit_status(), EXIT_TROUBLE);
+        assert_eq!(io.exit_status(), 3);
         assert!(io.to_string().starts_with("failed to create /t/x: "), "{io}");
         assert_eq!(BenchError::Replay("--rr-replay x: not a file".into()).exit_status(), 2);
         assert_eq!((Finished::Passed.exit_status(), Finished::Failed.exit_status()), (0, 1));
