@@ -1,18 +1,14 @@
 //! The bench's own trouble, and the exit statuses of a run.
 //!
-//! | status | the run |
-//! |---|---|
-//! | 0 | ran, and every case passed (a self-check failed as its `must_fail` wanted, a host lack was skipped under `--allow-skip`); also `--list`, and nothing to run under `--no-tests warn` or `pass` |
-//! | 1 | ran, and a case failed (its verdict, a build of what it boots, a host lack without `--allow-skip`) |
-//! | 2 | input refused, before anything built: a case file, a path or a guest-workspace name it gives, the command line, `testbench.toml`, `TESTBENCH_QEMU_SEED`, a selection `--rr-replay` cannot replay ([`BenchError::Refused`], [`BenchError::Replay`]) |
-//! | 3 | the bench could not run: `scripts/setup` failed, the run directory or the JUnit report could not be written ([`BenchError::Io`], [`BenchError::Tool`], ...), whatever the cases that ran did |
-//! | 4 | nothing to run: an empty cases directory, a filter or `--arch` that took no case ([`BenchError::NoCases`]; four, as nextest's "no tests to run") |
+//! Each error says its exit status ([`BenchError::exit_status`]); a run that ran says
+//! its own ([`Finished`]): 0 passed, 1 a case failed, 2 input refused, 3 the bench could
+//! not run, 4 nothing to run. The table a person reads, with what each covers, is in
+//! docs/running.md ("Exit status"); README.md says it in a sentence.
 //!
 //! A case's verdict is not a `BenchError`: a failing boot is the run's result (a
 //! `Verdict`, then an `Outcome` with its reason in words), and the run goes on. The
 //! bench's own trouble while it makes what one case boots (a build's directory, cargo
 //! that did not start) is that case's failure too: its text is the case's reason.
-//! README.md lists the statuses for a person.
 
 use std::path::Path;
 use std::process::ExitStatus;
