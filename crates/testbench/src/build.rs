@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use testbench_case::Arch;
 
 use crate::command::Cmd;
+use crate::error::BenchError;
 
 /// Where the guest workspace lives, relative to the workspace root.
 pub const GUEST_MANIFEST: &str = "guest/Cargo.toml";
@@ -112,17 +113,18 @@ impl Builder {
         }
     }
 
-    /// The artifact for `key`, building it if this run has not yet.
+    /// The artifact for `key`, building it if this run has not yet. A build that failed
+    /// gives its reason in words: every case asking for it fails with it.
     pub fn get(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, String> {
         if let Some(made) = self.made.get(key) {
             return made.clone();
         }
-        let result = self.build(key, log);
+        let result = self.build(key, log).map_err(|error| error.to_string());
         self.made.insert(key.clone(), result.clone());
         result
     }
 
-    fn build(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, String> {
+    fn build(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, BenchError> {
         let start = Instant::now();
         let target_dir = self.root.join("target/guest").join(key.slug());
         let mut cmd = Cmd::new(&self.cargo, format!("cargo to build {}", key.describe()), BUILD_DEADLINE)
@@ -151,28 +153,23 @@ impl Builder {
         }
         self.record(&format!("build: {}", cmd.display()));
         self.cargo_runs += 1;
-        let output = cmd.output().map_err(|error| {
-            self.record(&format!("  failed: {error}"));
-            error.to_string()
-        })?;
+        let output = cmd.output().inspect_err(|error| self.record(&format!("  failed: {error}")))?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             self.record(&format!("  failed ({}):\n{}", output.status, stderr.trim_end()));
-            return Err(format!(
-                "cargo failed to build {} ({}):\n{}",
-                key.describe(),
-                output.status,
-                stderr.trim_end()
-            ));
+            return Err(BenchError::Build {
+                what: key.describe(),
+                status: output.status,
+                stderr: stderr.trim_end().to_string(),
+            });
         }
-        let executable = executable_from_messages(&output.stdout, &key.bin).ok_or_else(|| {
-            format!("cargo built {} but its messages name no executable for bin {:?}", key.describe(), key.bin)
-        })?;
+        let executable = executable_from_messages(&output.stdout, &key.bin)
+            .ok_or_else(|| BenchError::NoExecutable { what: key.describe(), bin: key.bin.clone() })?;
         let dir = self.run_dir.join("build").join(key.arch.name()).join(key.slug());
-        std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|e| BenchError::at("create", &dir, e))?;
         let copy = dir.join(&key.bin);
         std::fs::copy(&executable, &copy)
-            .map_err(|e| format!("failed to copy {} to {}: {e}", executable.display(), copy.display()))?;
+            .map_err(|e| BenchError::io(format!("failed to copy {} to {}", executable.display(), copy.display()), e))?;
         let took = start.elapsed().as_secs_f64();
         if compiled_anything(&output.stdout) {
             self.record(&format!("  built in {took:.1}s"));

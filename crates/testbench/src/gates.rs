@@ -7,7 +7,7 @@ use std::time::Duration;
 use testbench_case::Gate;
 use testbench_gates::{docs, formatting, nocruft, size_budget, unsafe_budget, vendor};
 
-use crate::runner::Blocked;
+use crate::case_result::Blocked;
 
 /// Listing a workspace's tests for the docs checker builds them; this only catches a hang.
 const TEST_LIST_DEADLINE: Duration = Duration::from_secs(1800);

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use testbench_case::{Arch, BuildCase, Fanout, GateCase, HostTestsCase, ScriptsCase};
 
 use crate::build::{cargo, BuildKey, Builder, Profile};
+use crate::case_result::Blocked;
 use crate::command::Cmd;
-use crate::runner::Blocked;
 
 /// Building a workspace's tests has no deadline of the case's own; this one only catches
 /// a hung cargo.
@@ -35,7 +35,7 @@ pub struct HostContext<'a> {
     pub dir: PathBuf,
 }
 
-pub type HostResult = crate::runner::CaseResult;
+pub type HostResult = crate::case_result::CaseResult;
 
 /// The first of `tools` that is not an executable on the path.
 pub fn missing_tool(tools: &[String]) -> Option<String> {

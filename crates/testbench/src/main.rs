@@ -8,24 +8,28 @@
 use testbench_process as command;
 
 mod build;
+mod case_result;
 mod cli;
 mod config;
 mod devices;
+mod error;
 mod fdt_edit;
 mod gates;
 mod guest_names;
 mod host;
 mod pack;
 mod qemu;
-use qemu::qmp;
 mod report;
 mod rundir;
 mod runner;
+mod workspace;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+
+use error::BenchError;
 
 /// The setup script both front doors call; quick when everything is installed.
 const SETUP: &str = "scripts/setup";
@@ -73,7 +77,7 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
     }
 }
 
-fn setup(root: &std::path::Path) -> Result<(), String> {
+fn setup(root: &std::path::Path) -> Result<(), BenchError> {
     if std::env::var_os("TESTBENCH_NO_SETUP").is_some() {
         return Ok(());
     }
@@ -83,12 +87,11 @@ fn setup(root: &std::path::Path) -> Result<(), String> {
     }
     let status = command::Cmd::new(&script, "scripts/setup to install what is missing", SETUP_DEADLINE)
         .cwd(root)
-        .status_inherit()
-        .map_err(|e| e.to_string())?;
+        .status_inherit()?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{SETUP} failed ({status}); its message above names the command to run"))
+        Err(BenchError::Tool { tool: SETUP.into(), status })
     }
 }
 
@@ -122,7 +125,8 @@ fn main() {
         Ok(options) => options,
         Err(error) => {
             let mut reporter = report::Reporter::new(format, false);
-            std::process::exit(runner::refuse_with(&mut reporter, junit.as_deref(), vec![error]));
+            let refused = BenchError::Refused(vec![error]);
+            std::process::exit(runner::report_error(&mut reporter, junit.as_deref(), refused));
         }
     };
     let color = report::use_color(
@@ -131,16 +135,19 @@ fn main() {
         std::env::var_os("NO_COLOR").as_deref(),
     );
     let mut reporter = report::Reporter::new(options.format, color);
-    let root = workspace_root();
-    let config = match config::load(&root) {
-        Ok(config) => config,
-        Err(error) => std::process::exit(runner::refuse_with(&mut reporter, options.junit.as_deref(), vec![error])),
+    let status = match bench(&options, &mut reporter) {
+        Ok(finished) => finished.exit_status(),
+        Err(error) => runner::report_error(&mut reporter, options.junit.as_deref(), error),
     };
+    std::process::exit(status);
+}
+
+/// The workspace, its configuration and the setup, then the run.
+fn bench(options: &cli::Options, reporter: &mut report::Reporter) -> Result<error::Finished, BenchError> {
+    let root = workspace_root();
+    let config = config::load(&root).map_err(|error| BenchError::Refused(vec![error]))?;
     if !options.list {
-        if let Err(error) = setup(&root) {
-            eprintln!("error: {error}");
-            std::process::exit(runner::EXIT_FAILED);
-        }
+        setup(&root)?;
     }
     // A relative --cases is made absolute here, so the replay line works from anywhere.
     let cases_flag = options.cases.as_ref().map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()));
@@ -148,7 +155,6 @@ fn main() {
         Some(dir) => dir.clone(),
         None => root.join("tests"),
     };
-    let workspace = runner::Workspace { root, cases_dir, cases_flag, config };
-    let status = runner::run(&workspace, &options, &mut reporter);
-    std::process::exit(status);
+    let workspace = workspace::Workspace { root, cases_dir, cases_flag, config };
+    runner::run(&workspace, options, reporter)
 }

@@ -16,7 +16,7 @@ use bundle::Kind;
 use testbench_case::{Arch, Case, Corruption, FileSource, Program, ProgramEntry};
 
 use crate::build::{BuildKey, Builder, Profile, PROGRAMS_PACKAGE, REFERENCE_KERNEL_PACKAGE};
-use crate::runner::Workspace;
+use crate::workspace::Workspace;
 
 /// The bytes of one program, built (or read) and corrupted as the case says.
 fn program_bytes(

@@ -25,6 +25,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::cli::{ColorChoice, MessageFormat};
+use crate::error::BenchError;
 
 /// How many console lines a failure that timed out quotes, and how much of the end of
 /// `console.log` is read to find them (the file itself may be large).
@@ -447,7 +448,7 @@ impl Reporter {
         }
     }
 
-    pub fn write_junit(&self, path: &Path) -> Result<(), String> {
+    pub fn write_junit(&self, path: &Path) -> Result<(), BenchError> {
         use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
         let mut report = Report::new("testbench");
         let mut suite = TestSuite::new("boot");
@@ -502,8 +503,8 @@ impl Reporter {
             suite.add_test_case(case);
         }
         report.add_test_suite(suite);
-        let xml = report.to_string().map_err(|e| format!("failed to write JUnit XML: {e}"))?;
-        std::fs::write(path, xml).map_err(|e| format!("failed to write {}: {e}", path.display()))
+        let xml = report.to_string()?;
+        std::fs::write(path, xml).map_err(|e| BenchError::at("write", path, e))
     }
 }
 

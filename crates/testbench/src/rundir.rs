@@ -12,12 +12,21 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::error::BenchError;
+
 /// How many run directories are kept beyond the young and the live ones (the newest).
 pub const KEEP_RUNS: usize = 8;
 /// A run directory younger than this is never pruned.
 pub const MIN_AGE: Duration = Duration::from_secs(3600);
 
-pub fn create(root: &Path) -> std::io::Result<PathBuf> {
+/// Make this run's directory, its `invocation.json` and `last`, and prune the old ones.
+pub fn create(root: &Path) -> Result<PathBuf, BenchError> {
+    make(root).map_err(|error| {
+        BenchError::io(format!("failed to create a run directory under {}/target/testbench", root.display()), error)
+    })
+}
+
+fn make(root: &Path) -> std::io::Result<PathBuf> {
     let base = root.join("target/testbench");
     std::fs::create_dir_all(&base)?;
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

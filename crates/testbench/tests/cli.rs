@@ -1060,3 +1060,27 @@ fn what_a_person_sees_is_what_it_was() {
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--color", "never"], &[]);
     insta::assert_snapshot!("a-timeout", seen(&run, dir.path()));
 }
+
+#[test]
+fn a_bench_that_cannot_make_its_run_directory_says_so_with_its_own_status() {
+    // A workspace whose target/ is a file: the run directory cannot be made. Not a
+    // case's failure (1) nor a refusal (2): the bench could not run.
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("target"), "not a directory").unwrap();
+    let kernel = workspace.path().join("kernel.elf");
+    std::fs::write(&kernel, "never booted").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"{}\"\nfirmware = \"default\"\n",
+        kernel.display()
+    );
+    let dir = cases_dir(&[("external", &case)]);
+    let root = workspace.path().to_str().unwrap();
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[("TESTBENCH_ROOT", root)]);
+    run.expect_status(3);
+    assert!(
+        run.stderr.starts_with(&format!("error: failed to create a run directory under {root}/target/testbench: ")),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stdout.is_empty(), "{}", run.explain());
+}

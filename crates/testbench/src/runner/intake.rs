@@ -1,0 +1,360 @@
+//! The run's intake: every case file read and parsed, the cases the filter takes, what
+//! they name checked, and every refusal of the run gathered, before anything builds.
+
+use std::path::{Path, PathBuf};
+
+use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, PathKind};
+
+use crate::cli::{Filter, Options};
+use crate::error::BenchError;
+use crate::workspace::Workspace;
+
+/// The most bytes of one case file: a case is a page of TOML, never a data set.
+pub const CASE_FILE_MAX: u64 = 1 << 20;
+
+/// What the cases directory gave: the cases that parsed, and a refusal for each file
+/// that did not.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub cases: Vec<Case>,
+    pub refusals: Vec<String>,
+    /// The stems of the files refused, so `--exact` does not also say no case has that name.
+    pub refused_names: Vec<String>,
+    /// How many `*.toml` entries the directory holds, refused ones included.
+    pub files: usize,
+}
+
+/// What a file type is, in words, for a refusal.
+pub fn file_type_words(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        "a regular file"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// One case file's text. Only a regular file (or a symbolic link to one) is read: its
+/// type is asked first, without opening it, so a FIFO, a socket or a device named
+/// `x.toml` is refused and never blocks the bench. It is then opened without blocking
+/// and asked again (it could have been replaced in between), and read to a bound.
+fn read_case_file(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let accepted = "a case is a regular file <name>.toml (or a symbolic link to one)";
+    let metadata = std::fs::metadata(file).map_err(|error| format!("cannot be read: {error}"))?;
+    if !metadata.is_file() {
+        return Err(format!("{} is not accepted: {accepted}", file_type_words(metadata.file_type())));
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(file)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    let metadata = opened.metadata().map_err(|error| format!("cannot be read: {error}"))?;
+    if !metadata.is_file() {
+        return Err(format!("{} is not accepted: {accepted}", file_type_words(metadata.file_type())));
+    }
+    let mut bytes = Vec::new();
+    opened.take(CASE_FILE_MAX + 1).read_to_end(&mut bytes).map_err(|error| format!("cannot be read: {error}"))?;
+    if bytes.len() as u64 > CASE_FILE_MAX {
+        return Err(format!("more than {CASE_FILE_MAX} bytes is not accepted: a case file is at most 1 MiB"));
+    }
+    String::from_utf8(bytes).map_err(|error| format!("not UTF-8 text ({error}): a case file is TOML"))
+}
+
+/// Read every `*.toml` in the cases directory; every refusal is collected, one per file.
+pub fn load_cases(dir: &Path) -> Loaded {
+    let mut loaded = Loaded::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            loaded.refusals.push(format!("{}: cannot read the cases directory: {error}", dir.display()));
+            return loaded;
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    loaded.files = files.len();
+    for file in files {
+        let shown = file.display().to_string();
+        let parsed = read_case_file(&file)
+            .map_err(|error| format!("{shown}: {error}"))
+            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.to_string()));
+        match parsed {
+            Ok(case) => loaded.cases.push(case),
+            Err(error) => {
+                loaded.refusals.push(error);
+                if let Some(stem) = file.file_stem() {
+                    loaded.refused_names.push(stem.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    loaded.cases.sort_by(|a, b| a.name.cmp(&b.name));
+    loaded
+}
+
+/// The cases a filter takes, in name order.
+pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, String> {
+    match filter {
+        Filter::All => Ok(cases.iter().filter(|c| c.whole_run).collect()),
+        Filter::Contains(text) => {
+            Ok(cases.iter().filter(|c| c.name == *text || (c.whole_run && c.name.contains(text.as_str()))).collect())
+        }
+        Filter::Exact(name) => match cases.iter().find(|c| c.name == *name) {
+            Some(case) => Ok(vec![case]),
+            None => {
+                let names = || cases.iter().map(|c| c.name.as_str());
+                let mut like: Vec<&str> = names().filter(|n| n.contains(name.as_str()) || name.contains(n)).collect();
+                like.truncate(5);
+                let mut message = format!("--exact {name:?}: no case has that name");
+                if !like.is_empty() {
+                    message.push_str(&format!(" (names like it: {})", like.join(", ")));
+                }
+                let near = testbench_case::did_you_mean(&testbench_case::nearest(name, names()));
+                if !near.is_empty() {
+                    message.push_str(&format!("; {near}"));
+                }
+                Err(message)
+            }
+        },
+    }
+}
+
+/// Whether a case runs at all under `--arch` (a case of the host runs on every width).
+fn runs_on(case: &Case, only: Option<Arch>) -> bool {
+    case.arch().is_empty() || only.is_none_or(|only| case.arch().contains(&only))
+}
+
+/// Why a run would run nothing, if it would: which filter or width left every case out.
+pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &Path) -> Option<String> {
+    if selected.iter().any(|case| runs_on(case, options.arch)) {
+        return None;
+    }
+    let dir = dir.display();
+    if loaded.files == 0 {
+        return Some(format!("{dir} holds no case (no *.toml file)"));
+    }
+    if !selected.is_empty() {
+        let arch = options.arch.map(|a| a.name()).unwrap_or("");
+        let mut shown: Vec<String> = selected
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.arch().iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")))
+            .collect();
+        let more = shown.len().saturating_sub(5);
+        shown.truncate(5);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        return Some(format!("--arch {arch}: no case taken boots {arch}: {}{more}", shown.join(", ")));
+    }
+    let by_name_only: Vec<&str> = loaded.cases.iter().filter(|c| !c.whole_run).map(|c| c.name.as_str()).collect();
+    Some(match &options.filter {
+        Filter::All => {
+            format!("every case in {dir} runs only by its whole name (whole_run = false): {}", by_name_only.join(", "))
+        }
+        Filter::Contains(text) => {
+            let mut message = format!("the filter {text:?} takes none of the {} cases in {dir}", loaded.cases.len());
+            let partial: Vec<&str> = by_name_only.iter().copied().filter(|n| n.contains(text.as_str())).collect();
+            if !partial.is_empty() {
+                message.push_str(&format!(
+                    "; the cases whose names hold it run only by their whole name (whole_run = false): {}",
+                    partial.join(", ")
+                ));
+            }
+            let near = testbench_case::did_you_mean(&testbench_case::nearest(
+                text,
+                loaded.cases.iter().map(|c| c.name.as_str()),
+            ));
+            if !near.is_empty() {
+                message.push_str(&format!("; {near}"));
+            }
+            message
+        }
+        Filter::Exact(name) => format!("--exact {name:?} takes nothing"),
+    })
+}
+
+/// Check what a case names is there, is what it must be, and agrees with itself, before
+/// anything builds. A kernel, an initrd, a program or a firmware image must be a regular
+/// file: a directory, a FIFO or a device is refused here, not at boot.
+pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
+    let mut errors = Vec::new();
+    let file = case.file.display();
+    for named in case.paths() {
+        let path = named.path.display();
+        let full = root.join(&named.path);
+        match std::fs::metadata(&full) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => errors.push(format!(
+                "{file}: {}: {path} does not exist (paths are relative to the workspace root {})",
+                named.field,
+                root.display()
+            )),
+            Err(error) => errors.push(format!("{file}: {}: {path} cannot be read: {error}", named.field)),
+            Ok(metadata) => {
+                let (fits, must) = match named.kind {
+                    PathKind::File => (metadata.is_file(), "a regular file"),
+                    PathKind::Dir => (metadata.is_dir(), "a directory"),
+                };
+                if !fits {
+                    errors.push(format!(
+                        "{file}: {}: {path} is {}: {} must be {must}",
+                        named.field,
+                        file_type_words(metadata.file_type()),
+                        named.what
+                    ));
+                }
+            }
+        }
+    }
+    // A firmware image that is missing is the host's lack (checked at boot time), but one
+    // that is there and is not a regular file is the case's mistake.
+    if let Some((Firmware::Path(path), field)) = case.firmware() {
+        if let Ok(metadata) = std::fs::metadata(root.join(path)) {
+            if !metadata.is_file() {
+                errors.push(format!(
+                    "{file}: {field}: {} is {}: a firmware image must be a regular file",
+                    path.display(),
+                    file_type_words(metadata.file_type())
+                ));
+            }
+        }
+    }
+    let Some(boot) = case.as_boot() else { return errors };
+    match &boot.guest {
+        Guest::External(guest) => {
+            if let GuestImage::Recipe(recipe) = &guest.image {
+                let full = root.join(recipe);
+                // Read only a regular file: anything else is refused above.
+                if full.is_file() {
+                    match testbench_recipe::load(&full) {
+                        Err(error) => errors.push(format!("{file}: guest.recipe: {error}")),
+                        Ok(recipe) => {
+                            for arch in &boot.arch {
+                                if arch.name() != recipe.arch.to_string() {
+                                    errors.push(format!(
+                                        "{file}: arch: the recipe {} boots {} only, not {arch}",
+                                        full.display(),
+                                        recipe.arch
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Entry names are checked by the case parser (one entry per name).
+        Guest::Built { .. } => {}
+    }
+    errors
+}
+
+/// `TESTBENCH_QEMU_SEED`: a seed that replaces every pinned one, when set.
+fn parse_env_seed() -> Result<Option<u64>, String> {
+    match std::env::var("TESTBENCH_QEMU_SEED") {
+        Err(_) => Ok(None),
+        Ok(text) if text.is_empty() => Ok(None),
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("TESTBENCH_QEMU_SEED={text:?} is not accepted: a number from 0")),
+    }
+}
+
+/// What the intake took: the cases to run, in name order, and the environment's seed.
+pub struct Taken<'a> {
+    pub selected: Vec<&'a Case>,
+    pub env_seed: Option<u64>,
+}
+
+/// Select the cases to run and check them; every refusal of the run is gathered here,
+/// together: every file that does not parse, and what the cases that parsed name.
+pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Taken<'a>, BenchError> {
+    let mut refusals: Vec<String> = loaded.refusals.clone();
+    let selected = match select(&loaded.cases, &options.filter) {
+        Ok(selected) => selected,
+        Err(error) => {
+            // A name whose file was refused already has its refusal.
+            let refused = matches!(&options.filter, Filter::Exact(name) if loaded.refused_names.contains(name));
+            if !refused {
+                refusals.push(error);
+            }
+            Vec::new()
+        }
+    };
+    refusals.extend(selected.iter().flat_map(|c| check_inputs(c, &ws.root)));
+    // The guest workspace's names, once, only when a case names some of them.
+    if selected.iter().any(|c| crate::guest_names::needed(c)) {
+        match crate::guest_names::read(&ws.root) {
+            Ok(names) => refusals.extend(selected.iter().flat_map(|c| names.check(c))),
+            Err(error) => refusals.push(error),
+        }
+    }
+    if options.sweep.is_some() && selected.len() > 1 {
+        let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
+        refusals.push(format!(
+            "--sweep runs one case; the filter took {}: {} (name one with --exact)",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    let env_seed = parse_env_seed().unwrap_or_else(|error| {
+        refusals.push(error);
+        None
+    });
+    if refusals.is_empty() {
+        if let Some(dir) = &options.keep_failed {
+            if let Err(error) = std::fs::create_dir_all(dir) {
+                refusals.push(format!("--keep-failed {}: {error}", dir.display()));
+            }
+        }
+    }
+    if refusals.is_empty() {
+        Ok(Taken { selected, env_seed })
+    } else {
+        Err(BenchError::Refused(refusals))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, whole_run: bool) -> Case {
+        let text = format!(
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\nwhole_run = {whole_run}\n"
+        );
+        testbench_case::parse(&format!("tests/{name}.toml"), &text).unwrap()
+    }
+
+    #[test]
+    fn a_case_out_of_the_whole_run_runs_only_by_name() {
+        let cases = vec![case("timer", true), case("timer-long", false), case("other", true)];
+        let names =
+            |filter: Filter| select(&cases, &filter).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(Filter::All), ["timer", "other"]);
+        assert_eq!(names(Filter::Contains("timer".into())), ["timer"]);
+        assert_eq!(names(Filter::Contains("timer-long".into())), ["timer-long"]);
+        assert_eq!(names(Filter::Exact("timer-long".into())), ["timer-long"]);
+        assert_eq!(names(Filter::Exact("timer".into())), ["timer"]);
+        let refused = select(&cases, &Filter::Exact("time".into())).unwrap_err();
+        assert!(refused.contains("no case has that name") && refused.contains("timer"), "{refused}");
+    }
+}

@@ -1,0 +1,147 @@
+//! One run, start to end: load and check every case, choose the boots, build what they
+//! boot (each distinct build once), probe QEMU and the firmware per width, boot (up to
+//! `--jobs` at once), and report in the planned order.
+//!
+//! Everything a user can get wrong is refused before the first build: the case files,
+//! the paths they name, the command line.
+//!
+//! The steps, each in its module: `intake` (the cases, the selection, every refusal),
+//! `plan` (the boots and host runs, their replay lines), `prepare` (builds, probes,
+//! firmware, each boot's `BootSpec`), `pool` (boots at once, results in order),
+//! `outcome` (a verdict's worth and its report).
+
+mod intake;
+mod outcome;
+mod plan;
+mod pool;
+mod prepare;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use testbench_case::Kind;
+
+use crate::build::Builder;
+use crate::cli::{NoTests, Options};
+use crate::error::{BenchError, Finished};
+use crate::report::Reporter;
+use crate::workspace::Workspace;
+
+use intake::why_empty;
+use plan::PlannedBoot;
+
+/// Say why the bench stopped and give its exit status: refusals all together (one
+/// `error:` line each, one JSON event, and a JUnit report that says so when one was asked
+/// for); any other trouble on one `error:` line.
+pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchError) -> i32 {
+    match &error {
+        BenchError::Refused(errors) => {
+            reporter.refused(errors);
+            if let Some(path) = junit {
+                if let Err(junit_error) = reporter.write_junit(path) {
+                    eprintln!("error: {junit_error}");
+                }
+            }
+        }
+        _ => eprintln!("error: {error}"),
+    }
+    error.exit_status()
+}
+
+/// The run proper: every case's verdict reported, or why the bench stopped.
+pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result<Finished, BenchError> {
+    let started = Instant::now();
+    let loaded = intake::load_cases(&ws.cases_dir);
+    if options.list {
+        if !loaded.refusals.is_empty() {
+            return Err(BenchError::Refused(loaded.refusals.clone()));
+        }
+        reporter.list(&loaded.cases);
+        return Ok(Finished::Passed);
+    }
+    let intake::Taken { selected, env_seed } = intake::take(&loaded, ws, options)?;
+    if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
+        return match options.no_tests {
+            NoTests::Fail => Err(BenchError::NoCases(why)),
+            NoTests::Warn => {
+                eprintln!("warning: nothing to run: {why}");
+                Ok(Finished::Passed)
+            }
+            NoTests::Pass => Ok(Finished::Passed),
+        };
+    }
+
+    // The run's private directory for QMP sockets (qmp.rs), made before anything builds
+    // so that a temporary directory too deep for a socket's path is refused first.
+    let tmp = std::env::temp_dir();
+    crate::qemu::qmp::sweep_stale(&tmp);
+    let qmp_dir = if selected.iter().any(|c| c.as_boot().is_some()) {
+        Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(|error| BenchError::Refused(vec![error]))?))
+    } else {
+        None
+    };
+
+    let run_dir = crate::rundir::create(&ws.root)?;
+    let boots = plan::plan(&selected, options, &run_dir, env_seed);
+    if let Some(recording) = &options.rr_replay {
+        plan::check_rr_replay(recording, &boots)?;
+    }
+    let host_runs = plan::plan_host(&selected, options);
+    reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
+    let mut builder = Builder::new(&ws.root, &run_dir);
+    let probes = prepare::start_probes(&boots);
+
+    // The cases that boot nothing run first, one after another, in name order.
+    for &(index, arch) in &host_runs {
+        let case = selected[index];
+        let label = match arch {
+            Some(arch) => format!("{} {arch}", case.name),
+            None => format!("{} host", case.name),
+        };
+        reporter.boot_started(&label, None);
+        let started_case = Instant::now();
+        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
+        let mut log = |line: &str| reporter.note("host", line);
+        let result = match (&case.kind, arch) {
+            (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
+            (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, &mut builder, &mut log),
+            (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
+            (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
+            _ => unreachable!("plan_host plans host kinds only, a build case with its width"),
+        };
+        let report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+        reporter.boot_finished(report);
+    }
+
+    // Build what the boots need, each distinct build once, while the probes run; then a
+    // width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
+    let mut prepared = prepare::prepare_all(&boots, &selected, ws, &run_dir, &mut builder, reporter);
+    prepare::block_on_host_lacks(&mut prepared, probes, &selected, ws, reporter);
+
+    // Boot, up to --jobs at once; report in the planned order.
+    let jobs = prepare::jobs(&boots, &selected, &prepared, ws, qmp_dir.as_ref());
+    let starting = |boot: &PlannedBoot| format!("{} {} smp{}", selected[boot.case].name, boot.arch, boot.smp);
+    if let Some(first) = boots.first() {
+        reporter.boot_started(&starting(first), first.seed);
+    }
+    let boot = |job| match job {
+        Err(blocked) => (Err(blocked), None),
+        Ok((spec, repeat_exactly)) => outcome::boot_once_or_twice(spec, &ws.root, repeat_exactly),
+    };
+    pool::run_in_order(jobs, options.jobs, boot, |index, result, took| {
+        let planned = &boots[index];
+        reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));
+        if let Some(next) = boots.get(index + 1) {
+            reporter.boot_started(&starting(next), next.seed);
+        }
+    });
+    if let (Some(seeds), Some(case)) = (&options.sweep, selected.first()) {
+        reporter.sweep_summary(&case.name, seeds);
+    }
+    reporter.run_finished(started.elapsed(), &run_dir);
+    if let Some(path) = &options.junit {
+        reporter.write_junit(path)?;
+    }
+    Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
+}

@@ -1,0 +1,292 @@
+//! From a verdict to an outcome: a boot once or twice (`repeat_exactly`, captures that
+//! differ across boots, a replay compared with its recording), `must_fail` and the
+//! evidence a self-check quotes, a timeout's console tail, and each run's report.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use testbench_case::{Arch, Case};
+use testbench_judge::{FailureKind, Verdict};
+
+use super::plan::{host_replay_line, replay_line, PlannedBoot, SeedFrom};
+use crate::case_result::{Blocked, CaseResult};
+use crate::cli::Options;
+use crate::qemu::{BootSpec, Rr, RR_FILE};
+use crate::report::{BootReport, Outcome};
+use crate::workspace::Workspace;
+
+/// Whether a must_fail pattern takes a failure: the whole reason, or any one of its
+/// lines (a gate's reason is one finding per line).
+fn must_fail_takes(pattern: &testbench_case::Pattern, message: &str) -> bool {
+    pattern.regex.is_match(message) || message.lines().any(|line| pattern.regex.is_match(line))
+}
+
+/// What a passing self-check quotes: the one line its pattern took, or the whole reason.
+fn evidence(pattern: &testbench_case::Pattern, message: String) -> String {
+    if pattern.regex.is_match(&message) && !message.contains('\n') {
+        return message;
+    }
+    message.lines().find(|line| pattern.regex.is_match(line)).map(str::to_string).unwrap_or(message)
+}
+
+/// What a case's result is worth, under its `must_fail` and `--allow-skip`.
+fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> Outcome {
+    let must_fail = case.must_fail.as_ref();
+    match (verdict, must_fail) {
+        (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
+        (Err(Blocked::HostLack(message)), Some(pattern)) if must_fail_takes(pattern, &message) => {
+            Outcome::ExpectedFailure(evidence(pattern, message))
+        }
+        (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
+        (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
+        (Ok(Ok(())), None) => Outcome::Pass,
+        (Ok(Err(message)), None) => Outcome::Fail(message),
+        (Ok(Ok(())), Some(pattern)) => {
+            Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source()))
+        }
+        (Ok(Err(message)), Some(pattern)) => {
+            if must_fail_takes(pattern, &message) {
+                Outcome::ExpectedFailure(evidence(pattern, message))
+            } else {
+                Outcome::Fail(format!("{message}\n(must_fail wanted a failure matching '{}')", pattern.source()))
+            }
+        }
+    }
+}
+
+/// Whether a verdict is a wait that ran out (its report quotes the console's last lines).
+fn timed_out(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
+}
+
+/// One boot, or two when the case asks for captures that differ across boots or for
+/// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
+/// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
+/// With the result, the console log to quote when the verdict is a timeout.
+pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> (CaseResult, Option<PathBuf>) {
+    let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
+    let trouble = |e: String| Blocked::Build(format!("the bench could not boot: {e}"));
+    let first = match spec.run(root) {
+        Ok(first) => first,
+        Err(e) => return (Err(trouble(e)), None),
+    };
+    forget_passing_recording(&spec, &first.verdict);
+    if let Some(Rr::Replay(recording)) = &spec.rr {
+        let tail = console(&spec.dir, &first.verdict);
+        return (Ok(replayed(recording, &spec.dir, first.verdict)), tail);
+    }
+    if (spec.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
+        let tail = console(&spec.dir, &first.verdict);
+        return (Ok(verdict_result(first.verdict)), tail);
+    }
+    let first_dir = spec.dir.clone();
+    let second_spec = BootSpec { dir: spec.dir.join("second-boot"), first_boot: Some(first_dir.clone()), ..spec };
+    let second = match second_spec.run(root) {
+        Ok(second) => second,
+        Err(e) => return (Err(trouble(e)), None),
+    };
+    forget_passing_recording(&second_spec, &second.verdict);
+    if second.verdict != Verdict::Pass {
+        let tail = console(&second_spec.dir, &second.verdict);
+        return (Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"))), tail);
+    }
+    if repeat_exactly {
+        let read = |dir: &Path| std::fs::read(dir.join("console.log")).unwrap_or_default();
+        let (a, b) = (read(&first_dir), read(&second_spec.dir));
+        let result = match first_difference(&a, &b) {
+            None => Ok(()),
+            Some(at) => Err(format!(
+                "repeat_exactly: the two boots' consoles differ from line {}: first boot: {}; second boot: {}",
+                at.line, at.a, at.b
+            )),
+        };
+        return (Ok(result), None);
+    }
+    for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
+        if a == b {
+            let message = format!(
+                "{} '{}' captured '{}' in both boots",
+                pattern.label,
+                pattern.regex.as_str(),
+                a.as_deref().unwrap_or("")
+            );
+            return (Ok(Err(message)), None);
+        }
+    }
+    (Ok(Ok(())), None)
+}
+
+/// A passing boot's recording is of no use: only a failure's replay line names one.
+fn forget_passing_recording(spec: &BootSpec, verdict: &Verdict) {
+    if spec.rr == Some(Rr::Record) && *verdict == Verdict::Pass {
+        let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
+    }
+}
+
+/// The verdict on a replayed boot: the replayed console must be the recorded one byte
+/// for byte; then the boot's own verdict stands, said to be a replay.
+fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), String> {
+    let recorded_log = recording.with_file_name("console.log");
+    let recorded = match std::fs::read(&recorded_log) {
+        Ok(bytes) => bytes,
+        Err(error) => return Err(format!("--rr-replay: cannot read {}: {error}", recorded_log.display())),
+    };
+    let replayed = std::fs::read(dir.join("console.log")).unwrap_or_default();
+    let (recorded, replayed) = (console_only(&recorded), console_only(&replayed));
+    if let Some(at) = first_difference(recorded, replayed) {
+        return Err(format!(
+            "--rr-replay: the replay differs from the recording from console line {}: recorded: {}; replayed: {}",
+            at.line, at.a, at.b
+        ));
+    }
+    let same = format!("replayed {} byte for byte ({} console bytes as recorded)", recording.display(), recorded.len());
+    match verdict {
+        Verdict::Pass => Ok(()),
+        Verdict::Fail(failure) => Err(format!("{same}; the verdict again: {failure}")),
+    }
+}
+
+/// The console's bytes without the bench's own note of QEMU's stderr at its end (which
+/// names QEMU's pid and is not the guest's).
+fn console_only(log: &[u8]) -> &[u8] {
+    const NOTE: &[u8] = b"\n--- testbench: the last lines of QEMU's stderr ---\n";
+    match log.windows(NOTE.len()).rposition(|w| w == NOTE) {
+        Some(at) => &log[..at],
+        None => log,
+    }
+}
+
+/// Where two consoles first differ: the line's number (from 1) and each console's line
+/// there, quoted (a few hundred bytes at most), or "(the console ended)".
+struct Difference {
+    line: usize,
+    a: String,
+    b: String,
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> Option<Difference> {
+    if a == b {
+        return None;
+    }
+    let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let line = 1 + a[..at].iter().filter(|&&c| c == b'\n').count();
+    let start = a[..at].iter().rposition(|&c| c == b'\n').map_or(0, |p| p + 1);
+    let quote = |text: &[u8]| -> String {
+        if start >= text.len() {
+            return "(the console ended)".into();
+        }
+        let rest = &text[start..];
+        let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+        const QUOTE_MAX: usize = 200;
+        let shown = String::from_utf8_lossy(&rest[..end.min(QUOTE_MAX)]);
+        let shown = shown.trim_end_matches('\r');
+        if end > QUOTE_MAX {
+            format!("{shown:?}... (cut at {QUOTE_MAX} bytes)")
+        } else {
+            format!("{shown:?}")
+        }
+    };
+    Some(Difference { line, a: quote(a), b: quote(b) })
+}
+
+fn verdict_result(verdict: Verdict) -> Result<(), String> {
+    match verdict {
+        Verdict::Pass => Ok(()),
+        Verdict::Fail(failure) => Err(failure.to_string()),
+    }
+}
+
+/// `--keep-failed DIR`: a failed boot's logs copied where they outlive pruning.
+fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
+    let mut stem = format!("{}-{}.smp{}", boot.arch, case.name, boot.smp);
+    if boot.seed_from == SeedFrom::Sweep {
+        stem.push_str(&format!(".seed{}", boot.seed.unwrap_or(0)));
+    }
+    let _ = std::fs::copy(boot.dir.join("console.log"), dir.join(format!("{stem}.log")));
+    let _ = std::fs::copy(boot.dir.join("qemu-stderr.log"), dir.join(format!("{stem}.qemu-stderr.log")));
+    let _ = std::fs::copy(boot.dir.join("command-line"), dir.join(format!("{stem}.command-line")));
+}
+
+/// The report of a case that boots nothing, once it ran.
+pub fn host_report(
+    case: &Case,
+    arch: Option<Arch>,
+    result: CaseResult,
+    took: Duration,
+    dir: PathBuf,
+    ws: &Workspace,
+    options: &Options,
+) -> BootReport {
+    let outcome = outcome_of(case, result, options.allow_skip);
+    let replay = host_replay_line(case, arch, ws);
+    BootReport {
+        case: case.name.clone(),
+        kind: case.kind.name(),
+        arch: arch.map(|a| a.name().to_string()),
+        smp: None,
+        seed: None,
+        outcome,
+        duration: took,
+        dir,
+        replay,
+        replay_note: None,
+        sweep: false,
+        console_tail: Vec::new(),
+    }
+}
+
+/// The report of a boot, once it ran (its failed logs kept under `--keep-failed`).
+pub fn boot_report(
+    case: &Case,
+    boot: &PlannedBoot,
+    (result, timed_out_console): (CaseResult, Option<PathBuf>),
+    took: Duration,
+    ws: &Workspace,
+    options: &Options,
+) -> BootReport {
+    let outcome = outcome_of(case, result, options.allow_skip);
+    // A wait that ran out says what the guest printed last, so the person need not open
+    // the log to see where it stopped.
+    let console_tail = match (&outcome, &timed_out_console) {
+        (Outcome::Fail(_), Some(console)) => crate::report::console_tail(console, crate::report::CONSOLE_TAIL_LINES),
+        _ => Vec::new(),
+    };
+    let (replay, replay_note) = replay_line(case, boot, ws);
+    if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
+        keep_failed(keep, case, boot);
+    }
+    BootReport {
+        case: case.name.clone(),
+        kind: "boot",
+        arch: Some(boot.arch.name().into()),
+        smp: Some(boot.smp),
+        seed: boot.seed,
+        outcome,
+        duration: took,
+        dir: boot.dir.clone(),
+        replay,
+        replay_note,
+        sweep: boot.seed_from == SeedFrom::Sweep,
+        console_tail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_consoles_differ_at_their_first_differing_line() {
+        assert!(first_difference(b"a\nb\n", b"a\nb\n").is_none());
+        let at = first_difference(b"one\r\ntwo 1\r\nthree\r\n", b"one\r\ntwo 2\r\nthree\r\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two 1\"", "\"two 2\""));
+        let at = first_difference(b"one\ntwo\n", b"one\n").unwrap();
+        assert_eq!((at.line, at.a.as_str(), at.b.as_str()), (2, "\"two\"", "(the console ended)"));
+        let long = [b'x'; 300];
+        let at = first_difference(&long, b"y").unwrap();
+        assert!(at.a.ends_with("... (cut at 200 bytes)") && at.a.len() < 240, "{}", at.a);
+        let noted =
+            b"out\n\n--- testbench: the last lines of QEMU's stderr ---\nqemu: terminating on signal 15 from pid 9\n";
+        assert_eq!(console_only(noted), b"out\n");
+    }
+}

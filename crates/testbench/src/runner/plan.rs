@@ -1,0 +1,239 @@
+//! The run's plan: the boots (case × width × hart count × seed), each with its directory
+//! and whether QEMU's record/replay serves it, the host runs, and the line that replays
+//! each of them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use testbench_case::{Arch, BootCase, Case, Guest, Kind};
+
+use crate::cli::Options;
+use crate::command::shell_quote;
+use crate::error::BenchError;
+use crate::qemu::{Rr, RR_FILE};
+use crate::report::Row;
+use crate::workspace::Workspace;
+
+/// Where a boot's seed came from (the replay line depends on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedFrom {
+    None,
+    Case,
+    Environment,
+    Sweep,
+}
+
+/// One boot of the run: which case, on which width, with how many harts and which seed.
+pub struct PlannedBoot {
+    /// The case's index in the run's selection.
+    pub case: usize,
+    pub arch: Arch,
+    pub smp: u32,
+    pub seed: Option<u64>,
+    pub seed_from: SeedFrom,
+    pub timeout: Duration,
+    pub dir: PathBuf,
+    /// QEMU's record/replay for this boot, or why it cannot serve it (a boot with typed
+    /// input is recorded where it can be).
+    pub rr: Result<Option<Rr>, String>,
+}
+
+/// Whether QEMU's record/replay can serve a boot: it runs under icount only, with sleep
+/// on (under sleep=off a recorded boot's typed input never reached the guest), on one
+/// hart only (QEMU refuses it with several CPUs), and the bench does not promise it
+/// for devices a case adds itself (a disk needs QEMU's blkreplay driver, a network card
+/// its filter-replay object). The reference guest and a recipe's guest use the serial
+/// console, the RTC and the QMP monitor, which QEMU records and replays (or, the QMP
+/// socket, leaves out of the recording).
+fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rr>, String> {
+    if replay.is_none() && boot.inputs.is_empty() {
+        return Ok(None);
+    }
+    if boot.icount.is_none() {
+        return Err("QEMU's record/replay runs only under icount, and the case runs on the host's clock".into());
+    }
+    if smp > 1 {
+        return Err(format!("QEMU's record/replay takes one hart only, and this boot has {smp}"));
+    }
+    let sleep_off = |o: &str| ["sleep=off", "sleep=no", "sleep=false", "sleep=n"].contains(&o);
+    if boot.icount.as_deref().is_some_and(|icount| icount.split(',').any(sleep_off)) {
+        // Found by experiment on QEMU 10.0: a recorded boot under sleep=off never got the
+        // typed line to the guest, which then waited out its deadline.
+        return Err("under icount sleep=off QEMU's record/replay does not deliver typed input to the guest".into());
+    }
+    if let Guest::External(guest) = &boot.guest {
+        if !guest.qemu_args.is_empty() {
+            return Err("the bench does not record devices a case adds in guest.qemu_args (a disk needs QEMU's blkreplay driver, a network card its filter-replay object)".into());
+        }
+    }
+    Ok(Some(match replay {
+        Some(path) => Rr::Replay(path.to_path_buf()),
+        None => Rr::Record,
+    }))
+}
+
+pub fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64>) -> Vec<PlannedBoot> {
+    let mut boots = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        let Some(boot) = case.as_boot() else { continue };
+        for &arch in &boot.arch {
+            if options.arch.is_some_and(|only| only != arch) {
+                continue;
+            }
+            let (counts, timeout) = match options.smp {
+                Some(n) if !boot.keep_smp => (vec![n], boot.timeout_smp.unwrap_or(boot.timeout)),
+                _ => (boot.smp_for(arch).to_vec(), boot.timeout),
+            };
+            let several = counts.len() > 1;
+            for &smp in &counts {
+                let seeds: Vec<(Option<u64>, SeedFrom)> = match &options.sweep {
+                    Some(seeds) => seeds.iter().map(|s| (Some(*s), SeedFrom::Sweep)).collect(),
+                    None => match (boot.qemu_seed, env_seed) {
+                        (Some(_), Some(env)) => vec![(Some(env), SeedFrom::Environment)],
+                        (Some(seed), None) => vec![(Some(seed), SeedFrom::Case)],
+                        (None, _) => vec![(None, SeedFrom::None)],
+                    },
+                };
+                for (seed, seed_from) in seeds {
+                    let leaf = match (seed_from, several) {
+                        (SeedFrom::Sweep, false) => format!("seed-{}-{arch}", seed.unwrap_or(0)),
+                        (SeedFrom::Sweep, true) => format!("seed-{}-{arch}-smp{smp}", seed.unwrap_or(0)),
+                        _ => format!("{arch}-smp{smp}"),
+                    };
+                    boots.push(PlannedBoot {
+                        case: index,
+                        arch,
+                        smp,
+                        seed,
+                        seed_from,
+                        timeout,
+                        dir: run_dir.join(&case.name).join(leaf),
+                        rr: rr_for(boot, smp, options.rr_replay.as_deref()),
+                    });
+                }
+            }
+        }
+    }
+    boots
+}
+
+/// The host-side runs: each host-tests, scripts and gate case once, a build case once per
+/// width. `--arch` leaves out a build case's other width; it does not leave out a case
+/// that runs on no width.
+pub fn plan_host(cases: &[&Case], options: &Options) -> Vec<(usize, Option<Arch>)> {
+    let mut runs = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        match &case.kind {
+            Kind::Boot(_) => {}
+            Kind::Build(build) => {
+                for &arch in &build.arch {
+                    if options.arch.is_none_or(|only| only == arch) {
+                        runs.push((index, Some(arch)));
+                    }
+                }
+            }
+            _ => runs.push((index, None)),
+        }
+    }
+    runs
+}
+
+/// The start of every replay line: the workspace, so the line works from any directory.
+fn replay_prefix(ws: &Workspace) -> String {
+    format!("cd {} && ", shell_quote(&ws.root.display().to_string()))
+}
+
+/// The `--cases` a replay repeats (absolute: main made it so).
+fn replay_cases(ws: &Workspace) -> String {
+    match &ws.cases_flag {
+        Some(dir) => format!(" --cases {}", shell_quote(&dir.display().to_string())),
+        None => String::new(),
+    }
+}
+
+/// The command that replays one boot, and a note for a person on what it cannot repeat.
+pub fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> (String, Option<String>) {
+    let mut line = replay_prefix(ws);
+    if boot.seed_from == SeedFrom::Environment {
+        line.push_str(&format!("TESTBENCH_QEMU_SEED={} ", boot.seed.unwrap_or(0)));
+    }
+    line.push_str(&format!("cargo testbench --exact {} --arch {} --smp {}", case.name, boot.arch, boot.smp));
+    if boot.seed_from == SeedFrom::Sweep {
+        line.push_str(&format!(" --sweep {}", boot.seed.unwrap_or(0)));
+    }
+    line.push_str(&replay_cases(ws));
+    // A recording replays the boot whatever its seed: QEMU records its random draws too.
+    let recording = match &boot.rr {
+        Ok(Some(Rr::Record)) => Some(boot.dir.join(RR_FILE)).filter(|path| path.is_file()),
+        Ok(Some(Rr::Replay(path))) => Some(path.clone()),
+        _ => None,
+    };
+    if let Some(path) = &recording {
+        line.push_str(&format!(" --rr-replay {}", shell_quote(&path.display().to_string())));
+    }
+    let mut notes = Vec::new();
+    if boot.seed_from == SeedFrom::None && recording.is_none() {
+        notes.push(
+            "seed: QEMU drew it from host entropy; pin qemu_seed or use --sweep to repeat it exactly".to_string(),
+        );
+    }
+    if let Err(why) = &boot.rr {
+        if case.as_boot().is_some_and(|b| !b.inputs.is_empty()) {
+            notes.push(format!("typed input not recorded: {why}"));
+        }
+    }
+    (line, (!notes.is_empty()).then(|| notes.join("; ")))
+}
+
+/// The command that replays a case that boots nothing.
+pub fn host_replay_line(case: &Case, arch: Option<Arch>, ws: &Workspace) -> String {
+    let mut line = format!("{}cargo testbench --exact {}", replay_prefix(ws), case.name);
+    if let Some(arch) = arch {
+        line.push_str(&format!(" --arch {arch}"));
+    }
+    line.push_str(&replay_cases(ws));
+    line
+}
+
+/// `--rr-replay PATH` replays one recorded boot: the recording and the console it was
+/// recorded with must be there, and the selection must plan exactly one boot that QEMU's
+/// record/replay can serve.
+pub fn check_rr_replay(recording: &Path, boots: &[PlannedBoot]) -> Result<(), BenchError> {
+    check_replayable(recording, boots).map_err(BenchError::Replay)
+}
+
+fn check_replayable(recording: &Path, boots: &[PlannedBoot]) -> Result<(), String> {
+    let shown = recording.display();
+    if !recording.is_file() {
+        return Err(format!("--rr-replay {shown}: not a file (the path a failed boot's replay line names)"));
+    }
+    if !recording.with_file_name("console.log").is_file() {
+        return Err(format!("--rr-replay {shown}: no console.log beside it to compare the replay with"));
+    }
+    match boots {
+        [boot] => match &boot.rr {
+            Err(why) => Err(format!("--rr-replay {shown}: {why}")),
+            Ok(_) => Ok(()),
+        },
+        _ => Err(format!(
+            "--rr-replay {shown} replays one boot, and the selection plans {}: name it as its replay line does (--exact, --arch, --smp)",
+            boots.len()
+        )),
+    }
+}
+
+/// The run's rows, in the order they run: the host runs, then the boots.
+pub fn rows(selected: &[&Case], host_runs: &[(usize, Option<Arch>)], boots: &[PlannedBoot]) -> Vec<Row> {
+    let mut rows: Vec<Row> = host_runs
+        .iter()
+        .map(|(index, arch)| Row {
+            label: crate::report::label_of(&selected[*index].name, arch.map(|a| a.name()), None),
+            seed: String::new(),
+        })
+        .collect();
+    rows.extend(boots.iter().map(|boot| Row {
+        label: crate::report::label_of(&selected[boot.case].name, Some(boot.arch.name()), Some(boot.smp)),
+        seed: crate::report::seed_text(boot.seed, true),
+    }));
+    rows
+}

@@ -1,0 +1,282 @@
+//! What the boots need, made ready: each (case, width)'s build (each distinct build once)
+//! or recipe image, the QEMU probe and firmware check of each width, and the `BootSpec`
+//! of each planned boot with its judge's configuration.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, ProgramEntry};
+use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone};
+
+use super::plan::PlannedBoot;
+use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
+use crate::case_result::Blocked;
+use crate::config::Config;
+use crate::qemu::{BootSpec, Probe, Rr};
+use crate::qemu::qmp::QmpDir;
+use crate::report::Reporter;
+use crate::workspace::Workspace;
+
+/// After the last expect the bench keeps reading this long (a checked build: `SETTLE_CHECKED`).
+pub const SETTLE: Duration = Duration::from_millis(50);
+pub const SETTLE_CHECKED: Duration = Duration::from_secs(1);
+
+/// What each (case, width) boots, once built.
+#[derive(Clone)]
+pub struct Prepared {
+    kernel: PathBuf,
+    initrd: Option<PathBuf>,
+    append: Option<String>,
+    firmware: Firmware,
+    machine: String,
+    extra_args: Vec<String>,
+}
+
+/// The place the log server gives a program: 2 for the first it starts, and so on.
+fn place_of(programs: &[ProgramEntry], name: &str) -> Option<u32> {
+    programs.iter().skip(1).position(|p| p.program.entry_name() == name).map(|i| i as u32 + 2)
+}
+
+fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
+    let pattern = |p: &testbench_case::Pattern| JudgePattern { label: p.label.clone(), regex: p.regex.clone() };
+    let mut expect: Vec<JudgePattern> = boot.expect.iter().map(pattern).collect();
+    let mut server_done = None;
+    if let Guest::Built { programs, .. } = &boot.guest {
+        if !programs.is_empty() {
+            // Rule F: the log server's one done line, naming the reporter's place, is the
+            // verdict; the bench waits for it as the last expect.
+            let reporter_place = boot.reporter.as_deref().and_then(|name| place_of(programs, name));
+            if let Some(place) = reporter_place {
+                expect.push(JudgePattern {
+                    label: "reporter".into(),
+                    regex: regex::Regex::new(&format!(r"^\[server\] done: {place}$")).expect("a fixed pattern"),
+                });
+            }
+            server_done = Some(ServerDone { reporter_place });
+        }
+    }
+    JudgeConfig {
+        expect,
+        forbid: boot.forbid.iter().map(pattern).collect(),
+        always_forbidden: config
+            .always_forbidden
+            .iter()
+            .filter(|text| !(boot.allow_panic && text.as_str() == "PANIC"))
+            .map(|text| JudgePattern {
+                label: "always-forbidden".into(),
+                regex: regex::Regex::new(&regex::escape(text)).expect("an escaped literal is a regex"),
+            })
+            .collect(),
+        inputs: boot
+            .inputs
+            .iter()
+            .map(|i| JudgeInput { after: pattern(&i.after), send: i.send.as_bytes().to_vec() })
+            .collect(),
+        poweroff: boot.poweroff,
+        poweroff_status: boot.poweroff_status,
+        settle: if is_checked(boot) { SETTLE_CHECKED } else { SETTLE },
+        server_done,
+        distinct: boot.distinct.iter().map(pattern).collect(),
+        capture: boot.distinct_across_boots.iter().map(pattern).collect(),
+        triggers: Vec::new(),
+    }
+}
+
+fn is_checked(boot: &BootCase) -> bool {
+    boot.debug_assertions
+}
+
+/// A boot to run, and whether its case asks for two boots the same byte for byte.
+pub type BootJob = (BootSpec, bool);
+
+/// A planned boot's case is a boot case: `plan` takes no other.
+pub fn boot_of(case: &Case) -> &BootCase {
+    case.as_boot().expect("only boot cases are planned as boots")
+}
+
+/// Build (or take from this run's builds) what one case boots on one width.
+fn prepare(
+    case: &Case,
+    arch: Arch,
+    ws: &Workspace,
+    run_dir: &Path,
+    builder: &mut Builder,
+    recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
+    reporter: &Reporter,
+) -> Result<Prepared, Blocked> {
+    let boot = boot_of(case);
+    let mut log = |line: &str| reporter.note("build", line);
+    match &boot.guest {
+        Guest::Built { programs, firmware } => {
+            let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
+                .map_err(Blocked::Build)?;
+            let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
+            let loader = builder
+                .get(&BuildKey::new(arch, LOADER_PACKAGE, LOADER_PACKAGE, profile, &[]), &mut log)
+                .map_err(Blocked::Build)?;
+            Ok(Prepared {
+                kernel: loader.path,
+                initrd: Some(bundle),
+                append: None,
+                firmware: firmware.clone(),
+                machine: "virt".into(),
+                extra_args: Vec::new(),
+            })
+        }
+        Guest::External(guest) => {
+            let (kernel, initrd, recipe_append) = match &guest.image {
+                GuestImage::Files { kernel, initrd } => {
+                    (ws.root.join(kernel), initrd.as_ref().map(|i| ws.root.join(i)), None)
+                }
+                GuestImage::Recipe(recipe) => {
+                    let full = ws.root.join(recipe);
+                    let image = recipes
+                        .entry(full.clone())
+                        .or_insert_with(|| {
+                            let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
+                            let mut recipe_log = |line: &str| reporter.note("guest-image", line);
+                            testbench_recipe::build(&recipe, &ws.root.join("target/testbench/guests"), &mut recipe_log)
+                                .map_err(|e| format!("guest recipe {}: {e}", full.display()))
+                        })
+                        .clone()
+                        .map_err(Blocked::Build)?;
+                    (image.kernel, Some(image.initrd), Some(image.append))
+                }
+            };
+            Ok(Prepared {
+                kernel,
+                initrd,
+                append: guest.append.clone().or(recipe_append),
+                firmware: guest.firmware.clone(),
+                machine: guest.machine.clone(),
+                extra_args: guest.qemu_args.clone(),
+            })
+        }
+    }
+}
+
+/// Build what the boots need, each (case, width) once and each distinct build once.
+pub fn prepare_all(
+    boots: &[PlannedBoot],
+    selected: &[&Case],
+    ws: &Workspace,
+    run_dir: &Path,
+    builder: &mut Builder,
+    reporter: &Reporter,
+) -> HashMap<(usize, Arch), Result<Prepared, Blocked>> {
+    let mut prepared: HashMap<(usize, Arch), Result<Prepared, Blocked>> = HashMap::new();
+    let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
+    for boot in boots {
+        let key = (boot.case, boot.arch);
+        if let std::collections::hash_map::Entry::Vacant(slot) = prepared.entry(key) {
+            let case = selected[boot.case];
+            slot.insert(prepare(case, boot.arch, ws, run_dir, builder, &mut recipes, reporter));
+        }
+    }
+    prepared
+}
+
+/// The probe of each width's QEMU, started once, before its first boot, on a thread of
+/// its own (it runs while the host cases run and the guests build).
+pub fn start_probes(boots: &[PlannedBoot]) -> Vec<(Arch, std::thread::JoinHandle<Probe>)> {
+    let mut probe_threads = Vec::new();
+    for boot in boots {
+        if !probe_threads.iter().any(|(arch, _)| *arch == boot.arch) {
+            let arch = boot.arch;
+            probe_threads.push((arch, std::thread::spawn(move || crate::qemu::probe(arch))));
+        }
+    }
+    probe_threads
+}
+
+/// Join the probes and check each firmware once: a width whose QEMU cannot run, or a
+/// missing firmware, blocks the boot whatever it built.
+pub fn block_on_host_lacks(
+    prepared: &mut HashMap<(usize, Arch), Result<Prepared, Blocked>>,
+    probe_threads: Vec<(Arch, std::thread::JoinHandle<Probe>)>,
+    selected: &[&Case],
+    ws: &Workspace,
+    reporter: &Reporter,
+) {
+    let mut probes: HashMap<Arch, Probe> = HashMap::new();
+    for (arch, thread) in probe_threads {
+        let probe = thread.join().unwrap_or_else(|_| Probe {
+            version: Err(format!("the probe of {arch}'s QEMU panicked")),
+            firmware_dirs: Ok(Vec::new()),
+        });
+        if let Ok(version) = &probe.version {
+            reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
+        }
+        probes.insert(arch, probe);
+    }
+    let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
+    for ((index, arch), result) in prepared.iter_mut() {
+        let case = selected[*index];
+        let probe = &probes[arch];
+        let lack = match &probe.version {
+            Err(complaint) => Some(complaint.clone()),
+            Ok(_) => {
+                let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
+                firmware_checks
+                    .entry((*arch, firmware.clone()))
+                    .or_insert_with(|| {
+                        crate::qemu::check_firmware(*arch, firmware, &ws.root, field, &probe.firmware_dirs)
+                    })
+                    .clone()
+                    .err()
+            }
+        };
+        // A failed build stays the verdict: a host lack must not hide a broken build.
+        if let (Some(lack), Ok(_)) = (lack, &*result) {
+            *result = Err(Blocked::HostLack(lack));
+        }
+    }
+}
+
+/// Each planned boot's job, in the planned order: its `BootSpec`, or why it cannot boot.
+pub fn jobs(
+    boots: &[PlannedBoot],
+    selected: &[&Case],
+    prepared: &HashMap<(usize, Arch), Result<Prepared, Blocked>>,
+    ws: &Workspace,
+    qmp_dir: Option<&Arc<QmpDir>>,
+) -> Vec<Result<BootJob, Blocked>> {
+    boots
+        .iter()
+        .map(|boot| {
+            let case = selected[boot.case];
+            let spec = prepared[&(boot.case, boot.arch)].clone().map(|p| BootSpec {
+                arch: boot.arch,
+                machine: p.machine,
+                firmware: p.firmware,
+                kernel: p.kernel,
+                initrd: p.initrd,
+                append: p.append,
+                smp: boot.smp,
+                memory_mib: boot_of(case).memory_mib,
+                icount: boot_of(case).icount.clone(),
+                seed: boot.seed,
+                rtc_base: boot_of(case).rtc_base.clone(),
+                rr: boot.rr.clone().ok().flatten(),
+                extra_args: p.extra_args,
+                timeout: boot.timeout,
+                dir: boot.dir.clone(),
+                judge: {
+                    let mut judge = judge_config(boot_of(case), &ws.config);
+                    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
+                        // The recording types the input; QEMU takes none from the bench.
+                        judge.inputs.clear();
+                    }
+                    judge
+                },
+                dt_edits: boot_of(case).device_tree.clone(),
+                qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
+                devices: Vec::new(),
+                first_boot: None,
+            });
+            spec.map(|spec| (spec, boot_of(case).repeat_exactly))
+        })
+        .collect()
+}
