@@ -127,6 +127,9 @@ pub struct BootReport {
     pub sweep: bool,
     /// The last console lines, for a failure that timed out.
     pub console_tail: Vec<String>,
+    /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
+    /// the capture), printed under the result.
+    pub notes: Vec<String>,
 }
 
 impl BootReport {
@@ -366,6 +369,9 @@ impl Reporter {
                             secs(report.duration),
                             reason.replace('\n', "\n      ")
                         );
+                        for note in &report.notes {
+                            text.push_str(&format!("\n    note: {note}"));
+                        }
                         if !report.console_tail.is_empty() {
                             text.push_str("\n    last console lines:");
                             for line in &report.console_tail {
@@ -380,6 +386,10 @@ impl Reporter {
                         text
                     }
                 };
+                let text = match &report.outcome {
+                    Outcome::Fail(_) => text,
+                    _ => report.notes.iter().fold(text, |text, note| format!("{text}\n    note: {note}")),
+                };
                 self.line(&text);
             }
             MessageFormat::Json => {
@@ -393,7 +403,7 @@ impl Reporter {
                     "event": "boot-finished", "case": report.case, "kind": report.kind, "arch": report.arch, "smp": report.smp,
                     "seed": report.seed, "verdict": verdict, "reason": reason,
                     "failed_as_it_must": matches!(report.outcome, Outcome::ExpectedFailure(_)),
-                    "console_tail": report.console_tail,
+                    "console_tail": report.console_tail, "notes": report.notes,
                     "duration_secs": report.duration.as_secs_f64(), "dir": report.dir,
                     "replay": report.replay, "replay_note": report.replay_note,
                 }));
@@ -585,6 +595,7 @@ mod tests {
             replay_note: None,
             sweep: false,
             console_tail: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -131,7 +131,11 @@ impl DeviceSpec for Disk {
         let readonly = if self.slot() == Slot::Userland { ",readonly=on" } else { "" };
         let args = vec![
             "-drive".into(),
-            format!("if=none,id={},format=raw,file={}{readonly}", self.id(), option_value(&image.display().to_string())),
+            format!(
+                "if=none,id={},format=raw,file={}{readonly}",
+                self.id(),
+                option_value(&image.display().to_string())
+            ),
             "-device".into(),
             format!("virtio-blk-device,drive={},bus={}", self.id(), self.slot().bus()),
         ];

@@ -8,7 +8,6 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -169,7 +168,6 @@ impl DeviceSpec for Net {
             dials: (0..self.spec.dials.len()).map(|_| None).collect(),
             poked: None,
             checked: None,
-            notes: Arc::new(Mutex::new(Vec::new())),
         };
         let mut files = vec![capture];
         if !self.spec.peers.is_empty() {
@@ -193,7 +191,6 @@ struct NetHook {
     poked: Option<Result<f64, String>>,
     /// The `restrict=on` check's thread.
     checked: Option<JoinHandle<Result<(), String>>>,
-    notes: Arc<Mutex<Vec<String>>>,
 }
 
 impl NetHook {
@@ -240,7 +237,7 @@ impl Hook for NetHook {
 
     fn started(&mut self, at: &HookStart) {
         // Asked on a thread of its own: QMP's replies do not wait on the boot's loop.
-        let (qmp, events, index) = (at.qmp.clone(), at.events.clone(), at.index);
+        let (qmp, events) = (at.qmp.clone(), at.events.clone());
         self.checked = Some(std::thread::spawn(move || {
             let info = qmp.execute(
                 "human-monitor-command",
@@ -248,9 +245,11 @@ impl Hook for NetHook {
                 std::time::Duration::from_secs(10),
             )?;
             let result = restricted(info.as_str().unwrap_or(""));
-            if let Err(message) = &result {
-                let _ = events.send(crate::qemu::Event::Device(index, DeviceEvent::Failed(message.clone())));
-            }
+            let event = match &result {
+                Ok(()) => DeviceEvent::Note("net: QEMU itself says restrict=on (info network)".into()),
+                Err(message) => DeviceEvent::Failed(message.clone()),
+            };
+            let _ = events.send(crate::qemu::Event::Device(event));
             result
         }));
         for index in 0..self.spec.dials.len() {
@@ -261,7 +260,8 @@ impl Hook for NetHook {
     }
 
     fn triggered(&mut self, which: usize, at: &HookStart) {
-        let with_after: Vec<usize> = (0..self.spec.dials.len()).filter(|&i| self.spec.dials[i].after.is_some()).collect();
+        let with_after: Vec<usize> =
+            (0..self.spec.dials.len()).filter(|&i| self.spec.dials[i].after.is_some()).collect();
         if let Some(&index) = with_after.get(which) {
             self.start_dial(index, at);
             return;
@@ -276,11 +276,11 @@ impl Hook for NetHook {
     }
 
     fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
-        let mut notes = std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut notes = Vec::new();
         let mut failures = Vec::new();
         if let Some(check) = self.checked.take() {
             match check.join() {
-                Ok(Ok(())) => notes.push("net: QEMU says restrict=on".into()),
+                Ok(Ok(())) => {}
                 Ok(Err(message)) => failures.push(message),
                 Err(_) => failures.push("net: the restrict=on check panicked".into()),
             }
@@ -367,9 +367,6 @@ impl NetHook {
             summary.syns,
             counts.join(", ")
         ));
-        // Keep `_taken` (the lease's ports) until the hook goes.
-        let _ = self.records.exists();
-        let _ = Ordering::SeqCst;
         Ok(notes)
     }
 }

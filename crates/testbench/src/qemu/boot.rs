@@ -47,8 +47,8 @@ pub enum Event {
     Console(ConsoleEvent),
     /// What QEMU said over QMP on its own.
     Qmp(QmpEvent),
-    /// A device's thread reporting: the hook's index in the boot, and what it says.
-    Device(usize, DeviceEvent),
+    /// A device's thread reporting.
+    Device(DeviceEvent),
 }
 
 /// How many events the channel holds: the console's chunks (see `testbench-console`)
@@ -61,6 +61,41 @@ pub struct BootOutcome {
     pub verdict: Verdict,
     pub captures: Vec<Option<String>>,
     pub notes: Vec<String>,
+}
+
+/// QEMU's QMP events as they came, for the boot's `qmp-events.log`: the first
+/// [`QMP_LOG_EVENTS`] of them, each quoted short.
+#[derive(Default)]
+struct QmpLog {
+    lines: Vec<String>,
+    dropped: usize,
+}
+
+const QMP_LOG_EVENTS: usize = 200;
+
+impl QmpLog {
+    fn note(&mut self, event: &QmpEvent) {
+        if self.lines.len() >= QMP_LOG_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        self.lines.push(match event {
+            QmpEvent::Event { name, data } => format!("{name} {}", testbench_judge::quote(&data.to_string())),
+            QmpEvent::Closed => "(QEMU closed the connection)".into(),
+        });
+    }
+
+    fn write(&self, dir: &Path) {
+        if self.lines.is_empty() {
+            return;
+        }
+        let mut text = self.lines.join("\n");
+        if self.dropped > 0 {
+            text.push_str(&format!("\n({} more events not kept)", self.dropped));
+        }
+        text.push('\n');
+        let _ = std::fs::write(dir.join("qmp-events.log"), text);
+    }
 }
 
 /// How the loop ended.
@@ -166,20 +201,20 @@ impl BootSpec {
         let start = Instant::now();
         let deadline = start + self.timeout;
         // Hooks take part only in a boot whose guest the bench started (QMP).
-        let hook_start = |index, qmp: &Arc<QmpClient>| HookStart {
+        let hook_start = |qmp: &Arc<QmpClient>| HookStart {
             start,
             deadline,
             events: sender.clone(),
-            index,
             stop: hooks.stop.clone(),
             qmp: qmp.clone(),
         };
         if let Some(qmp) = &client {
             for index in 0..hooks.hooks.len() {
-                let at = hook_start(index, qmp);
+                let at = hook_start(qmp);
                 hooks.hooks[index].started(&at);
             }
         }
+        let mut qmp_log = QmpLog::default();
         let mut judge = Judge::new(judge_config);
         let mut notes = Vec::new();
         let own_triggers = self.judge.triggers.len();
@@ -199,7 +234,7 @@ impl BootSpec {
                     if let Some(qmp) = &client {
                         for fired in taken.triggered.into_iter().filter_map(|t| t.checked_sub(own_triggers)) {
                             let (hook, which) = hooks.triggers[fired];
-                            hooks.hooks[hook].triggered(which, &hook_start(hook, qmp));
+                            hooks.hooks[hook].triggered(which, &hook_start(qmp));
                         }
                     }
                     if let Some(verdict) = taken.verdict {
@@ -207,9 +242,9 @@ impl BootSpec {
                     }
                 }
                 Ok(Event::Console(ConsoleEvent::Closed)) => break Ended::Closed,
-                Ok(Event::Qmp(_)) => {}
-                Ok(Event::Device(_, DeviceEvent::Note(note))) => notes.push(note),
-                Ok(Event::Device(_, DeviceEvent::Failed(message))) => {
+                Ok(Event::Qmp(event)) => qmp_log.note(&event),
+                Ok(Event::Device(DeviceEvent::Note(note))) => notes.push(note),
+                Ok(Event::Device(DeviceEvent::Failed(message))) => {
                     let at = Instant::now().saturating_duration_since(start);
                     break Ended::Verdict(Verdict::Fail(Failure { kind: FailureKind::Device, at, message }));
                 }
@@ -289,6 +324,7 @@ impl BootSpec {
         };
         // Devices' threads still sending find no one, and end.
         drop(events);
+        qmp_log.write(&self.dir);
         drop(sender);
         let verdict = hooks.finish(&self.dir, verdict, at, &mut notes);
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec(), notes })
@@ -320,7 +356,7 @@ impl BootSpec {
                     let _ = console.write(&chunk.bytes);
                 }
                 Event::Console(ConsoleEvent::Closed) => break,
-                Event::Qmp(_) | Event::Device(..) => {}
+                Event::Qmp(_) | Event::Device(_) => {}
             }
         }
         if !matches!(crate::command::wait_deadline(child, EXIT_DEADLINE), Ok(Some(_))) {

@@ -36,8 +36,7 @@ pub enum Slot {
     Userland = 1,
     /// The network card, `[net]`.
     Net = 2,
-    /// Kept for the guest's serial port of a later kind (ssh-loopback).
-    Serial = 3,
+    // Slot 3 is kept free for a later device (a virtio-serial port).
     /// The second writable disk, `[vault]`.
     Vault = 4,
 }
@@ -100,11 +99,8 @@ pub struct HookStart {
     pub start: Instant,
     /// The boot's deadline.
     pub deadline: Instant,
-    /// The boot's channel of events: a hook's threads send [`Event::Device`] with the
-    /// hook's index.
+    /// The boot's channel of events: a hook's threads send [`Event::Device`].
     pub events: SyncSender<Event>,
-    /// This hook's index in the boot, for its events.
-    pub index: usize,
     /// Set when the boot ends: a hook's threads stop waiting.
     pub stop: Arc<std::sync::atomic::AtomicBool>,
     /// QEMU's QMP connection, for commands (the guest runs).

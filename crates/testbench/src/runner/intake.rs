@@ -262,6 +262,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         // Entry names are checked by the case parser (one entry per name).
         Guest::Built { .. } => {}
     }
+    errors.extend(crate::devices::check(case, root));
     errors
 }
 

@@ -82,6 +82,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         None
     };
 
+    // The host ports the boots' forwards take: a lease too short for --jobs boots of the
+    // most demanding case is refused before anything builds.
+    let per_boot = selected.iter().filter_map(|c| c.as_boot()).map(crate::devices::host_ports).max().unwrap_or(0);
+    let ports = crate::devices::net::Ports::from_env(options.jobs, per_boot)
+        .map_err(|error| BenchError::Refused(vec![error]))?;
+
     let run_dir = crate::rundir::create(&ws.root)?;
     let boots = plan::plan(&selected, options, &run_dir, env_seed);
     if let Some(recording) = &options.rr_replay {
@@ -120,13 +126,13 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     prepare::block_on_host_lacks(&mut prepared, probes, &selected, ws, reporter);
 
     // Boot, up to --jobs at once; report in the planned order.
-    let jobs = prepare::jobs(&boots, &selected, &prepared, ws, qmp_dir.as_ref());
+    let jobs = prepare::jobs(&boots, &selected, &prepared, ws, qmp_dir.as_ref(), &ports);
     let starting = |boot: &PlannedBoot| format!("{} {} smp{}", selected[boot.case].name, boot.arch, boot.smp);
     if let Some(first) = boots.first() {
         reporter.boot_started(&starting(first), first.seed);
     }
     let boot = |job| match job {
-        Err(blocked) => (Err(blocked), None),
+        Err(blocked) => outcome::Booted::blocked(blocked),
         Ok((spec, repeat_exactly)) => outcome::boot_once_or_twice(spec, &ws.root, repeat_exactly),
     };
     pool::run_in_order(jobs, options.jobs, boot, |index, result, took| {

@@ -59,36 +59,59 @@ fn timed_out(verdict: &Verdict) -> bool {
     matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
 }
 
+/// What one planned boot gave: its result, the console log to quote when the verdict
+/// is a timeout, and the notes its devices left (a dial's echo, a poke, the capture).
+pub struct Booted {
+    pub result: CaseResult,
+    pub console: Option<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+impl Booted {
+    pub fn blocked(blocked: Blocked) -> Booted {
+        Booted { result: Err(blocked), console: None, notes: Vec::new() }
+    }
+}
+
 /// One boot, or two when the case asks for captures that differ across boots or for
 /// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
-/// With the result, the console log to quote when the verdict is a timeout.
-pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> (CaseResult, Option<PathBuf>) {
+pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
     let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
-    let trouble = |e: String| Blocked::Build(format!("the bench could not boot: {e}"));
+    let trouble = |e: String| Booted::blocked(Blocked::Build(format!("the bench could not boot: {e}")));
     let first = match spec.run(root) {
         Ok(first) => first,
-        Err(e) => return (Err(trouble(e)), None),
+        Err(e) => return trouble(e),
     };
     forget_passing_recording(&spec, &first.verdict);
+    let mut notes = first.notes.clone();
     if let Some(Rr::Replay(recording)) = &spec.rr {
         let tail = console(&spec.dir, &first.verdict);
-        return (Ok(replayed(recording, &spec.dir, first.verdict)), tail);
+        return Booted { result: Ok(replayed(recording, &spec.dir, first.verdict)), console: tail, notes };
     }
     if (spec.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
-        return (Ok(verdict_result(first.verdict)), tail);
+        return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes };
     }
     let first_dir = spec.dir.clone();
     let second_spec = BootSpec { dir: spec.dir.join("second-boot"), first_boot: Some(first_dir.clone()), ..spec };
     let second = match second_spec.run(root) {
         Ok(second) => second,
-        Err(e) => return (Err(trouble(e)), None),
+        Err(e) => return trouble(e),
     };
     forget_passing_recording(&second_spec, &second.verdict);
+    if !notes.is_empty() || !second.notes.is_empty() {
+        notes = notes.into_iter().map(|n| format!("first boot: {n}")).collect();
+        notes.extend(second.notes.iter().map(|n| format!("second boot: {n}")));
+    }
+    let done = |result: Result<(), String>, console: Option<PathBuf>, notes: Vec<String>| Booted {
+        result: Ok(result),
+        console,
+        notes,
+    };
     if second.verdict != Verdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
-        return (Ok(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"))), tail);
+        return done(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}")), tail, notes);
     }
     if repeat_exactly {
         let read = |dir: &Path| std::fs::read(dir.join("console.log")).unwrap_or_default();
@@ -100,7 +123,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
                 at.line, at.a, at.b
             )),
         };
-        return (Ok(result), None);
+        return done(result, None, notes);
     }
     for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
         if a == b {
@@ -110,10 +133,10 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
                 pattern.regex.as_str(),
                 a.as_deref().unwrap_or("")
             );
-            return (Ok(Err(message)), None);
+            return done(Err(message), None, notes);
         }
     }
-    (Ok(Ok(())), None)
+    done(Ok(()), None, notes)
 }
 
 /// A passing boot's recording is of no use: only a failure's replay line names one.
@@ -232,6 +255,7 @@ pub fn host_report(
         replay_note: None,
         sweep: false,
         console_tail: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -239,7 +263,7 @@ pub fn host_report(
 pub fn boot_report(
     case: &Case,
     boot: &PlannedBoot,
-    (result, timed_out_console): (CaseResult, Option<PathBuf>),
+    Booted { result, console: timed_out_console, notes }: Booted,
     took: Duration,
     ws: &Workspace,
     options: &Options,
@@ -268,6 +292,7 @@ pub fn boot_report(
         replay_note,
         sweep: boot.seed_from == SeedFrom::Sweep,
         console_tail,
+        notes,
     }
 }
 

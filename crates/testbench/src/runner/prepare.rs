@@ -14,8 +14,8 @@ use super::plan::PlannedBoot;
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::case_result::Blocked;
 use crate::config::Config;
-use crate::qemu::{BootSpec, Probe, Rr};
 use crate::qemu::qmp::QmpDir;
+use crate::qemu::{BootSpec, Probe, Rr};
 use crate::report::Reporter;
 use crate::workspace::Workspace;
 
@@ -242,12 +242,15 @@ pub fn jobs(
     prepared: &HashMap<(usize, Arch), Result<Prepared, Blocked>>,
     ws: &Workspace,
     qmp_dir: Option<&Arc<QmpDir>>,
+    ports: &crate::devices::net::Ports,
 ) -> Vec<Result<BootJob, Blocked>> {
     boots
         .iter()
         .map(|boot| {
             let case = selected[boot.case];
-            let spec = prepared[&(boot.case, boot.arch)].clone().map(|p| BootSpec {
+            let devices = crate::devices::for_case(boot_of(case), &ws.root, ports).map_err(Blocked::Build);
+            let prepared = prepared[&(boot.case, boot.arch)].clone().and_then(|p| Ok((p, devices?)));
+            let spec = prepared.map(|(p, devices)| BootSpec {
                 arch: boot.arch,
                 machine: p.machine,
                 firmware: p.firmware,
@@ -273,7 +276,7 @@ pub fn jobs(
                 },
                 dt_edits: boot_of(case).device_tree.clone(),
                 qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
-                devices: Vec::new(),
+                devices,
                 first_boot: None,
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))

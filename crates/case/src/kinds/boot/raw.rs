@@ -144,7 +144,11 @@ pub(crate) const DISK: &[Field] = &[
     field("keep", Shape::Bool, BOOL),
     field("flip", Shape::Table, "{ partition = \"name\", file = \"path in its tree\" }"),
     field("flip_header", Shape::Str, "the name of a partition of the recipe"),
-    field("resize_kept_kib", Shape::Integer, "with keep and must_fail: the kept disk's new size in KiB between the boots"),
+    field(
+        "resize_kept_kib",
+        Shape::Integer,
+        "with keep and must_fail: the kept disk's new size in KiB between the boots",
+    ),
 ];
 
 /// A disk table as serde reads it: the fields of [`DISK`], in its order.
