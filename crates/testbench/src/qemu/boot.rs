@@ -150,7 +150,15 @@ impl BootSpec {
     pub fn run(&self, root: &Path) -> Result<BootOutcome, String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
         let place = BootPlace { root, dir: &self.dir, first_boot: self.first_boot.as_deref() };
-        let devices = attach_all(&self.devices, &place)?;
+        // A device that cannot be attached (a kept disk that is not what a fresh one
+        // would be, a stage too big for its partition) fails the boot before QEMU starts.
+        let devices = match attach_all(&self.devices, &place) {
+            Ok(devices) => devices,
+            Err(message) => {
+                let verdict = Verdict::Fail(Failure { kind: FailureKind::Device, at: Duration::ZERO, message });
+                return Ok(BootOutcome { verdict, captures: Vec::new(), notes: Vec::new() });
+            }
+        };
         let dtb = if self.dt_edits.is_empty() { None } else { Some(self.edited_tree(root, &devices.args)?) };
         let qmp = self.qmp_dir.listen().map_err(|e| format!("failed to listen for QMP: {e}"))?;
         let cmd =
