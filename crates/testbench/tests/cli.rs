@@ -1084,3 +1084,41 @@ fn a_bench_that_cannot_make_its_run_directory_says_so_with_its_own_status() {
     );
     assert!(run.stdout.is_empty(), "{}", run.explain());
 }
+
+/// A port lease too short for --jobs boots of the most demanding case, a malformed one,
+/// and a disk recipe that names a partition it does not have are refused before anything
+/// builds, each naming what it takes.
+#[test]
+fn a_short_port_lease_and_a_bad_disk_recipe_are_refused_before_anything_builds() {
+    let net = "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n\
+               [net]\nforward = [7, 8]\n[net.poke]\nport = 9\npayload = \"p\"\nafter = 'x'\n\
+               [guest]\nkernel = \"Cargo.toml\"\n";
+    let dir = cases_dir(&[("three-ports", net)]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--jobs", "2"], &[("TESTBENCH_PORTS", "40000-40004")]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("TESTBENCH_PORTS=40000-40004 holds 5 ports"), "{}", run.explain());
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+    let run = bench(&["--cases", cases], &[("TESTBENCH_PORTS", "40000-")]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("TESTBENCH_PORTS"), "{}", run.explain());
+
+    let recipe_dir = tempfile::tempdir().unwrap();
+    let recipe = recipe_dir.path().join("disk.toml");
+    std::fs::write(&recipe, "size_kib = 1024\n[[partition]]\nname = \"data\"\nfs = \"raw\"\n").unwrap();
+    let disk = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n\
+         [disk]\nrecipe = {:?}\nflip_header = \"dta\"\n[guest]\nkernel = \"Cargo.toml\"\n",
+        recipe.display().to_string()
+    );
+    let dir = cases_dir(&[("bad-flip", &disk)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    assert!(
+        run.stderr.contains("bad-flip.toml: disk.flip_header: \"dta\" is not a partition of")
+            && run.stderr.contains("one of \"data\""),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}

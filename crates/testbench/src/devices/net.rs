@@ -300,8 +300,11 @@ impl Hook for NetHook {
                         held.unwrap_or_default()
                     ));
                 }
-                Ok(DialOutcome::Fail { reason, attempts }) => {
-                    failures.push(format!("net.dial[{index}] (port {port}): {reason} ({attempts} attempts)"))
+                Ok(DialOutcome::Fail { reason, .. }) => {
+                    // A dial the boot's end cut short was not echoed by the deadline: the
+                    // boot's end is the last moment an echo could come.
+                    let reason = reason.replacen(": cancelled", ": no echo before the boot ended", 1);
+                    failures.push(format!("net.dial[{index}] (port {port}): {reason}"))
                 }
                 Err(_) => failures.push(format!("net.dial[{index}]: its thread panicked")),
             }
