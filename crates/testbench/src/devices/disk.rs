@@ -63,7 +63,8 @@ impl Disk {
             }
             DiskLayout::Partitions { size_kib, count } => {
                 testbench_disk::make_partitioned(image, *size_kib, u64::from(*count)).map_err(|e| e.to_string())?;
-                log.push(format!("{size_kib} KiB, a GPT of {count} equal partitions"));
+                let parts = if *count == 1 { "one partition".to_string() } else { format!("{count} equal partitions") };
+                log.push(format!("{size_kib} KiB, a GPT of {parts}"));
             }
             DiskLayout::Recipe(path) => {
                 let recipe = self.recipe.as_ref().expect("a recipe is read at intake");

@@ -42,7 +42,12 @@ impl Ports {
     /// must fit the lease, or the run is refused before anything builds.
     pub fn from_env(jobs: usize, per_boot: usize) -> Result<Ports, String> {
         let var = std::env::var(testbench_net::ports::PORTS_VAR).ok();
-        match testbench_net::PortSource::from_env(var.as_deref())? {
+        Ports::from_source(testbench_net::PortSource::from_env(var.as_deref())?, jobs, per_boot)
+    }
+
+    /// As [`Ports::from_env`], from a source already read.
+    pub fn from_source(source: testbench_net::PortSource, jobs: usize, per_boot: usize) -> Result<Ports, String> {
+        match source {
             testbench_net::PortSource::Free => Ok(Ports { lease: None }),
             testbench_net::PortSource::Lease(lease) => {
                 if per_boot > 0 {

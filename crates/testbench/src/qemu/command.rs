@@ -182,4 +182,52 @@ mod tests {
         };
         insta::assert_snapshot!("external-guest-dtb", shown(&external, Some(Path::new("/ws/edited.dtb"))));
     }
+
+    /// Every device on its slot: the data disk (slot 0), the read-only disk (slot 1),
+    /// the card (slot 2) with a forward, a poke, a peer and the capture, the vault
+    /// (slot 4); host ports from a lease, so the line is the same every time.
+    #[test]
+    fn a_command_line_with_every_device_is_what_it_was() {
+        use testbench_case::{DiskLayout, DiskSpec, NetSpec, Peer, Poke};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("boot");
+        std::fs::create_dir(&dir).unwrap();
+        let disk = |layout| DiskSpec { layout, keep: false, flip: None, flip_header: None, resize_kept_kib: None };
+        let lease = testbench_net::PortSource::Lease(testbench_net::Lease { lo: 40000, hi: 40009 });
+        let ports = crate::devices::net::Ports::from_source(lease, 1, 2).unwrap();
+        let after = testbench_case::Pattern { label: "net.poke.after".into(), regex: regex::Regex::new("x").unwrap() };
+        let net = NetSpec {
+            forward: vec![7],
+            peers: vec![Peer { addr: "10.0.9.100:7".parse().unwrap(), connections: 1 }],
+            poke: Some(Poke { port: 47000, payload: "p".into(), after }),
+            ..NetSpec::default()
+        };
+        let devices: Vec<Arc<dyn DeviceSpec>> = vec![
+            Arc::new(crate::devices::disk::Disk::new("disk", disk(DiskLayout::Zeroed { size_kib: 4 }), None)),
+            Arc::new(crate::devices::disk::Disk::new("userland", disk(DiskLayout::Zeroed { size_kib: 4 }), None)),
+            Arc::new(crate::devices::disk::Disk::new(
+                "vault",
+                disk(DiskLayout::Partitions { size_kib: 1024, count: 1 }),
+                None,
+            )),
+            Arc::new(crate::devices::net::Net::new(net, ports).unwrap()),
+        ];
+        let place = super::super::BootPlace { root: Path::new("/ws"), dir: &dir, first_boot: None };
+        let attached = super::super::devices::attach_all(&devices, &place).unwrap();
+        let plain = spec(tmp.path());
+        let qmp = ["-S".to_string()];
+        let line = plain.command_with(Path::new("/ws"), &qmp, &plain.machine, None, None, &attached.args).display();
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        let line = line
+            .replacen(&crate::command::shell_quote(&qemu_binary(plain.arch)), "[QEMU]", 1)
+            .replace(&dir.display().to_string(), "[BOOT]")
+            .replace(&exe, "[BENCH]")
+            .replace(" --", " \u{0}")
+            .replace(" -", "\n  -")
+            .replace('\u{0}', "--");
+        insta::assert_snapshot!("every-device", line);
+        let log =
+            std::fs::read_to_string(dir.join("devices.log")).unwrap().replace(&dir.display().to_string(), "[BOOT]");
+        insta::assert_snapshot!("every-device-log", log);
+    }
 }
