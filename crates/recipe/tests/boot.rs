@@ -1,5 +1,6 @@
-//! Builds guests/debian-busybox.toml (downloads ~113 MB the first time) and boots it
-//! under QEMU. Ignored by default: needs the Debian mirror and qemu-system-riscv64.
+//! Builds guests/debian-busybox.toml and guests/debian-devices.toml (downloads ~120 MB
+//! the first time) and boots them under QEMU. Ignored by default: needs the Debian
+//! mirror and qemu-system-riscv64.
 //!
 //! cargo test -p testbench-recipe --test boot -- --ignored --nocapture
 //! TESTBENCH_GUEST_CACHE sets the cache root (default: target/guest-cache).
