@@ -1,5 +1,6 @@
-//! Builds guests/debian-busybox.toml (downloads ~113 MB the first time) and boots it
-//! under QEMU. Ignored by default: needs the Debian mirror and qemu-system-riscv64.
+//! Builds guests/debian-busybox.toml and guests/debian-devices.toml (downloads ~120 MB
+//! the first time) and boots them under QEMU. Ignored by default: needs the Debian
+//! mirror and qemu-system-riscv64.
 //!
 //! cargo test -p testbench-recipe --test boot -- --ignored --nocapture
 //! TESTBENCH_GUEST_CACHE sets the cache root (default: target/guest-cache).
@@ -33,4 +34,83 @@ fn debian_busybox_reaches_init_and_powers_off() {
     assert!(serial.contains("testbench-guest: init reached"), "no marker; serial:\n{serial}");
     assert!(serial.contains("testbench-guest: kernel 6.12.117+deb13-riscv64 on riscv64"), "{serial}");
     assert!(out.status.success(), "qemu: {}; serial:\n{serial}", out.status);
+}
+
+/// Boots the devices guest with `append` and extra QEMU arguments; returns the serial
+/// output after checking QEMU exited 0.
+fn boot_devices(image: &testbench_recipe::Image, append: &str, devices: &[String]) -> String {
+    let out = Command::new("timeout")
+        .arg("300")
+        .arg(image.arch.qemu())
+        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1", "-nodefaults"])
+        .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
+        .args(["-global", "virtio-mmio.force-legacy=false"])
+        .arg("-kernel")
+        .arg(&image.kernel)
+        .arg("-initrd")
+        .arg(&image.initrd)
+        .arg("-append")
+        .arg(format!("{} quiet {append}", image.append))
+        .args(devices)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let serial = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "qemu: {}; serial:\n{serial}", out.status);
+    assert!(!serial.contains("testbench-guest: FAIL"), "{serial}");
+    serial
+}
+
+fn disk(slot: u32, id: &str, path: &std::path::Path, readonly: bool) -> Vec<String> {
+    let ro = if readonly { ",readonly=on" } else { "" };
+    vec![
+        "-drive".into(),
+        format!("if=none,id={id},file={},format=raw{ro}", path.display()),
+        "-device".into(),
+        format!("virtio-blk-device,drive={id},bus=virtio-mmio-bus.{slot}"),
+    ]
+}
+
+/// guests/debian-devices.toml: a disk on slot 0 kept across two boots (the second finds
+/// what the first wrote), and a read-only disk on slot 1 whose write the guest sees
+/// refused while the image stays as it was.
+#[test]
+#[ignore = "downloads Debian packages and boots QEMU"]
+fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cache =
+        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    let recipe = testbench_recipe::load(&root.join("guests/debian-devices.toml")).unwrap();
+    let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
+    let dir = std::env::temp_dir().join(format!("testbench-devices-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = dir.join("kept.img");
+    let ro = dir.join("ro.img");
+    std::fs::write(&kept, vec![0u8; 1 << 20]).unwrap();
+    let ro_bytes: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&ro, &ro_bytes).unwrap();
+
+    let first = boot_devices(&image, "tb.do=disk-keep", &disk(0, "disk0", &kept, false));
+    assert!(first.contains("testbench-guest: disk-keep: found nothing, wrote generation 1 on vda (slot 0)"), "{first}");
+    let second = boot_devices(&image, "tb.do=disk-keep", &disk(0, "disk0", &kept, false));
+    assert!(
+        second.contains("testbench-guest: disk-keep: found generation 1, wrote generation 2 on vda (slot 0)"),
+        "{second}"
+    );
+    assert!(std::fs::read(&kept).unwrap().starts_with(b"TESTBENCH generation 2\n\0"));
+
+    let mut devices = disk(0, "disk0", &kept, false);
+    devices.extend(disk(1, "disk1", &ro, true));
+    let serial = boot_devices(&image, "tb.do=ro-write", &devices);
+    // Two disks: Linux names the slot-1 disk vda, the slot-0 one vdb.
+    assert!(serial.contains("testbench-guest: ro-write: vda (slot 1) has ro=1"), "{serial}");
+    assert!(
+        serial.contains(
+            "testbench-guest: ro-write: write refused: dd: error writing '/dev/vda': Operation not permitted"
+        ),
+        "{serial}"
+    );
+    assert!(serial.contains("testbench-guest: done ro-write"), "{serial}");
+    assert!(std::fs::read(&ro).unwrap() == ro_bytes, "the read-only image changed");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

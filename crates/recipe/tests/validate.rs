@@ -69,6 +69,58 @@ fn shipped_recipe_validates() {
     assert!(r.init.script.contains("testbench-guest: init reached"));
 }
 
+/// The devices guest: it validates, and every module its /init loads (the `load_*`
+/// helpers) is a file the recipe puts in `lib/modules/`, as Debian ships it (`.ko.xz`).
+#[test]
+fn devices_recipe_validates_and_ships_every_module_its_init_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/debian-devices.toml");
+    let r = testbench_recipe::load(&path).unwrap();
+    assert_eq!(r.arch, Arch::Rv64);
+    let shipped: Vec<&str> = r
+        .packages
+        .iter()
+        .flat_map(|p| &p.files)
+        .filter_map(|f| match &f.to {
+            Target::Initramfs(to) => Some(to.as_str()),
+            Target::Kernel => None,
+        })
+        .collect();
+    let mut loaded = 0;
+    for line in r.init.script.lines() {
+        let Some(rest) = line.trim().strip_prefix("load_").and_then(|l| l.split_once("{ load ")) else { continue };
+        for module in rest.1.trim_end_matches("; }").split_whitespace() {
+            let file = format!("lib/modules/{module}.ko.xz");
+            assert!(shipped.contains(&file.as_str()), "/init loads {module} but the recipe has no {file}");
+            loaded += 1;
+        }
+    }
+    assert!(loaded >= 10, "found only {loaded} modules in the load_* helpers");
+    // The case labels of the script's one top-level `case "$ACT" in` (lines starting
+    // in column 0 and ending in `)`).
+    let labels: Vec<&str> = r
+        .init
+        .script
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(')'))
+        .flat_map(|l| l.trim_end_matches(')').split('|'))
+        .collect();
+    for action in [
+        "disk-write",
+        "disk-read",
+        "disk-keep",
+        "vault",
+        "ro-write",
+        "ext4-read",
+        "fat-read",
+        "flip-detect",
+        "echo-server",
+        "connect",
+        "poke",
+    ] {
+        assert!(labels.contains(&action), "no action {action} in {labels:?}");
+    }
+}
+
 #[test]
 fn missing_file_is_a_read_error_naming_it() {
     let err = testbench_recipe::load(Path::new("/nonexistent/x.toml")).unwrap_err();
