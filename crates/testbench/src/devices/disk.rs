@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use testbench_case::{DiskLayout, DiskSpec};
 use testbench_disk::DiskRecipe;
 
-use crate::qemu::{option_value, Attached, BootPlace, DeviceSpec, Slot};
+use crate::qemu::{option_value, Attached, BootPlace, DeviceSpec, Hook, Slot};
 
 /// One of a case's disks, planned once (its recipe read and checked at intake).
 pub struct Disk {
@@ -149,6 +149,75 @@ impl DeviceSpec for Disk {
             if readonly.is_empty() { "" } else { ", read-only" }
         );
         log.insert(0, what);
-        Ok(Attached { args, files: vec![image], log, hook: None })
+        // The read-only disk's proof is outside the guest: its image is the same bytes
+        // after the boot as before it, whatever the guest tried.
+        let hook: Option<Box<dyn Hook>> = if self.slot() == Slot::Userland {
+            let before = digest(&image)?;
+            log.push(format!("sha256 {before} before the boot"));
+            Some(Box::new(Unchanged { image: image.clone(), before }))
+        } else {
+            None
+        };
+        Ok(Attached { args, files: vec![image], log, hook })
+    }
+}
+
+/// A file's sha256, in hex.
+fn digest(path: &Path) -> Result<String, String> {
+    use sha2::Digest;
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The read-only disk's check after the boot: its image unchanged.
+struct Unchanged {
+    image: PathBuf,
+    before: String,
+}
+
+impl Hook for Unchanged {
+    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+        let after = digest(&self.image)?;
+        if after == self.before {
+            return Ok(vec![format!(
+                "[userland]: the read-only disk is the same bytes after the boot (sha256 {})",
+                &after[..16]
+            )]);
+        }
+        let message = format!(
+            "[userland]: the read-only disk changed during the boot (sha256 {} before, {} after): {}",
+            self.before,
+            after,
+            self.image.display()
+        );
+        if passed {
+            Err(message)
+        } else {
+            Ok(vec![message])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read-only disk's check fails a passing boot when the image changed, and only
+    /// notes it beside a boot that failed anyway.
+    #[test]
+    fn a_read_only_disk_that_changed_fails_the_boot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let image = tmp.path().join("disk1.img");
+        std::fs::write(&image, [0u8; 4096]).unwrap();
+        let mut check = Unchanged { image: image.clone(), before: digest(&image).unwrap() };
+        let notes = check.finish(tmp.path(), true).unwrap();
+        assert!(notes[0].contains("the same bytes after the boot"), "{notes:?}");
+        std::fs::write(&image, [1u8; 4096]).unwrap();
+        let error = check.finish(tmp.path(), true).unwrap_err();
+        assert!(error.starts_with("[userland]: the read-only disk changed during the boot (sha256 "), "{error}");
+        let notes = check.finish(tmp.path(), false).unwrap();
+        assert!(notes[0].contains("changed during the boot"), "{notes:?}");
     }
 }
