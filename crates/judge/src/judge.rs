@@ -57,6 +57,12 @@ pub struct Config {
     /// Each fires once, on the first shown line it matches, for the bench's devices
     /// (a poke, a dial that waits for a line): read from [`Step::triggered`].
     pub triggers: Vec<Pattern>,
+    /// Must match shown lines after the last expect, in order (what the guest says of
+    /// the sessions the bench runs once every expect has matched).
+    pub expect_after: Vec<Pattern>,
+    /// The verdict waits for [`Judge::release`] (the bench's sessions ending) as well as
+    /// for the expects: no pass before it.
+    pub hold: bool,
 }
 
 /// The log server's done rule: exactly one line starting `[server] done:` (as it came
@@ -70,7 +76,12 @@ impl Config {
     /// Rules that keep state across lines run on the per-line path only: the consoles
     /// that use them are the reference guest's, a few kilobytes each.
     fn needs_every_line(&self) -> bool {
-        self.server_done.is_some() || !self.distinct.is_empty() || !self.capture.is_empty() || !self.triggers.is_empty()
+        self.server_done.is_some()
+            || !self.distinct.is_empty()
+            || !self.capture.is_empty()
+            || !self.triggers.is_empty()
+            || !self.expect_after.is_empty()
+            || self.hold
     }
 }
 
@@ -88,6 +99,8 @@ impl Default for Config {
             distinct: Vec::new(),
             capture: Vec::new(),
             triggers: Vec::new(),
+            expect_after: Vec::new(),
+            hold: false,
         }
     }
 }
@@ -286,6 +299,11 @@ pub struct Judge {
     /// Which triggers have fired, and those fired since the last [`Step`].
     fired_triggers: Vec<bool>,
     triggered: Vec<usize>,
+    /// The next `expect_after` pattern, and when the last one matched.
+    next_after: usize,
+    after_done_at: Option<Duration>,
+    /// When the bench released a held verdict ([`Judge::release`]).
+    released_at: Option<Duration>,
 }
 
 impl Judge {
@@ -309,6 +327,9 @@ impl Judge {
         Judge {
             fired_triggers,
             triggered: Vec::new(),
+            next_after: 0,
+            after_done_at: None,
+            released_at: None,
             done_seen: false,
             distinct_seen,
             captured,
@@ -383,7 +404,28 @@ impl Judge {
         if self.cfg.poweroff {
             return None;
         }
-        self.last_expect_at.map(|t| t.saturating_add(self.cfg.settle))
+        let last = self.last_expect_at?;
+        if !self.cfg.hold && self.cfg.expect_after.is_empty() {
+            return Some(last.saturating_add(self.cfg.settle));
+        }
+        // With sessions: the settle time starts once they have ended and every
+        // expect_after has matched, whichever came last.
+        let released = if self.cfg.hold { self.released_at? } else { Duration::ZERO };
+        let after = if self.cfg.expect_after.is_empty() { Duration::ZERO } else { self.after_done_at? };
+        Some(last.max(released).max(after).saturating_add(self.cfg.settle))
+    }
+
+    /// Every expect has matched (the bench starts its sessions then).
+    pub fn expects_done(&self) -> bool {
+        self.next_expect == self.cfg.expect.len()
+    }
+
+    /// The bench's sessions have ended well: a held verdict may now pass (after
+    /// `expect_after` and the settle time).
+    pub fn release(&mut self, now: Duration) {
+        if self.released_at.is_none() {
+            self.released_at = Some(now);
+        }
     }
 
     /// When the runner should call [`Judge::poll`] even if no bytes arrive, or None.
@@ -594,6 +636,13 @@ impl Judge {
         }
         if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
             self.expect_matched(at);
+        } else if self.expects_done()
+            && self.cfg.expect_after.get(self.next_after).is_some_and(|p| p.regex.is_match(&shown))
+        {
+            self.next_after += 1;
+            if self.next_after == self.cfg.expect_after.len() {
+                self.after_done_at = Some(at);
+            }
         }
         if !fired && self.cfg.inputs.get(self.next_input).is_some_and(|i| i.after.regex.is_match(&shown)) {
             self.fire(send);
@@ -915,6 +964,28 @@ impl Judge {
             return match &self.fail_line {
                 Some(line) => fail(FailureKind::ProgramFailed, format!("{line}; then {}", what.1)),
                 None => fail(what.0, what.1),
+            };
+        }
+        if let Some(p) = self.cfg.expect_after.get(self.next_after) {
+            let waiting = format!("waiting for {} '{}'", p.label, p.regex.as_str());
+            return match ending {
+                Ending::TimedOut { deadline } => {
+                    fail(FailureKind::TimedOut, format!("timed out after {} {waiting}", secs(deadline)))
+                }
+                Ending::Exited { status, .. } => {
+                    fail(FailureKind::GuestEnded, format!("guest ended (qemu exited, {status}) while {waiting}"))
+                }
+            };
+        }
+        if self.cfg.hold && self.released_at.is_none() {
+            let what = "waiting for the sessions to end";
+            return match ending {
+                Ending::TimedOut { deadline } => {
+                    fail(FailureKind::TimedOut, format!("timed out after {} {what}", secs(deadline)))
+                }
+                Ending::Exited { status, .. } => {
+                    fail(FailureKind::GuestEnded, format!("guest ended (qemu exited, {status}) while {what}"))
+                }
             };
         }
         if self.cfg.poweroff {

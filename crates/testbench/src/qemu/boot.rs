@@ -176,6 +176,8 @@ impl BootSpec {
         let mut console = ConsoleLog::new(console_file);
         let mut judge_config = self.judge.clone();
         let mut hooks = Hooks::new(devices.hooks, &mut judge_config);
+        let holding = hooks.hooks.iter().filter(|h| h.holds()).count();
+        judge_config.hold |= holding > 0;
 
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
         let mut stdin = child.stdin.take();
@@ -225,11 +227,21 @@ impl BootSpec {
         let mut qmp_log = QmpLog::default();
         let mut judge = Judge::new(judge_config);
         let mut notes = Vec::new();
+        let (mut told_expects, mut released) = (false, 0);
         let own_triggers = self.judge.triggers.len();
         let ended = loop {
             let now = Instant::now();
             if now >= deadline {
                 break Ended::Deadline;
+            }
+            if !told_expects && judge.expects_done() {
+                // Every expect has matched: the hooks that wait for it (sessions) start.
+                told_expects = true;
+                if let Some(qmp) = &client {
+                    for hook in &mut hooks.hooks {
+                        hook.expects_matched(&hook_start(qmp));
+                    }
+                }
             }
             let wake = judge.wake_at().map(|at| start + at).unwrap_or(deadline).min(deadline);
             match events.recv_timeout(wake.saturating_duration_since(now)) {
@@ -252,6 +264,12 @@ impl BootSpec {
                 Ok(Event::Console(ConsoleEvent::Closed)) => break Ended::Closed,
                 Ok(Event::Qmp(event)) => qmp_log.note(&event),
                 Ok(Event::Device(DeviceEvent::Note(note))) => notes.push(note),
+                Ok(Event::Device(DeviceEvent::Released)) => {
+                    released += 1;
+                    if released == holding {
+                        judge.release(Instant::now().saturating_duration_since(start));
+                    }
+                }
                 Ok(Event::Device(DeviceEvent::Failed(message))) => {
                     let at = Instant::now().saturating_duration_since(start);
                     break Ended::Verdict(Verdict::Fail(Failure { kind: FailureKind::Device, at, message }));

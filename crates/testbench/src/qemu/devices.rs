@@ -114,6 +114,9 @@ pub enum DeviceEvent {
     Note(String),
     /// The device's check failed: the boot ends with this failure at once.
     Failed(String),
+    /// A hook that holds the verdict ([`Hook::holds`]) is done with it (its sessions
+    /// ended well).
+    Released,
 }
 
 /// A device's part in one boot's loop. All of it runs on the loop's thread; a hook that
@@ -126,6 +129,17 @@ pub trait Hook: Send {
 
     /// The guest has started.
     fn started(&mut self, start: &HookStart) {
+        let _ = start;
+    }
+
+    /// Whether the boot's verdict waits for this hook's [`DeviceEvent::Released`] as
+    /// well as for the console (sessions do).
+    fn holds(&self) -> bool {
+        false
+    }
+
+    /// Every expect of the case has matched (sessions start then). Called once.
+    fn expects_matched(&mut self, start: &HookStart) {
         let _ = start;
     }
 

@@ -81,6 +81,8 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         distinct: boot.distinct.iter().map(pattern).collect(),
         capture: boot.distinct_across_boots.iter().map(pattern).collect(),
         triggers: Vec::new(),
+        expect_after: Vec::new(),
+        hold: false,
     }
 }
 
