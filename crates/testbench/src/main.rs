@@ -22,6 +22,7 @@ mod qemu;
 mod report;
 mod rundir;
 mod runner;
+mod ssh;
 mod workspace;
 
 use std::path::PathBuf;
