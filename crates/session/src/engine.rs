@@ -489,7 +489,8 @@ impl Engine<'_> {
                     self.check_stop()?;
                     if bound.passed() {
                         let what = bound.missed(&format!("{} did not take its input", self.program));
-                        return Err(self.fail(what));
+                        let last = self.last.quoted();
+                        return Err(self.fail(format!("{what}; {last}")));
                     }
                     self.client().wait_writable(Duration::from_millis(10));
                     // Keep reading while the client is slow to read: it may be waiting

@@ -66,8 +66,9 @@
 //! Every wait has a deadline: the case's (`deadline` of [`run`]), or a `within`'s.
 //! One that passes fails the session saying what the step waited for and quoting the
 //! last output. A session that fails records its name on the board and raises the
-//! stop flag; every other session then ends at its next look (a slice of 20 ms at
-//! most) with `stopped: session X failed`, and its client is killed. The bench may
+//! stop flag; every other session then ends at its next look (within some 50 ms)
+//! with `stopped: session X failed (this session was at step N (...))`, and its
+//! client is killed. The bench may
 //! raise the flag itself (then `stopped: the case stopped its sessions`), and should
 //! call [`Marks::wake`] after.
 //!

@@ -289,12 +289,19 @@ fn a_failing_session_stops_the_others_promptly() {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let deadline = start + DEADLINE;
-    let failing = spec("first", vec![expect("never"), Step::Exit(0)]);
+    // It fails once the others are where they wait.
+    let failing = spec(
+        "first",
+        vec![Step::Wait("after-waits".into()), Step::Wait("expecting-waits".into()), expect("never"), Step::Exit(0)],
+    );
     // One waits before its client starts, one after, one in an expect.
     let waiting = [
         spec("before", vec![Step::Wait("never-set".into()), Step::Exit(0)]),
-        spec("after", vec![expect("up"), Step::Wait("never-set".into()), Step::Exit(0)]),
-        spec("expecting", vec![expect("never")]),
+        spec(
+            "after",
+            vec![expect("up"), Step::Mark("after-waits".into()), Step::Wait("never-set".into()), Step::Exit(0)],
+        ),
+        spec("expecting", vec![expect("up"), Step::Mark("expecting-waits".into()), expect("never")]),
     ];
     let threads: Vec<_> = waiting
         .into_iter()
@@ -306,7 +313,6 @@ fn a_failing_session_stops_the_others_promptly() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
     let failed = run(&failing, &sh("exit 1"), &marks, &stop, start, deadline, &dir.join("first.log"));
     let failed_at = Instant::now();
     assert!(matches!(failed, SessionOutcome::Fail { .. }));
@@ -317,5 +323,17 @@ fn a_failing_session_stops_the_others_promptly() {
         assert!(ended.duration_since(failed_at) < Duration::from_secs(20), "not stopped promptly");
     }
     assert!(read(&dir.join("after.log")).contains("killed sh"));
+    assert!(read(&dir.join("expecting.log")).contains("killed sh"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_send_the_client_never_reads_ends_at_its_within() {
+    let client = python("import time; print('up'); time.sleep(30)");
+    let big = "x".repeat(1 << 20);
+    let steps = vec![expect("up"), Step::Within(Duration::from_millis(500)), send(&big), Step::Exit(0)];
+    let run = run_one("stuck", &spec("stuck", steps), &client, DEADLINE);
+    let r = reason(&run);
+    assert!(r.contains("python3 did not take its input within 0.500s (its within); last output: 'up\\n'"), "{r}");
+    assert!(r.len() < 800, "{r}");
 }
