@@ -131,7 +131,7 @@ use std::time::{Duration, Instant};
 pub use client::INITIAL_SIZE;
 pub use engine::EXIT_GRACE;
 pub use marks::{Marks, WaitEnd};
-pub use output::{escape, UNMATCHED_LIMIT};
+pub use output::{escape, LINE_KEEP, UNMATCHED_KEEP, UNMATCHED_LIMIT};
 pub use pattern::Pattern;
 pub use transcript::TRANSCRIPT_LIMIT;
 

@@ -337,3 +337,22 @@ fn a_send_the_client_never_reads_ends_at_its_within() {
     assert!(r.contains("python3 did not take its input within 0.500s (its within); last output: 'up\\n'"), "{r}");
     assert!(r.len() < 800, "{r}");
 }
+
+#[test]
+fn a_stop_raised_by_the_bench_ends_a_session_saying_so() {
+    let dir = dir("bench-stop");
+    let marks = Marks::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let s = spec("waiter", vec![expect("up"), Step::Mark("waiting".into()), Step::Wait("never-set".into())]);
+    let thread = {
+        let (marks, stop, log) = (marks.clone(), stop.clone(), dir.join("waiter.log"));
+        std::thread::spawn(move || run(&s, &sh("echo up; cat"), &marks, &stop, start, start + DEADLINE, &log))
+    };
+    marks.wait_for("waiting", start + DEADLINE, &AtomicBool::new(false)).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    marks.wake();
+    let SessionOutcome::Fail { reason } = thread.join().unwrap() else { panic!("passed") };
+    assert_eq!(reason, "stopped: the case stopped its sessions (this session was at step 3 (wait 'never-set'))");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
