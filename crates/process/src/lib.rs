@@ -161,6 +161,23 @@ impl Cmd {
             .map_err(|source| CmdError::Spawn { command: self.display(), source })
     }
 
+    /// Start the child with `stdin` as its standard input (the slave side of a
+    /// pseudo-terminal, say) and its stdout and stderr piped. As with [`Cmd::spawn_piped`],
+    /// the caller owns the deadline and waits from this same thread.
+    pub fn spawn_with_stdin(&self, stdin: impl Into<Stdio>) -> Result<Child, CmdError> {
+        self.command()
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| CmdError::Spawn { command: self.display(), source })
+    }
+
+    /// The program the command line starts, as given (for messages: `ssh exited 255`).
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
     /// Run to the end with stdin closed, capturing both streams, under the deadline.
     pub fn output(&self) -> Result<Output, CmdError> {
         let mut child = self
@@ -356,6 +373,21 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(status.code(), Some(4));
         assert_eq!(written, "out\nerr\n");
+    }
+
+    #[test]
+    fn a_given_stdin_reaches_the_child() {
+        let path = std::env::temp_dir().join(format!("testbench-process-stdin-{}", std::process::id()));
+        std::fs::write(&path, "from the file\n").unwrap();
+        let cmd = Cmd::new("cat", "cat", Duration::from_secs(10));
+        assert_eq!(cmd.program(), "cat");
+        let mut child = cmd.spawn_with_stdin(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        let status = wait_deadline(&mut child, Duration::from_secs(10)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(out, "from the file\n");
+        assert!(status.is_some_and(|s| s.success()));
     }
 
     #[test]
