@@ -5,7 +5,29 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use testbench_case::{parse, Case, Guest, GuestImage, Kind};
+use testbench_case::{parse, Case, Guest, GuestImage, Kind, Session, Step};
+
+/// Each session, a line for its fields and one per step.
+fn describe_sessions(out: &mut String, sessions: &[Session]) {
+    for session in sessions {
+        writeln!(
+            out,
+            "session {}: user {} key {} pty {} ssh_args {:?} command {:?}",
+            session.name, session.user, session.key, session.pty, session.ssh_args, session.command
+        )
+        .unwrap();
+        for p in &session.forbid {
+            writeln!(out, "  {}: {}", p.label, p.source()).unwrap();
+        }
+        for step in &session.steps {
+            match step {
+                Step::Expect(p) => writeln!(out, "  {}: {}", p.label, p.source()).unwrap(),
+                Step::Send(send) => writeln!(out, "  send {:?} {:?}", send.source, send.pieces).unwrap(),
+                other => writeln!(out, "  {other:?}").unwrap(),
+            }
+        }
+    }
+}
 
 fn describe(case: &Case) -> String {
     let mut out = String::new();
@@ -110,6 +132,9 @@ fn describe(case: &Case) -> String {
             )
             .unwrap();
         }
+        if let Some(key) = &net.host_key {
+            writeln!(out, "  host_key {}", key.line()).unwrap();
+        }
         if let Some(poke) = &net.poke {
             writeln!(
                 out,
@@ -122,6 +147,10 @@ fn describe(case: &Case) -> String {
             .unwrap();
         }
     }
+    for p in &boot.expect_after {
+        writeln!(out, "{}: {}", p.label, p.source()).unwrap();
+    }
+    describe_sessions(&mut out, &boot.sessions);
     for path in case.paths() {
         writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
     }

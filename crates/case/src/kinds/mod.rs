@@ -1,8 +1,9 @@
 //! The kinds of case, each in a module of its own holding its raw form (serde), its list
 //! of fields in words (checked before serde) and its stage two (the typed case):
 //! `boot`, `host_tests`, `build`, `scripts`, `gate`. A kind's module depends on `common`,
-//! `fields` and the crate's types alone, never on another kind's nor on `validate`
-//! (which reads the common fields, then calls [`read`] and [`validate`] here).
+//! `fields`, `session` (the `[[session]]` tables) and the crate's types alone, never on
+//! another kind's nor on `validate` (which reads the common fields, then calls [`read`]
+//! and [`validate`] here).
 
 mod boot;
 mod build;
@@ -72,13 +73,14 @@ mod tests {
     };
     use super::*;
     use crate::fields::{names, serde_names};
+    use crate::session::{RawSession, RawStep, SESSION, STEP};
 
     /// Each raw struct and its list of fields name the same fields in the same order, so
     /// a field added to one and not the other fails here (and a field is never accepted
     /// by the check in words and then refused by serde, or the other way round).
     #[test]
     fn each_raw_struct_and_its_list_of_fields_agree() {
-        let pairs: [(&str, &[Field], &[&str]); 13] = [
+        let pairs: [(&str, &[Field], &[&str]); 15] = [
             ("boot", boot::FIELDS, serde_names::<RawBoot>()),
             ("host-tests", host_tests::FIELDS, serde_names::<host_tests::RawHostTests>()),
             ("build", build::FIELDS, serde_names::<build::RawBuild>()),
@@ -92,6 +94,8 @@ mod tests {
             ("[[net.peer]]", PEER, serde_names::<RawPeer>()),
             ("[[net.dial]]", DIAL, serde_names::<RawDial>()),
             ("[net.poke]", POKE, serde_names::<RawPoke>()),
+            ("[[session]]", SESSION, serde_names::<RawSession>()),
+            ("a step", STEP, serde_names::<RawStep>()),
         ];
         for (whose, fields, serde) in pairs {
             assert_eq!(names(fields), serde, "{whose}: the list of fields and the raw struct differ");
