@@ -14,9 +14,10 @@
 //!   of messages (the nearest name, a number, a value shown short);
 //! - `fields`: a field's shape and what it takes, in words; the check of a table's
 //!   fields; the fields several kinds share;
-//! - `session`: the `[[session]]` tables and their steps;
-//! - `kinds`: one module per kind (`boot`, `host_tests`, `build`, `scripts`, `gate`),
-//!   each with its raw struct beside its list of fields and its stage two;
+//! - `session`: the `[[session]]` tables and their steps, which kinds `boot` and
+//!   `ssh-loopback` both read;
+//! - `kinds`: one module per kind (`boot`, `host_tests`, `build`, `scripts`, `gate`,
+//!   `ssh_loopback`), each with its raw struct beside its list of fields and its stage two;
 //! - `validate`: the entry point, [`parse`]: the common fields, then the kind's.
 //!
 //! Every refusal names the file, the field and what is accepted, and happens here, before
@@ -137,6 +138,7 @@ pub enum Kind {
     Build(BuildCase),
     Scripts(ScriptsCase),
     Gate(GateCase),
+    SshLoopback(SshLoopbackCase),
 }
 
 impl Kind {
@@ -147,6 +149,7 @@ impl Kind {
             Kind::Build(_) => "build",
             Kind::Scripts(_) => "scripts",
             Kind::Gate(_) => "gate",
+            Kind::SshLoopback(_) => "ssh-loopback",
         }
     }
 }
@@ -741,6 +744,38 @@ impl SendText {
     }
 }
 
+/// The server an ssh-loopback case's sessions log in to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// OpenSSH's sshd, `sshd -i` in the Debian riscv64 guest, which logs in only root.
+    OpenSsh,
+}
+
+impl Server {
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::OpenSsh => "openssh",
+        }
+    }
+}
+
+/// Sessions against a server that each session's ssh starts as its ProxyCommand.
+#[derive(Clone, Debug)]
+pub struct SshLoopbackCase {
+    pub server: Server,
+    /// Only rv64: the OpenSSH server is Debian's riscv64 guest.
+    pub arch: Vec<Arch>,
+    pub timeout: Duration,
+    /// Test keys the server authorizes for root: `tests/keys/<name>.pub`, at least one.
+    pub authorized_keys: Vec<String>,
+    /// Each matched by some line of the server's log, in order.
+    pub server_log: Vec<Pattern>,
+    /// Matched by no line of the server's log.
+    pub server_log_forbid: Vec<Pattern>,
+    /// At least one; each logs in as root.
+    pub sessions: Vec<Session>,
+}
+
 /// A path a case names, with the field that named it and what must be there, for the
 /// bench's check before anything builds.
 #[derive(Clone, Debug)]
@@ -782,6 +817,7 @@ impl Case {
         match &self.kind {
             Kind::Boot(boot) => &boot.arch,
             Kind::Build(build) => &build.arch,
+            Kind::SshLoopback(loopback) => &loopback.arch,
             _ => &[],
         }
     }
@@ -814,6 +850,14 @@ impl Case {
                     kind: PathKind::Dir,
                     what: "the tree the gate reads",
                 });
+                return paths;
+            }
+            Kind::SshLoopback(loopback) => {
+                for (index, key) in loopback.authorized_keys.iter().enumerate() {
+                    let path = PathBuf::from(TEST_KEYS).join(format!("{key}.pub"));
+                    paths.push(NamedPath::file(format!("authorized_keys[{index}]"), &path, "a public test key"));
+                }
+                session_keys(&loopback.sessions, &mut paths);
                 return paths;
             }
             Kind::Build(_) | Kind::Scripts(_) => return paths,

@@ -39,6 +39,25 @@ fn describe(case: &Case) -> String {
     }
     let boot = match &case.kind {
         Kind::Boot(boot) => boot,
+        Kind::SshLoopback(loopback) => {
+            writeln!(
+                out,
+                "ssh-loopback: server {} arch {:?} timeout {:?} authorized_keys {:?}",
+                loopback.server.name(),
+                loopback.arch,
+                loopback.timeout,
+                loopback.authorized_keys
+            )
+            .unwrap();
+            for p in loopback.server_log.iter().chain(&loopback.server_log_forbid) {
+                writeln!(out, "{}: {}", p.label, p.source()).unwrap();
+            }
+            describe_sessions(&mut out, &loopback.sessions);
+            for path in case.paths() {
+                writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
+            }
+            return out;
+        }
         other => {
             writeln!(out, "{other:#?}").unwrap();
             for path in case.paths() {

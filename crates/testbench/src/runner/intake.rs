@@ -266,11 +266,15 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     errors
 }
 
-/// What the case parser reads and the bench does not run yet: a boot case's sessions (with
-/// them `expect_after` and `net.host_key`, which need one). Refused, never run without them.
+/// What the case parser reads and the bench does not run yet: an ssh-loopback case, and a
+/// boot case's sessions (with them `expect_after` and `net.host_key`, which need one).
+/// Refused, never run without them.
 fn not_runnable_yet(case: &Case) -> Vec<String> {
     let file = case.file.display();
     match &case.kind {
+        Kind::SshLoopback(_) => {
+            vec![format!("{file}: kind: the ssh-loopback kind is parsed but its runner lands later")]
+        }
         Kind::Boot(boot) if !boot.sessions.is_empty() => {
             vec![format!("{file}: session: [[session]] is parsed but its runner lands later")]
         }
@@ -380,6 +384,14 @@ mod tests {
         assert_eq!(
             not_runnable_yet(&with_sessions),
             ["tests/s.toml: session: [[session]] is parsed but its runner lands later"]
+        );
+        let text =
+            "description = \"d\"\nkind = \"ssh-loopback\"\nserver = \"openssh\"\nauthorized_keys = [\"alice\"]\n\
+                    [[session]]\nuser = \"root\"\nkey = \"alice\"\nsteps = [{ exit = 0 }]\n";
+        let loopback = testbench_case::parse("tests/l.toml", text).unwrap();
+        assert_eq!(
+            not_runnable_yet(&loopback),
+            ["tests/l.toml: kind: the ssh-loopback kind is parsed but its runner lands later"]
         );
         assert!(not_runnable_yet(&case("plain", true)).is_empty());
     }
