@@ -593,6 +593,28 @@ mod tests {
     }
 
     #[test]
+    fn a_value_of_the_wrong_type_in_a_session_or_a_step_is_refused_in_words() {
+        let date = "1979-05-27";
+        for field in super::SESSION {
+            let error = refused(&format!("[[session]]\n{} = {date}\n", field.name));
+            assert_eq!(
+                error,
+                format!("tests/c.toml: session[0].{}: the date {date} is not accepted: {}", field.name, field.accepted)
+            );
+        }
+        for field in super::STEP {
+            let error = refused(&one("", &format!("{{ {} = {date} }}", field.name)));
+            assert_eq!(
+                error,
+                format!(
+                    "tests/c.toml: session[0].steps[0].{}: the date {date} is not accepted: {}",
+                    field.name, field.accepted
+                )
+            );
+        }
+    }
+
+    #[test]
     fn a_step_has_exactly_one_key() {
         assert_eq!(
             refused("[[session]]\nuser = \"root\"\n"),
@@ -791,6 +813,7 @@ mod tests {
             ("J", destination),
             ("A", host_user),
             ("X", host_user),
+            ("K", host_user),
             ("Y", host_user),
             ("f", foreground),
             ("M", foreground),
@@ -841,6 +864,8 @@ mod tests {
             ("ForwardAgent=yes", host_user),
             ("ForwardX11=yes", host_user),
             ("ForwardX11Trusted=yes", host_user),
+            ("GSSAPIDelegateCredentials=yes", host_user),
+            ("GSSAPIAuthentication=yes", key),
             ("ForkAfterAuthentication=yes", foreground),
             ("ControlMaster=auto", foreground),
             ("ControlPath=/tmp/c", foreground),
@@ -862,6 +887,10 @@ mod tests {
         }
         assert_eq!(
             args("[\"-o\", \" \\\"ProxyCommand\\\" nc\"]"),
+            format!("tests/c.toml: session[0].ssh_args[1]: -o ProxyCommand is not accepted: {host_command}")
+        );
+        assert_eq!(
+            args("[\"-o\", \"= ProxyCommand=nc\"]"),
             format!("tests/c.toml: session[0].ssh_args[1]: -o ProxyCommand is not accepted: {host_command}")
         );
         assert_eq!(

@@ -34,7 +34,7 @@ fn refused_letter(letter: char) -> Option<&'static str> {
         'F' => CONFIG,
         'i' | 'I' => KEY,
         'l' | 'p' | 'J' => DESTINATION,
-        'A' | 'X' | 'Y' => HOST_USER,
+        'A' | 'X' | 'Y' | 'K' => HOST_USER,
         'f' | 'M' | 'S' | 'O' => FOREGROUND,
         'n' => INPUT,
         't' | 'T' => TERMINAL,
@@ -65,7 +65,9 @@ fn refused_option(name: &str) -> Option<&'static str> {
         "include" => CONFIG,
         "hostname" | "port" | "user" | "proxyjump" => DESTINATION,
         "proxycommand" | "localcommand" | "permitlocalcommand" => HOST_COMMAND,
-        "forwardagent" | "forwardx11" | "forwardx11trusted" => HOST_USER,
+        "forwardagent" | "forwardx11" | "forwardx11trusted" | "gssapidelegatecredentials" => HOST_USER,
+        // Kerberos logs in as the host user's ticket says, not with the test key.
+        gssapi if gssapi.starts_with("gssapi") => KEY,
         "forkafterauthentication" | "controlmaster" | "controlpath" | "controlpersist" => FOREGROUND,
         "batchmode" | "stdinnull" => INPUT,
         "requesttty" => TERMINAL,
@@ -118,7 +120,7 @@ pub(super) fn check(ctx: &Ctx, field: &str, args: &[String]) -> Result<(), CaseE
             };
             if letter == 'o' {
                 let name = value
-                    .trim_start()
+                    .trim_start_matches(|c: char| c.is_whitespace() || c == '=')
                     .split(|c: char| c == '=' || c.is_whitespace())
                     .next()
                     .unwrap_or_default()
