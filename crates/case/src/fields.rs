@@ -50,6 +50,7 @@ pub(crate) const SECONDS: &str = "a number of seconds, such as 30 or 2.5";
 pub(crate) const REGEXES: &str = "a list of regexes, such as ['^ready$']";
 pub(crate) const FEATURE_NAMES: &str = "a list of Cargo feature names, such as [\"fast\"]";
 pub(crate) const PATH: &str = "a path, relative to the workspace root";
+pub(crate) const SESSIONS: &str = "[[session]] tables, each with user and steps";
 
 /// Fields that several kinds take, each defined once.
 pub(crate) const ARCH: Field = field("arch", Shape::StrList, "a list of widths, such as [\"rv64\", \"rv32\"]");
@@ -59,8 +60,7 @@ pub(crate) const TOOLS: Field = field("tools", Shape::StrList, "a list of progra
 
 /// Fields of features the bench will bring later: a case using one is refused as "not
 /// supported yet" (before its fields are checked), rather than as a misspelling.
-pub(crate) const LATER: [&str; 7] =
-    ["launch", "post_check", "memory", "expect_after", "session", "late_cores", "grant"];
+pub(crate) const LATER: [&str; 5] = ["launch", "post_check", "memory", "late_cores", "grant"];
 
 /// The names of `fields`, in order.
 pub(crate) fn names(fields: &[Field]) -> Vec<&'static str> {

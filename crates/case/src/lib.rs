@@ -14,8 +14,10 @@
 //!   of messages (the nearest name, a number, a value shown short);
 //! - `fields`: a field's shape and what it takes, in words; the check of a table's
 //!   fields; the fields several kinds share;
-//! - `kinds`: one module per kind (`boot`, `host_tests`, `build`, `scripts`, `gate`),
-//!   each with its raw struct beside its list of fields and its stage two;
+//! - `session`: the `[[session]]` tables and their steps, which kinds `boot` and
+//!   `ssh-loopback` both read;
+//! - `kinds`: one module per kind (`boot`, `host_tests`, `build`, `scripts`, `gate`,
+//!   `ssh_loopback`), each with its raw struct beside its list of fields and its stage two;
 //! - `validate`: the entry point, [`parse`]: the common fields, then the kind's.
 //!
 //! Every refusal names the file, the field and what is accepted, and happens here, before
@@ -31,6 +33,7 @@
 mod common;
 mod fields;
 mod kinds;
+mod session;
 mod validate;
 
 use std::fmt;
@@ -135,6 +138,7 @@ pub enum Kind {
     Build(BuildCase),
     Scripts(ScriptsCase),
     Gate(GateCase),
+    SshLoopback(SshLoopbackCase),
 }
 
 impl Kind {
@@ -145,6 +149,7 @@ impl Kind {
             Kind::Build(_) => "build",
             Kind::Scripts(_) => "scripts",
             Kind::Gate(_) => "gate",
+            Kind::SshLoopback(_) => "ssh-loopback",
         }
     }
 }
@@ -302,6 +307,11 @@ pub struct BootCase {
     pub disks: Disks,
     /// `[net]`: a virtio-net card on QEMU's user-mode network (`restrict=on`, `ipv6=off`).
     pub net: Option<NetSpec>,
+    /// `[[session]]`: logins over `net.forward`'s port 22, started once every expect matched.
+    pub sessions: Vec<Session>,
+    /// Console patterns matched in order from the sessions' start to the deadline (only
+    /// with sessions).
+    pub expect_after: Vec<Pattern>,
 }
 
 impl BootCase {
@@ -397,6 +407,28 @@ pub struct NetSpec {
     pub dials: Vec<Dial>,
     /// `[net.poke]`: one UDP datagram into the guest.
     pub poke: Option<Poke>,
+    /// The only host key the sessions' ssh accepts (only with sessions).
+    pub host_key: Option<HostKey>,
+}
+
+/// `net.host_key`: a public key as a known_hosts line gives it after the host, its type
+/// and its base64, which decodes to a key of that type. No comment follows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostKey {
+    /// One of [`HostKey::KINDS`].
+    pub kind: String,
+    pub base64: String,
+}
+
+impl HostKey {
+    /// The host key types a case may pin.
+    pub const KINDS: [&'static str; 5] =
+        ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa"];
+
+    /// The key as a known_hosts line holds it after the host: `type base64`.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.kind, self.base64)
+    }
 }
 
 impl NetSpec {
@@ -620,6 +652,130 @@ pub enum GuestImage {
     Recipe(PathBuf),
 }
 
+/// Where the test keys live, relative to the workspace root: `<key>` and `<key>.pub`,
+/// public and marked not for production.
+pub const TEST_KEYS: &str = "tests/keys";
+
+/// `[[session]]`: one login by the host's ssh, driven by its steps, in a boot case (to
+/// the guest's port 22) or an ssh-loopback case (to a server ssh starts itself).
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The login name.
+    pub user: String,
+    /// Unique in the case; names the session's log. `user` unless the case gives one.
+    pub name: String,
+    /// The test key: `tests/keys/<key>` and its `.pub`. `user` up to any '+' or '.' unless
+    /// the case gives one.
+    pub key: String,
+    /// ssh's input is a pseudo-terminal the bench opens at 80x24 (ssh gets `-tt`).
+    pub pty: bool,
+    /// Never in the session's output (stdout and stderr), until ssh exits.
+    pub forbid: Vec<Pattern>,
+    /// More ssh arguments, before the host; none that [`Session`]'s guarantees refuse.
+    pub ssh_args: Vec<String>,
+    /// A remote command in place of a shell.
+    pub command: Option<String>,
+    /// Never empty; only marks follow an `Exit` or `Ended`, of which there is at most one;
+    /// a `Within` is followed by a step that is not one.
+    pub steps: Vec<Step>,
+}
+
+impl Session {
+    /// The private key's path, relative to the workspace root.
+    pub fn private_key(&self) -> PathBuf {
+        PathBuf::from(TEST_KEYS).join(&self.key)
+    }
+
+    /// The public key's path, relative to the workspace root.
+    pub fn public_key(&self) -> PathBuf {
+        PathBuf::from(TEST_KEYS).join(format!("{}.pub", self.key))
+    }
+}
+
+/// One step of a session, in order.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A regex over the session's output since the last match; its groups are kept for
+    /// the sends after it.
+    Expect(Pattern),
+    /// Typed into ssh's input.
+    Send(SendText),
+    /// Sets a mark other sessions wait for; some other session waits on it or not.
+    Mark(String),
+    /// Waits until another session set this mark (one that some other session sets).
+    Wait(String),
+    /// With `pty`: the terminal's new size, then SIGWINCH to ssh. Each 1 to 1000.
+    Resize { cols: u16, rows: u16 },
+    /// The next step must finish within this, and before the deadline.
+    Within(Duration),
+    /// Close the input, read until ssh exits, require this status.
+    Exit(u8),
+    /// Input left open, read until ssh exits on its own, require this status.
+    Ended(u8),
+}
+
+/// A send's text: pieces as written and the last expect's groups (`$1`..`$9`; `$$` is a
+/// `$`). Every group it names is one the latest expect before it has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendText {
+    /// As the case wrote it.
+    pub source: String,
+    pub pieces: Vec<SendPiece>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendPiece {
+    Text(String),
+    /// 1 to 9.
+    Group(usize),
+}
+
+impl SendText {
+    /// The text to type, given the latest expect's captures by number (`groups[n]` for
+    /// `$n`; a group that took no part in the match is empty).
+    pub fn expand(&self, groups: &[Option<&str>]) -> String {
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                SendPiece::Text(text) => text.as_str(),
+                SendPiece::Group(n) => groups.get(*n).copied().flatten().unwrap_or(""),
+            })
+            .collect()
+    }
+}
+
+/// The server an ssh-loopback case's sessions log in to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// OpenSSH's sshd, `sshd -i` in the Debian riscv64 guest, which logs in only root.
+    OpenSsh,
+}
+
+impl Server {
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::OpenSsh => "openssh",
+        }
+    }
+}
+
+/// Sessions against a server that each session's ssh starts as its ProxyCommand.
+#[derive(Clone, Debug)]
+pub struct SshLoopbackCase {
+    pub server: Server,
+    /// Only rv64: the OpenSSH server is Debian's riscv64 guest.
+    pub arch: Vec<Arch>,
+    pub timeout: Duration,
+    /// Test keys the server authorizes for root: `tests/keys/<name>.pub`, at least one.
+    pub authorized_keys: Vec<String>,
+    /// Each matched by some line of the server's log, in order.
+    pub server_log: Vec<Pattern>,
+    /// Matched by no line of the server's log.
+    pub server_log_forbid: Vec<Pattern>,
+    /// At least one; each logs in as root.
+    pub sessions: Vec<Session>,
+}
+
 /// A path a case names, with the field that named it and what must be there, for the
 /// bench's check before anything builds.
 #[derive(Clone, Debug)]
@@ -661,6 +817,7 @@ impl Case {
         match &self.kind {
             Kind::Boot(boot) => &boot.arch,
             Kind::Build(build) => &build.arch,
+            Kind::SshLoopback(loopback) => &loopback.arch,
             _ => &[],
         }
     }
@@ -693,6 +850,14 @@ impl Case {
                     kind: PathKind::Dir,
                     what: "the tree the gate reads",
                 });
+                return paths;
+            }
+            Kind::SshLoopback(loopback) => {
+                for (index, key) in loopback.authorized_keys.iter().enumerate() {
+                    let path = PathBuf::from(TEST_KEYS).join(format!("{key}.pub"));
+                    paths.push(NamedPath::file(format!("authorized_keys[{index}]"), &path, "a public test key"));
+                }
+                session_keys(&loopback.sessions, &mut paths);
                 return paths;
             }
             Kind::Build(_) | Kind::Scripts(_) => return paths,
@@ -728,7 +893,17 @@ impl Case {
                 paths.push(NamedPath::file(format!("{table}.recipe"), recipe, "a disk recipe"));
             }
         }
+        session_keys(&boot.sessions, &mut paths);
         paths
+    }
+}
+
+/// Each session's test key, both halves, named by `session[i].key`.
+fn session_keys(sessions: &[Session], paths: &mut Vec<NamedPath>) {
+    for (index, session) in sessions.iter().enumerate() {
+        let field = format!("session[{index}].key");
+        paths.push(NamedPath::file(field.clone(), &session.private_key(), "a private test key"));
+        paths.push(NamedPath::file(field, &session.public_key(), "a public test key"));
     }
 }
 

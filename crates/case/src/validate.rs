@@ -14,7 +14,7 @@ use crate::{Case, CaseError};
 /// The fields every kind takes, in the order messages name them.
 pub(crate) const COMMON: &[Field] = &[
     field("description", Shape::Str, "one line saying what the case proves, as a string"),
-    field("kind", Shape::Str, "one of \"boot\", \"host-tests\", \"build\", \"scripts\", \"gate\""),
+    field("kind", Shape::Str, "one of \"boot\", \"host-tests\", \"build\", \"scripts\", \"gate\", \"ssh-loopback\""),
     field("whole_run", Shape::Bool, BOOL),
     field("must_fail", Shape::Str, "a regex the failure's reason must match, as a string"),
 ];
@@ -111,6 +111,7 @@ mod every_field {
             "build" => "arch = [\"rv64\"]\npackage = \"smoke\"\nbin = \"smoke\"\n",
             "scripts" => "scripts = [\"x\"]\n",
             "gate" => "gate = \"docs\"\n",
+            "ssh-loopback" => "server = \"openssh\"\nauthorized_keys = [\"alice\"]\n[[session]]\nuser = \"root\"\nsteps = [{ exit = 0 }]\n",
             _ => "",
         };
         let mut table: toml::Table = toml::from_str(text).unwrap();

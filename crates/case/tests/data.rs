@@ -5,7 +5,29 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use testbench_case::{parse, Case, Guest, GuestImage, Kind};
+use testbench_case::{parse, Case, Guest, GuestImage, Kind, Session, Step};
+
+/// Each session, a line for its fields and one per step.
+fn describe_sessions(out: &mut String, sessions: &[Session]) {
+    for session in sessions {
+        writeln!(
+            out,
+            "session {}: user {} key {} pty {} ssh_args {:?} command {:?}",
+            session.name, session.user, session.key, session.pty, session.ssh_args, session.command
+        )
+        .unwrap();
+        for p in &session.forbid {
+            writeln!(out, "  {}: {}", p.label, p.source()).unwrap();
+        }
+        for step in &session.steps {
+            match step {
+                Step::Expect(p) => writeln!(out, "  {}: {}", p.label, p.source()).unwrap(),
+                Step::Send(send) => writeln!(out, "  send {:?} {:?}", send.source, send.pieces).unwrap(),
+                other => writeln!(out, "  {other:?}").unwrap(),
+            }
+        }
+    }
+}
 
 fn describe(case: &Case) -> String {
     let mut out = String::new();
@@ -17,6 +39,25 @@ fn describe(case: &Case) -> String {
     }
     let boot = match &case.kind {
         Kind::Boot(boot) => boot,
+        Kind::SshLoopback(loopback) => {
+            writeln!(
+                out,
+                "ssh-loopback: server {} arch {:?} timeout {:?} authorized_keys {:?}",
+                loopback.server.name(),
+                loopback.arch,
+                loopback.timeout,
+                loopback.authorized_keys
+            )
+            .unwrap();
+            for p in loopback.server_log.iter().chain(&loopback.server_log_forbid) {
+                writeln!(out, "{}: {}", p.label, p.source()).unwrap();
+            }
+            describe_sessions(&mut out, &loopback.sessions);
+            for path in case.paths() {
+                writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
+            }
+            return out;
+        }
         other => {
             writeln!(out, "{other:#?}").unwrap();
             for path in case.paths() {
@@ -110,6 +151,9 @@ fn describe(case: &Case) -> String {
             )
             .unwrap();
         }
+        if let Some(key) = &net.host_key {
+            writeln!(out, "  host_key {}", key.line()).unwrap();
+        }
         if let Some(poke) = &net.poke {
             writeln!(
                 out,
@@ -122,6 +166,10 @@ fn describe(case: &Case) -> String {
             .unwrap();
         }
     }
+    for p in &boot.expect_after {
+        writeln!(out, "{}: {}", p.label, p.source()).unwrap();
+    }
+    describe_sessions(&mut out, &boot.sessions);
     for path in case.paths() {
         writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
     }

@@ -2,7 +2,9 @@
 //! form are in `boot/raw.rs`; the `[guest]` table in `boot/guest.rs`; what the case says
 //! about the reference guest (programs, the bundle, hostile inputs, device-tree edits) in
 //! `boot/reference.rs`; the devices in `boot/disk.rs` (`[disk]`, `[vault]`, `[userland]`)
-//! and `boot/net.rs` (`[net]` with its peers, dials and poke).
+//! and `boot/net.rs` (`[net]` with its peers, dials and poke, and `boot/host_key.rs` for
+//! its `host_key`). Its `[[session]]` tables are read by `session.rs`, which kind
+//! "ssh-loopback" shares.
 //!
 //! Adding a boot field: its line in `raw::FIELDS` and in `raw::RawBoot` (same place in
 //! both), its typed form in `BootCase` (lib.rs), and its check in [`validate`], which
@@ -11,6 +13,7 @@
 
 mod disk;
 mod guest;
+mod host_key;
 mod net;
 pub(crate) mod raw;
 mod reference;
@@ -48,6 +51,7 @@ pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> 
     }
     disk::check(ctx, &table)?;
     net::check(ctx, &table)?;
+    crate::session::check(ctx, &table)?;
     ctx.read(table)
 }
 
@@ -158,6 +162,9 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         self_check,
     )?;
     let net = net::net(ctx, raw.net.as_ref(), self_check)?;
+    let sessions = crate::session::sessions(ctx, raw.session.as_deref())?;
+    let expect_after = ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[]))?;
+    sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
 
     Ok(BootCase {
         arch,
@@ -187,7 +194,42 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         files,
         disks,
         net,
+        sessions,
+        expect_after,
     })
+}
+
+/// What sessions need of a boot case, and what needs sessions: port 22 forwarded, and
+/// `expect_after` and `net.host_key` only beside a session.
+fn sessions_need(
+    ctx: &Ctx,
+    sessions: &[crate::Session],
+    expect_after: &[crate::Pattern],
+    net: Option<&crate::NetSpec>,
+) -> Result<(), CaseError> {
+    if sessions.is_empty() {
+        if !expect_after.is_empty() {
+            return Err(ctx.err(
+                "expect_after",
+                "only with [[session]]: it is matched on the console from the sessions' start to the deadline",
+            ));
+        }
+        if net.is_some_and(|net| net.host_key.is_some()) {
+            return Err(ctx.err("net.host_key", "only with [[session]]: it is the host key the sessions' ssh accepts"));
+        }
+        return Ok(());
+    }
+    match net {
+        None => Err(ctx.err(
+            "net.forward",
+            "required with [[session]]: [net] forward = [22], the guest port the sessions' ssh reaches sshd through",
+        )),
+        Some(net) if !net.forward.contains(&22) => Err(ctx.err(
+            "net.forward",
+            "22 is missing: the sessions' ssh reaches the guest's sshd through its forwarded port 22",
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 fn smp_list(ctx: &Ctx, field: &str, value: &toml::Value) -> Result<Vec<u32>, CaseError> {

@@ -1,14 +1,16 @@
 //! The kinds of case, each in a module of its own holding its raw form (serde), its list
 //! of fields in words (checked before serde) and its stage two (the typed case):
-//! `boot`, `host_tests`, `build`, `scripts`, `gate`. A kind's module depends on `common`,
-//! `fields` and the crate's types alone, never on another kind's nor on `validate`
-//! (which reads the common fields, then calls [`read`] and [`validate`] here).
+//! `boot`, `host_tests`, `build`, `scripts`, `gate`, `ssh_loopback`. A kind's module
+//! depends on `common`, `fields`, `session` (the `[[session]]` tables two kinds share) and
+//! the crate's types alone, never on another kind's nor on `validate` (which reads the
+//! common fields, then calls [`read`] and [`validate`] here).
 
 mod boot;
 mod build;
 mod gate;
 mod host_tests;
 mod scripts;
+mod ssh_loopback;
 
 use crate::common::Ctx;
 use crate::fields::Field;
@@ -16,12 +18,13 @@ use crate::{CaseError, Kind};
 
 /// Every kind, in the order messages name them, with the fields it takes besides the
 /// common ones.
-pub(crate) const KINDS: [(&str, &[Field]); 5] = [
+pub(crate) const KINDS: [(&str, &[Field]); 6] = [
     ("boot", boot::FIELDS),
     ("host-tests", host_tests::FIELDS),
     ("build", build::FIELDS),
     ("scripts", scripts::FIELDS),
     ("gate", gate::FIELDS),
+    ("ssh-loopback", ssh_loopback::FIELDS),
 ];
 
 /// The fields `kind` takes besides the common ones (none for a kind that is not one).
@@ -36,6 +39,7 @@ pub(crate) enum RawKind {
     Build(build::RawBuild),
     Scripts(scripts::RawScripts),
     Gate(gate::RawGate),
+    SshLoopback(ssh_loopback::RawSshLoopback),
 }
 
 /// Stage one's end for a case of kind `kind` (one of [`KINDS`]) whose top-level names and
@@ -48,6 +52,7 @@ pub(crate) fn read(ctx: &Ctx, kind: &str, table: toml::Table) -> Result<RawKind,
         "build" => RawKind::Build(ctx.read(table)?),
         "scripts" => RawKind::Scripts(ctx.read(table)?),
         "gate" => RawKind::Gate(ctx.read(table)?),
+        "ssh-loopback" => RawKind::SshLoopback(ssh_loopback::read(ctx, table)?),
         other => unreachable!("kind {other:?} is checked against KINDS first"),
     })
 }
@@ -61,6 +66,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind
         RawKind::Build(raw) => Kind::Build(build::validate(ctx, raw)?),
         RawKind::Scripts(raw) => Kind::Scripts(scripts::validate(ctx, raw)?),
         RawKind::Gate(raw) => Kind::Gate(gate::validate(ctx, raw)?),
+        RawKind::SshLoopback(raw) => Kind::SshLoopback(ssh_loopback::validate(ctx, raw)?),
     })
 }
 
@@ -72,18 +78,20 @@ mod tests {
     };
     use super::*;
     use crate::fields::{names, serde_names};
+    use crate::session::{RawSession, RawStep, SESSION, STEP};
 
     /// Each raw struct and its list of fields name the same fields in the same order, so
     /// a field added to one and not the other fails here (and a field is never accepted
     /// by the check in words and then refused by serde, or the other way round).
     #[test]
     fn each_raw_struct_and_its_list_of_fields_agree() {
-        let pairs: [(&str, &[Field], &[&str]); 13] = [
+        let pairs: [(&str, &[Field], &[&str]); 16] = [
             ("boot", boot::FIELDS, serde_names::<RawBoot>()),
             ("host-tests", host_tests::FIELDS, serde_names::<host_tests::RawHostTests>()),
             ("build", build::FIELDS, serde_names::<build::RawBuild>()),
             ("scripts", scripts::FIELDS, serde_names::<scripts::RawScripts>()),
             ("gate", gate::FIELDS, serde_names::<gate::RawGate>()),
+            ("ssh-loopback", ssh_loopback::FIELDS, serde_names::<ssh_loopback::RawSshLoopback>()),
             ("[guest]", GUEST, serde_names::<RawGuest>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
             ("[disk]", DISK, serde_names::<RawDisk>()),
@@ -92,6 +100,8 @@ mod tests {
             ("[[net.peer]]", PEER, serde_names::<RawPeer>()),
             ("[[net.dial]]", DIAL, serde_names::<RawDial>()),
             ("[net.poke]", POKE, serde_names::<RawPoke>()),
+            ("[[session]]", SESSION, serde_names::<RawSession>()),
+            ("a step", STEP, serde_names::<RawStep>()),
         ];
         for (whose, fields, serde) in pairs {
             assert_eq!(names(fields), serde, "{whose}: the list of fields and the raw struct differ");

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, PathKind};
+use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, Kind, PathKind};
 
 use crate::cli::{Filter, Options};
 use crate::error::BenchError;
@@ -194,7 +194,7 @@ pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &P
 /// anything builds. A kernel, an initrd, a program or a firmware image must be a regular
 /// file: a directory, a FIFO or a device is refused here, not at boot.
 pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
-    let mut errors = Vec::new();
+    let mut errors = not_runnable_yet(case);
     let file = case.file.display();
     for named in case.paths() {
         let path = named.path.display();
@@ -264,6 +264,22 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     }
     errors.extend(crate::devices::check(case, root));
     errors
+}
+
+/// What the case parser reads and the bench does not run yet: an ssh-loopback case, and a
+/// boot case's sessions (with them `expect_after` and `net.host_key`, which need one).
+/// Refused, never run without them.
+fn not_runnable_yet(case: &Case) -> Vec<String> {
+    let file = case.file.display();
+    match &case.kind {
+        Kind::SshLoopback(_) => {
+            vec![format!("{file}: kind: the ssh-loopback kind is parsed but its runner lands later")]
+        }
+        Kind::Boot(boot) if !boot.sessions.is_empty() => {
+            vec![format!("{file}: session: [[session]] is parsed but its runner lands later")]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// `TESTBENCH_QEMU_SEED`: a seed that replaces every pinned one, when set.
@@ -357,5 +373,26 @@ mod tests {
         assert_eq!(names(Filter::Exact("timer".into())), ["timer"]);
         let refused = select(&cases, &Filter::Exact("time".into())).unwrap_err();
         assert!(refused.contains("no case has that name") && refused.contains("timer"), "{refused}");
+    }
+
+    #[test]
+    fn what_the_parser_reads_and_the_bench_does_not_run_yet_is_refused() {
+        let text =
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nrecipe = \"g.toml\"\n\
+                    [net]\nforward = [22]\n[[session]]\nuser = \"root\"\nkey = \"alice\"\nsteps = [{ exit = 0 }]\n";
+        let with_sessions = testbench_case::parse("tests/s.toml", text).unwrap();
+        assert_eq!(
+            not_runnable_yet(&with_sessions),
+            ["tests/s.toml: session: [[session]] is parsed but its runner lands later"]
+        );
+        let text =
+            "description = \"d\"\nkind = \"ssh-loopback\"\nserver = \"openssh\"\nauthorized_keys = [\"alice\"]\n\
+                    [[session]]\nuser = \"root\"\nkey = \"alice\"\nsteps = [{ exit = 0 }]\n";
+        let loopback = testbench_case::parse("tests/l.toml", text).unwrap();
+        assert_eq!(
+            not_runnable_yet(&loopback),
+            ["tests/l.toml: kind: the ssh-loopback kind is parsed but its runner lands later"]
+        );
+        assert!(not_runnable_yet(&case("plain", true)).is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! A boot case's `[net]`: the forwarded ports, the peers the guest may reach
 //! (`[[net.peer]]`), the bench's dials in (`[[net.dial]]`), the one UDP poke
-//! (`[net.poke]`), and the capture's rules (`self_forbidden`, `truncate_capture`).
+//! (`[net.poke]`), the capture's rules (`self_forbidden`, `truncate_capture`), and the
+//! sessions' host key (`host_key`, in `boot/host_key.rs`).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -183,7 +184,9 @@ pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<O
         }
     };
 
-    Ok(Some(NetSpec { forward, self_forbidden, truncate_capture, peers, dials, poke }))
+    let host_key = raw.host_key.as_deref().map(|text| super::host_key::host_key(ctx, text)).transpose()?;
+
+    Ok(Some(NetSpec { forward, self_forbidden, truncate_capture, peers, dials, poke, host_key }))
 }
 
 fn port_number(ctx: &Ctx, field: &str, port: i64, what: &str) -> Result<u16, CaseError> {
@@ -566,7 +569,7 @@ mod tests {
     fn a_misspelt_or_mistyped_key_anywhere_in_net_is_refused_in_words() {
         assert_eq!(
             refused("", "[net]\nforwrd = [7]\n"),
-            "tests/c.toml: net.forwrd: not a field of [net]; did you mean `forward`? Accepted: forward, self_forbidden, truncate_capture, peer, dial, poke"
+            "tests/c.toml: net.forwrd: not a field of [net]; did you mean `forward`? Accepted: forward, self_forbidden, truncate_capture, peer, dial, poke, host_key"
         );
         assert_eq!(
             refused("", &format!("{PEER_ONE}[[net.peer]]\nadr = \"10.0.9.101:7\"\nconnections = 1\n")),

@@ -3,8 +3,9 @@
 //! `[[input]]` ([`RawInput`], [`INPUT`]), and the devices: `[disk]`, `[vault]` and
 //! `[userland]` ([`RawDisk`], [`DISK`], with `flip` as [`RawFlip`], [`FLIP`]), `[net]`
 //! ([`RawNet`], [`NET`]) with each `[[net.peer]]` ([`RawPeer`], [`PEER`]), each
-//! `[[net.dial]]` ([`RawDial`], [`DIAL`]) and `[net.poke]` ([`RawPoke`], [`POKE`]). Each
-//! struct and its list name the same fields in the same order, which `kinds::tests` checks.
+//! `[[net.dial]]` ([`RawDial`], [`DIAL`]) and `[net.poke]` ([`RawPoke`], [`POKE`]); each
+//! `[[session]]` is `session.rs`'s, which kind "ssh-loopback" reads too. Each struct and
+//! its list name the same fields in the same order, which `kinds::tests` checks.
 //!
 //! A new boot field is one line in [`FIELDS`] (its shape and what it accepts, in words)
 //! and one in [`RawBoot`], at the same place in both; its meaning is checked in
@@ -12,7 +13,8 @@
 
 use serde::Deserialize;
 
-use crate::fields::{field, Field, Shape, ARCH, BOOL, FEATURE_NAMES, REGEXES, SECONDS, TIMEOUT_SECS};
+use crate::fields::{field, Field, Shape, ARCH, BOOL, FEATURE_NAMES, REGEXES, SECONDS, SESSIONS, TIMEOUT_SECS};
+use crate::session::RawSession;
 
 /// The fields of kind "boot" besides the common ones, in the order messages name them.
 pub(crate) const FIELDS: &[Field] = &[
@@ -49,6 +51,8 @@ pub(crate) const FIELDS: &[Field] = &[
     field("vault", Shape::Table, "a [vault] table, with size_kib or recipe, beside a [disk]"),
     field("userland", Shape::Table, "a [userland] table, with size_kib or recipe"),
     field("net", Shape::Table, "a [net] table (an empty one is a card that reaches nothing)"),
+    field("expect_after", Shape::StrList, REGEXES),
+    field("session", Shape::TableList, SESSIONS),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -95,6 +99,9 @@ pub(crate) struct RawBoot {
     pub vault: Option<RawDisk>,
     pub userland: Option<RawDisk>,
     pub net: Option<RawNet>,
+    // The sessions (`session.rs`, shared with kind "ssh-loopback").
+    pub expect_after: Option<Vec<String>>,
+    pub session: Option<Vec<RawSession>>,
 }
 
 /// The fields of a `[guest]` table.
@@ -186,6 +193,7 @@ pub(crate) const NET: &[Field] = &[
     field("peer", Shape::TableList, "[[net.peer]] tables, each with addr and connections"),
     field("dial", Shape::TableList, "[[net.dial]] tables, each with port, send and expect"),
     field("poke", Shape::Table, "a [net.poke] table, with port, payload and after"),
+    field("host_key", Shape::Str, "a public key, its type and its base64, such as \"ssh-ed25519 AAAA…\""),
 ];
 
 /// A `[net]` table as serde reads it: the fields of [`NET`], in its order.
@@ -198,6 +206,7 @@ pub(crate) struct RawNet {
     pub peer: Option<Vec<RawPeer>>,
     pub dial: Option<Vec<RawDial>>,
     pub poke: Option<RawPoke>,
+    pub host_key: Option<String>,
 }
 
 /// The fields of a `[[net.peer]]` table, both required.
