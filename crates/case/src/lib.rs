@@ -33,6 +33,7 @@
 mod common;
 mod fields;
 mod kinds;
+pub use kinds::read_overlay_file;
 mod session;
 mod validate;
 
@@ -640,6 +641,18 @@ pub struct ExternalGuest {
     /// QEMU `-machine`, default `virt`.
     pub machine: String,
     pub qemu_args: Vec<String>,
+    /// Files added to the guest's initramfs as a second archive appended to it, which a
+    /// Linux kernel unpacks over the first (a recipe's or the case's `initrd`).
+    pub overlay: Vec<Overlay>,
+}
+
+/// One `guest.overlay` file: the host's `from` at the guest's `to`, with `mode`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlay {
+    pub from: PathBuf,
+    /// Relative, normal components only.
+    pub to: String,
+    pub mode: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -878,15 +891,21 @@ impl Case {
                     }
                 }
             }
-            Guest::External(guest) => match &guest.image {
-                GuestImage::Files { kernel, initrd } => {
-                    paths.push(NamedPath::file("guest.kernel", kernel, "a kernel image"));
-                    if let Some(initrd) = initrd {
-                        paths.push(NamedPath::file("guest.initrd", initrd, "an initrd image"));
+            Guest::External(guest) => {
+                match &guest.image {
+                    GuestImage::Files { kernel, initrd } => {
+                        paths.push(NamedPath::file("guest.kernel", kernel, "a kernel image"));
+                        if let Some(initrd) = initrd {
+                            paths.push(NamedPath::file("guest.initrd", initrd, "an initrd image"));
+                        }
                     }
+                    GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
                 }
-                GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
-            },
+                for (index, file) in guest.overlay.iter().enumerate() {
+                    let field = format!("guest.overlay[{index}].from");
+                    paths.push(NamedPath::file(field, &file.from, "a file for the guest's initramfs"));
+                }
+            }
         }
         for (table, disk) in boot.disks.iter() {
             if let DiskLayout::Recipe(recipe) = &disk.layout {

@@ -22,6 +22,7 @@ mod qemu;
 mod report;
 mod rundir;
 mod runner;
+mod sessions;
 mod ssh;
 mod workspace;
 

@@ -31,8 +31,9 @@ pub struct Client {
 impl Client {
     /// Ask the host's ssh; the error says why it cannot serve the sessions.
     pub fn probe() -> Result<Client, String> {
-        let ssh = crate::command::on_path("ssh")
-            .ok_or("ssh is not on the path: the sessions run the host's OpenSSH client (apt-get install openssh-client)")?;
+        let ssh = crate::command::on_path("ssh").ok_or(
+            "ssh is not on the path: the sessions run the host's OpenSSH client (apt-get install openssh-client)",
+        )?;
         let out = Cmd::new(&ssh, "ssh -V".to_string(), PROBE_DEADLINE)
             .arg("-V")
             .output()
@@ -42,10 +43,11 @@ impl Client {
             return Err(format!("ssh -V says {version:?}: the sessions need OpenSSH's client"));
         }
         // Parsed as the sessions run ssh: with no configuration file.
-        let parsed = Cmd::new(&ssh, format!("ssh -G -F /dev/null -o {WARN_WEAK_CRYPTO} testbench.invalid"), PROBE_DEADLINE)
-            .args(["-G", "-F", "/dev/null", "-o", WARN_WEAK_CRYPTO, "testbench.invalid"])
-            .output()
-            .map_err(|e| format!("ssh -G: {e}"))?;
+        let parsed =
+            Cmd::new(&ssh, format!("ssh -G -F /dev/null -o {WARN_WEAK_CRYPTO} testbench.invalid"), PROBE_DEADLINE)
+                .args(["-G", "-F", "/dev/null", "-o", WARN_WEAK_CRYPTO, "testbench.invalid"])
+                .output()
+                .map_err(|e| format!("ssh -G: {e}"))?;
         Ok(Client { version, warn_weak_crypto: parsed.status.success() })
     }
 

@@ -13,6 +13,7 @@
 
 mod disk;
 mod guest;
+pub use guest::read_overlay_file;
 mod host_key;
 mod net;
 pub(crate) mod raw;
@@ -22,7 +23,7 @@ mod repeat;
 use crate::common::{arch_list, is_feature_name, shown, Ctx};
 use crate::fields::{check_table, names};
 use crate::{Arch, BootCase, CaseError, Guest, Input, SMP_MAX};
-use raw::{RawBoot, GUEST, INPUT};
+use raw::{RawBoot, GUEST, INPUT, OVERLAY};
 
 pub(crate) use raw::FIELDS;
 
@@ -35,6 +36,20 @@ const MEMORY_MIB_MAX: i64 = 16_384;
 pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> {
     if let Some(toml::Value::Table(guest)) = table.get("guest") {
         check_table(ctx, guest, GUEST, "guest.", "[guest]", &|_| None)?;
+        if let Some(toml::Value::Array(items)) = guest.get("overlay") {
+            for (index, item) in items.iter().enumerate() {
+                if let toml::Value::Table(item) = item {
+                    check_table(
+                        ctx,
+                        item,
+                        OVERLAY,
+                        &format!("guest.overlay[{index}]."),
+                        "a guest.overlay entry",
+                        &|_| None,
+                    )?;
+                }
+            }
+        }
     }
     if let Some(toml::Value::Array(inputs)) = table.get("input") {
         for (index, input) in inputs.iter().enumerate() {

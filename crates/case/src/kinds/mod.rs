@@ -11,6 +11,7 @@ mod gate;
 mod host_tests;
 mod scripts;
 mod ssh_loopback;
+pub use boot::read_overlay_file;
 
 use crate::common::Ctx;
 use crate::fields::Field;
@@ -73,8 +74,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind
 #[cfg(test)]
 mod tests {
     use super::boot::raw::{
-        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawInput, RawNet, RawPeer, RawPoke, DIAL, DISK, FLIP, GUEST,
-        INPUT, NET, PEER, POKE,
+        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawInput, RawNet, RawOverlay, RawPeer, RawPoke, DIAL, DISK, FLIP,
+        GUEST, INPUT, NET, OVERLAY, PEER, POKE,
     };
     use super::*;
     use crate::fields::{names, serde_names};
@@ -93,6 +94,7 @@ mod tests {
             ("gate", gate::FIELDS, serde_names::<gate::RawGate>()),
             ("ssh-loopback", ssh_loopback::FIELDS, serde_names::<ssh_loopback::RawSshLoopback>()),
             ("[guest]", GUEST, serde_names::<RawGuest>()),
+            ("guest.overlay", OVERLAY, serde_names::<RawOverlay>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
             ("[disk]", DISK, serde_names::<RawDisk>()),
             ("disk.flip", FLIP, serde_names::<RawFlip>()),

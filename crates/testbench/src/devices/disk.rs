@@ -158,7 +158,7 @@ impl DeviceSpec for Disk {
         } else {
             None
         };
-        Ok(Attached { args, files: vec![image], log, hook })
+        Ok(Attached { args, files: vec![image], log, hooks: hook.into_iter().collect() })
     }
 }
 

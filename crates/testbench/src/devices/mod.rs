@@ -77,7 +77,8 @@ pub fn for_case(boot: &BootCase, root: &Path, ports: &net::Ports) -> Result<Vec<
         devices.push(Arc::new(disk::Disk::new(table, spec.clone(), recipe)));
     }
     if let Some(spec) = &boot.net {
-        devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone())?));
+        let sessions = crate::sessions::Sessions::for_case(boot, root)?;
+        devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions)?));
     }
     Ok(devices)
 }

@@ -105,13 +105,15 @@ pub struct Net {
     exe: PathBuf,
     /// The case is a self-check that cuts its capture (`truncate_capture`).
     truncate: bool,
+    /// The case's sessions, which reach the guest's port 22 through its forward.
+    sessions: Option<crate::sessions::Sessions>,
 }
 
 impl Net {
-    pub fn new(spec: NetSpec, ports: Ports) -> Result<Net, String> {
+    pub fn new(spec: NetSpec, ports: Ports, sessions: Option<crate::sessions::Sessions>) -> Result<Net, String> {
         let exe = std::env::current_exe().map_err(|e| format!("the bench's own binary, for the peers: {e}"))?;
         let truncate = spec.truncate_capture;
-        Ok(Net { spec, ports, exe, truncate })
+        Ok(Net { spec, ports, exe, truncate, sessions })
     }
 }
 
@@ -145,6 +147,7 @@ impl DeviceSpec for Net {
         }
         let netdev = testbench_net::netdev_arg(NETDEV, &plan, &peers, !peers.is_empty());
         let capture = place.dir.join(CAPTURE_FILE);
+        let mut files = vec![capture.clone()];
         let mut args = vec![
             "-netdev".to_string(),
             netdev,
@@ -163,6 +166,14 @@ impl DeviceSpec for Net {
         for peer in &self.spec.peers {
             log.push(format!("peer {}: the bench's helper, records in {}", peer.addr, records.display()));
         }
+        let mut hooks: Vec<Box<dyn Hook>> = Vec::new();
+        if let Some(sessions) = &self.sessions {
+            let port = plan.host_port(22).ok_or("the sessions need the guest's port 22 forwarded")?;
+            let (hook, lines) = sessions.attach(place.dir, port)?;
+            log.extend(lines);
+            hooks.push(hook);
+            files.push(place.dir.join(crate::sessions::SESSIONS_DIR));
+        }
         let hook = NetHook {
             spec: self.spec.clone(),
             plan,
@@ -174,11 +185,11 @@ impl DeviceSpec for Net {
             poked: None,
             checked: None,
         };
-        let mut files = vec![capture];
         if !self.spec.peers.is_empty() {
             files.push(records);
         }
-        Ok(Attached { args, files, log, hook: Some(Box::new(hook)) })
+        hooks.insert(0, Box::new(hook));
+        Ok(Attached { args, files, log, hooks })
     }
 }
 

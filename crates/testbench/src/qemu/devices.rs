@@ -89,8 +89,8 @@ pub struct Attached {
     /// What was made for this boot (a disk's layout, a flipped bit, the host ports), for
     /// `devices.log`.
     pub log: Vec<String>,
-    /// Its part in the boot's loop, if it has one.
-    pub hook: Option<Box<dyn Hook>>,
+    /// Its parts in the boot's loop (the network's, and its sessions').
+    pub hooks: Vec<Box<dyn Hook>>,
 }
 
 /// What a hook is given when the guest starts.
@@ -185,7 +185,7 @@ pub fn attach_all(specs: &[Arc<dyn DeviceSpec>], place: &BootPlace) -> Result<At
         }
         set.args.extend(attached.args);
         set.files.extend(attached.files);
-        set.hooks.extend(attached.hook);
+        set.hooks.extend(attached.hooks);
     }
     let path = place.dir.join(DEVICES_LOG);
     std::fs::write(&path, log).map_err(|e| format!("failed to write {}: {e}", path.display()))?;

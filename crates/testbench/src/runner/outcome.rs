@@ -228,6 +228,16 @@ fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
     let _ = std::fs::copy(boot.dir.join("console.log"), dir.join(format!("{stem}.log")));
     let _ = std::fs::copy(boot.dir.join("qemu-stderr.log"), dir.join(format!("{stem}.qemu-stderr.log")));
     let _ = std::fs::copy(boot.dir.join("command-line"), dir.join(format!("{stem}.command-line")));
+    let _ = std::fs::copy(boot.dir.join("devices.log"), dir.join(format!("{stem}.devices.log")));
+    // Each session's transcript (sessions/<name>.log), as <stem>.session-<name>.log.
+    if let Ok(entries) = std::fs::read_dir(boot.dir.join(crate::sessions::SESSIONS_DIR)) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(session) = name.strip_suffix(".log") {
+                let _ = std::fs::copy(entry.path(), dir.join(format!("{stem}.session-{session}.log")));
+            }
+        }
+    }
 }
 
 /// The report of a case that boots nothing, once it ran.

@@ -81,7 +81,7 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         distinct: boot.distinct.iter().map(pattern).collect(),
         capture: boot.distinct_across_boots.iter().map(pattern).collect(),
         triggers: Vec::new(),
-        expect_after: Vec::new(),
+        expect_after: boot.expect_after.iter().map(pattern).collect(),
         hold: false,
     }
 }
@@ -147,6 +147,11 @@ fn prepare(
                     (image.kernel, Some(image.initrd), Some(image.append))
                 }
             };
+            let initrd = if guest.overlay.is_empty() {
+                initrd
+            } else {
+                Some(with_overlay(case, arch, initrd.as_deref(), &guest.overlay, ws, run_dir).map_err(Blocked::Build)?)
+            };
             Ok(Prepared {
                 kernel,
                 initrd,
@@ -157,6 +162,38 @@ fn prepare(
             })
         }
     }
+}
+
+/// The case's initramfs with `guest.overlay` appended as a second newc archive (Linux
+/// unpacks each archive of the concatenation over the ones before it), written once per
+/// (case, width) into the run's directory; the guest's own image is never changed.
+fn with_overlay(
+    case: &Case,
+    arch: Arch,
+    initrd: Option<&Path>,
+    overlay: &[testbench_case::Overlay],
+    ws: &Workspace,
+    run_dir: &Path,
+) -> Result<PathBuf, String> {
+    use testbench_recipe::newc::{pad4, write_newc, Entry};
+    let mut bytes = match initrd {
+        Some(path) => std::fs::read(path).map_err(|e| format!("guest.overlay: reading {}: {e}", path.display()))?,
+        None => Vec::new(),
+    };
+    // The next archive's header starts on a multiple of 4, as the kernel looks for it.
+    bytes.resize(bytes.len() + pad4(bytes.len()), 0);
+    let mut entries = Vec::new();
+    for (index, file) in overlay.iter().enumerate() {
+        let data = testbench_case::read_overlay_file(&ws.root.join(&file.from))
+            .map_err(|e| format!("guest.overlay[{index}].from: {e}"))?;
+        entries.push(Entry::file(file.to.clone(), file.mode, data));
+    }
+    bytes.extend(write_newc(&entries).map_err(|e| format!("guest.overlay: {e}"))?);
+    let dir = run_dir.join("overlays");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("{}-{arch}.cpio", case.name));
+    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// Build what the boots need, each (case, width) once and each distinct build once.

@@ -5,7 +5,72 @@ use std::path::PathBuf;
 
 use super::raw::RawGuest;
 use crate::common::{path_field, Ctx};
-use crate::{CaseError, ExternalGuest, Firmware, GuestImage};
+use crate::{CaseError, ExternalGuest, Firmware, GuestImage, Overlay};
+
+/// The most files `guest.overlay` adds, and the most bytes one may hold: an overlay brings
+/// keys and configuration, not a root file system.
+const OVERLAY_FILES_MAX: usize = 64;
+const OVERLAY_FILE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// `guest.overlay`: each entry's host path, its place in the guest (relative, no `..`,
+/// named once) and its mode (permission bits alone).
+fn overlay(ctx: &Ctx, raw: &RawGuest) -> Result<Vec<Overlay>, CaseError> {
+    let entries = raw.overlay.as_deref().unwrap_or(&[]);
+    if entries.len() > OVERLAY_FILES_MAX {
+        return Err(
+            ctx.err("guest.overlay", format!("{} files is not accepted: at most {OVERLAY_FILES_MAX}", entries.len()))
+        );
+    }
+    let mut out: Vec<Overlay> = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let field = |name: &str| format!("guest.overlay[{index}].{name}");
+        let from =
+            entry.from.as_deref().ok_or_else(|| ctx.err(field("from"), "required: the file's path on the host"))?;
+        let from = path_field(ctx, &field("from"), from)?;
+        let to = entry
+            .to
+            .as_deref()
+            .ok_or_else(|| ctx.err(field("to"), "required: the file's path in the guest, such as \"etc/motd\""))?;
+        let normal = !to.is_empty()
+            && !to.starts_with('/')
+            && !to.ends_with('/')
+            && to.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+            && !to.contains('\0');
+        if !normal {
+            return Err(ctx.err(field("to"), format!("{to:?} is not accepted: a path relative to the initramfs's root, without \".\", \"..\" or empty parts, such as \"etc/ssh/sshd_config\"")));
+        }
+        if out.iter().any(|o| o.to == to) {
+            return Err(ctx.err(field("to"), format!("{to:?} is named twice")));
+        }
+        let mode = match entry.mode {
+            None => 0o644,
+            Some(mode @ 0..=0o7777) => mode as u32,
+            Some(mode) => {
+                return Err(ctx.err(
+                    field("mode"),
+                    format!("{mode:#o} is not accepted: permission bits, 0o0 to 0o7777, such as 0o600"),
+                ))
+            }
+        };
+        out.push(Overlay { from, to: to.to_string(), mode });
+    }
+    Ok(out)
+}
+
+/// The bytes of one overlay file, read at most [`OVERLAY_FILE_BYTES_MAX`].
+pub fn read_overlay_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut data = Vec::new();
+    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
+    if data.len() as u64 > OVERLAY_FILE_BYTES_MAX {
+        return Err(format!(
+            "{}: more than {OVERLAY_FILE_BYTES_MAX} bytes (1 MiB), the most an overlay file may hold",
+            path.display()
+        ));
+    }
+    Ok(data)
+}
 
 pub(crate) fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Firmware, CaseError> {
     match value {
@@ -71,5 +136,6 @@ pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest,
         firmware: firmware(ctx, "guest.firmware", raw.firmware.as_deref())?,
         machine,
         qemu_args,
+        overlay: overlay(ctx, raw)?,
     })
 }

@@ -113,7 +113,28 @@ pub(crate) const GUEST: &[Field] = &[
     field("firmware", Shape::Str, "\"default\", \"none\", or a path to an image"),
     field("machine", Shape::Str, "a QEMU machine option string, such as \"virt\""),
     field("qemu_args", Shape::StrList, "a list of QEMU arguments, such as [\"-device\", \"virtio-rng-device\"]"),
+    field(
+        "overlay",
+        Shape::TableList,
+        "a list of files added to the guest's initramfs, such as [{ from = \"tests/keys/guest-host\", to = \"etc/ssh/ssh_host_ed25519_key\", mode = 0o600 }]",
+    ),
 ];
+
+/// The fields of one `guest.overlay` entry; `mode` may be left out (0o644).
+pub(crate) const OVERLAY: &[Field] = &[
+    field("from", Shape::Str, "the file's path on the host, relative to the workspace root or absolute"),
+    field("to", Shape::Str, "its path in the guest, relative to the initramfs's root, such as \"etc/motd\""),
+    field("mode", Shape::Integer, "its permission bits, such as 0o600"),
+];
+
+/// One `guest.overlay` entry as serde reads it: the fields of [`OVERLAY`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOverlay {
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub mode: Option<i64>,
+}
 
 /// A `[guest]` table as serde reads it: the fields of [`GUEST`], in its order.
 #[derive(Deserialize, Debug)]
@@ -126,6 +147,7 @@ pub(crate) struct RawGuest {
     pub firmware: Option<String>,
     pub machine: Option<String>,
     pub qemu_args: Option<Vec<String>>,
+    pub overlay: Option<Vec<RawOverlay>>,
 }
 
 /// The fields of an `[[input]]` table, every one required.

@@ -1,0 +1,270 @@
+//! A boot case's `[[session]]`s, run beside its console: the host's `ssh` (see `ssh.rs`)
+//! logging in to the guest's port 22 through the port `[net] forward` gives it, each
+//! session driven by `testbench-session` through its steps.
+//!
+//! The sessions are one [`Hook`] of the boot's loop (attached with the network card,
+//! which owns the forwarded port): they hold the verdict, start together once every
+//! `expect` has matched, each on a thread of its own that spawns and reaps its ssh, and
+//! share a board of marks. The first session that fails fails the boot at once (its
+//! reason names the session and step) and stops the others; when all have passed, the
+//! hook releases the verdict. Each session's transcript is `sessions/<name>.log` in the
+//! boot's directory, beside the private copy of its key and the pinned `known_hosts`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use testbench_case::{BootCase, HostKey, Session, Step as CaseStep};
+use testbench_session::{Forbid, Marks, Pattern, SessionOutcome, SessionSpec, Step};
+
+use crate::command::Cmd;
+use crate::qemu::{DeviceEvent, Event, Hook, HookStart};
+use crate::ssh::{Client, HostKeys, Invocation, Route};
+
+/// The folder of a boot's directory that holds each session's transcript, its key's
+/// private copy and the pinned `known_hosts`.
+pub const SESSIONS_DIR: &str = "sessions";
+
+/// A case's sessions, planned once for all its boots.
+pub struct Sessions {
+    sessions: Vec<Session>,
+    host_key: Option<HostKey>,
+    root: PathBuf,
+    client: Client,
+}
+
+impl Sessions {
+    /// The case's sessions, if it has any, with the host's ssh asked what it takes. The
+    /// error says why the host's ssh cannot serve them.
+    pub fn for_case(boot: &BootCase, root: &Path) -> Result<Option<Sessions>, String> {
+        if boot.sessions.is_empty() {
+            return Ok(None);
+        }
+        let client = Client::probe()?;
+        let host_key = boot.net.as_ref().and_then(|net| net.host_key.clone());
+        Ok(Some(Sessions { sessions: boot.sessions.clone(), host_key, root: root.to_path_buf(), client }))
+    }
+
+    /// This boot's hook: the sessions' folder made, each key copied private, the host key
+    /// pinned for the forwarded port `host_port` (the guest's 22).
+    pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Hook>, Vec<String>), String> {
+        let folder = dir.join(SESSIONS_DIR);
+        std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        let route = || Route::Port(host_port);
+        let host_keys = match &self.host_key {
+            Some(key) => {
+                let known_hosts = folder.join("known_hosts");
+                let line = crate::ssh::known_hosts_line(&route(), &key.line());
+                std::fs::write(&known_hosts, line).map_err(|e| format!("{}: {e}", known_hosts.display()))?;
+                HostKeys::Pinned { known_hosts }
+            }
+            None => HostKeys::Any,
+        };
+        let ssh = crate::command::on_path("ssh").ok_or("ssh is not on the path")?;
+        let mut runs = Vec::new();
+        let mut log = vec![format!(
+            "sessions: {} through host port {host_port} (guest port 22); {}",
+            self.sessions.len(),
+            self.client.note()
+        )];
+        log.push(match &self.host_key {
+            Some(key) => format!("host key pinned: {}", key.line()),
+            None => "host key: any (the case pins none with net.host_key)".into(),
+        });
+        for session in &self.sessions {
+            let key = crate::ssh::private_copy(&self.root.join(session.private_key()), &folder, &session.name)?;
+            let invocation = Invocation {
+                client: &self.client,
+                user: &session.user,
+                key: &key,
+                route: route(),
+                host_keys: match &host_keys {
+                    HostKeys::Pinned { known_hosts } => HostKeys::Pinned { known_hosts: known_hosts.clone() },
+                    HostKeys::Any => HostKeys::Any,
+                },
+                pty: session.pty,
+                ssh_args: &session.ssh_args,
+                command: session.command.as_deref(),
+            };
+            // The case's deadline bounds the session (the engine kills ssh at it); the
+            // wrapper's own is a backstop well past any boot's.
+            let cmd = Cmd::new(&ssh, format!("session {}'s ssh", session.name), BACKSTOP)
+                .args(invocation.args())
+                .env_remove("SSH_AUTH_SOCK")
+                .env_remove("SSH_ASKPASS")
+                .env_remove("DISPLAY");
+            log.push(format!("session {}: {}", session.name, cmd.display()));
+            runs.push(Run { spec: spec_of(session)?, cmd, log: folder.join(format!("{}.log", session.name)) });
+        }
+        let hook = SessionsHook { runs: Arc::new(runs), coordinator: None };
+        Ok((Box::new(hook), log))
+    }
+}
+
+/// The wrapper's own deadline for one ssh: past any case's timeout (the case's
+/// deadline, which the session engine enforces, comes first).
+const BACKSTOP: Duration = Duration::from_secs(24 * 3600);
+
+/// A case's session as the engine runs it.
+fn spec_of(session: &Session) -> Result<SessionSpec, String> {
+    let pattern = |p: &testbench_case::Pattern| {
+        Pattern::new(p.regex.as_str()).map_err(|e| format!("session {}: {}: {e}", session.name, p.label))
+    };
+    let mut steps = Vec::new();
+    for step in &session.steps {
+        steps.push(match step {
+            CaseStep::Expect(p) => Step::Expect(pattern(p)?),
+            CaseStep::Send(text) => Step::Send(text.source.clone()),
+            CaseStep::Mark(name) => Step::Mark(name.clone()),
+            CaseStep::Wait(name) => Step::Wait(name.clone()),
+            CaseStep::Resize { cols, rows } => Step::Resize(*cols, *rows),
+            CaseStep::Within(d) => Step::Within(*d),
+            CaseStep::Exit(code) => Step::Exit(i32::from(*code)),
+            CaseStep::Ended(code) => Step::Ended(i32::from(*code)),
+        });
+    }
+    let forbid = session
+        .forbid
+        .iter()
+        .map(|p| Ok(Forbid { label: p.label.clone(), pattern: pattern(p)? }))
+        .collect::<Result<Vec<_>, String>>()?;
+    let spec = SessionSpec { name: session.name.clone(), steps, forbid, pty: session.pty };
+    spec.check().map_err(|problems| format!("session {}: {}", session.name, problems.join("; ")))?;
+    Ok(spec)
+}
+
+struct Run {
+    spec: SessionSpec,
+    cmd: Cmd,
+    log: PathBuf,
+}
+
+/// One boot's sessions beside its console.
+struct SessionsHook {
+    runs: Arc<Vec<Run>>,
+    /// The thread that runs the sessions and reports, once started: each session's
+    /// outcome, in the case's order.
+    coordinator: Option<JoinHandle<(Vec<SessionOutcome>, Option<usize>)>>,
+}
+
+impl Hook for SessionsHook {
+    fn holds(&self) -> bool {
+        true
+    }
+
+    fn expects_matched(&mut self, at: &HookStart) {
+        let runs = self.runs.clone();
+        let (events, stop, deadline) = (at.events.clone(), at.stop.clone(), at.deadline);
+        self.coordinator = Some(std::thread::spawn(move || run_all(&runs, &events, &stop, deadline)));
+    }
+
+    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+        let Some(coordinator) = self.coordinator.take() else {
+            // The console's expects never all matched: the console's verdict says why.
+            return if passed { Err("the sessions never started".into()) } else { Ok(Vec::new()) };
+        };
+        let (outcomes, reported) = coordinator.join().map_err(|_| "the sessions' thread panicked".to_string())?;
+        let mut notes = Vec::new();
+        let mut failures = Vec::new();
+        for (index, (run, outcome)) in self.runs.iter().zip(&outcomes).enumerate() {
+            match outcome {
+                // Already the boot's reason.
+                SessionOutcome::Fail { .. } if reported == Some(index) => {}
+                SessionOutcome::Pass { status, expects, first_prompt } => {
+                    notes.push(pass_note(&run.spec.name, status, expects, *first_prompt))
+                }
+                SessionOutcome::Fail { reason } => failures.push(format!("session {}: {reason}", run.spec.name)),
+            }
+        }
+        if failures.is_empty() || !passed {
+            notes.extend(failures);
+            Ok(notes)
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+}
+
+/// What the result prints of a session that passed: its exit, the latency to its first
+/// prompt, and when its expects matched (seconds after its ssh started).
+fn pass_note(
+    name: &str,
+    status: &std::process::ExitStatus,
+    expects: &[(usize, Duration)],
+    first_prompt: Option<Duration>,
+) -> String {
+    let status = status.code().map_or_else(|| format!("{status}"), |code| format!("exit {code}"));
+    let prompt =
+        first_prompt.map_or_else(String::new, |d| format!(", first prompt {:.2}s after ssh started", d.as_secs_f64()));
+    let expects = if expects.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = expects.iter().map(|(n, d)| format!("#{n} {:.2}s", d.as_secs_f64())).collect();
+        format!(", expects {}", list.join(" "))
+    };
+    format!("session {name}: {status}{prompt}{expects} (host-clock times)")
+}
+
+/// Run every session, each on its own thread, and report to the boot's loop: the first
+/// failure at once, `Released` once all have passed.
+/// Each session's outcome, and which failure (if any) was reported as the boot's.
+fn run_all(
+    runs: &Arc<Vec<Run>>,
+    events: &std::sync::mpsc::SyncSender<Event>,
+    stop: &Arc<AtomicBool>,
+    deadline: Instant,
+) -> (Vec<SessionOutcome>, Option<usize>) {
+    let marks = Arc::new(Marks::new());
+    let start = Instant::now();
+    let (done, finished) = std::sync::mpsc::channel::<(usize, SessionOutcome)>();
+    let mut threads = Vec::new();
+    for index in 0..runs.len() {
+        let (runs, marks, stop, done) = (runs.clone(), marks.clone(), stop.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
+            let run = &runs[index];
+            let outcome = testbench_session::run(&run.spec, &run.cmd, &marks, &stop, start, deadline, &run.log);
+            let _ = done.send((index, outcome));
+        }));
+    }
+    drop(done);
+    let mut outcomes: Vec<Option<SessionOutcome>> = (0..runs.len()).map(|_| None).collect();
+    let mut reported = None;
+    for (index, outcome) in finished.iter() {
+        if let SessionOutcome::Fail { reason } = &outcome {
+            // The first failure is the boot's; the stops it causes in the others are not.
+            if reported.is_none() && !reason.starts_with("stopped:") {
+                reported = Some(index);
+                let message = format!(
+                    "session {}: {reason} (transcript: {}/{}.log)",
+                    runs[index].spec.name, SESSIONS_DIR, runs[index].spec.name
+                );
+                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+            }
+        }
+        outcomes[index] = Some(outcome);
+    }
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let outcomes: Vec<SessionOutcome> = outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or(SessionOutcome::Fail { reason: "its thread panicked".into() }))
+        .collect();
+    if reported.is_none() {
+        if let Some((index, SessionOutcome::Fail { reason })) =
+            outcomes.iter().enumerate().find(|(_, o)| matches!(o, SessionOutcome::Fail { .. }))
+        {
+            // Every failure was a stop: the boot ended, or the bench stopped them.
+            if !stop.load(Ordering::SeqCst) {
+                reported = Some(index);
+                let message = format!("session {}: {reason}", runs[index].spec.name);
+                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+            }
+        } else {
+            let _ = events.send(Event::Device(DeviceEvent::Released));
+        }
+    }
+    (outcomes, reported)
+}
