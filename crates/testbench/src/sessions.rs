@@ -107,6 +107,9 @@ impl Sessions {
 /// deadline, which the session engine enforces, comes first).
 const BACKSTOP: Duration = Duration::from_secs(24 * 3600);
 
+/// How long before the boot's deadline the sessions' comes.
+const DEADLINE_LEAD: Duration = Duration::from_millis(500);
+
 /// A case's session as the engine runs it.
 fn spec_of(session: &Session) -> Result<SessionSpec, String> {
     let pattern = |p: &testbench_case::Pattern| {
@@ -146,7 +149,7 @@ struct SessionsHook {
     runs: Arc<Vec<Run>>,
     /// The thread that runs the sessions and reports, once started: each session's
     /// outcome, in the case's order.
-    coordinator: Option<JoinHandle<(Vec<SessionOutcome>, Option<usize>)>>,
+    coordinator: Option<JoinHandle<Vec<SessionOutcome>>>,
 }
 
 impl Hook for SessionsHook {
@@ -156,7 +159,10 @@ impl Hook for SessionsHook {
 
     fn expects_matched(&mut self, at: &HookStart) {
         let runs = self.runs.clone();
-        let (events, stop, deadline) = (at.events.clone(), at.stop.clone(), at.deadline);
+        // The sessions' deadline comes a moment before the boot's, so that a session still
+        // waiting then fails naming its step before the boot's loop gives up on them all.
+        let deadline = at.deadline.checked_sub(DEADLINE_LEAD).unwrap_or(at.deadline).max(Instant::now());
+        let (events, stop) = (at.events.clone(), at.stop.clone());
         self.coordinator = Some(std::thread::spawn(move || run_all(&runs, &events, &stop, deadline)));
     }
 
@@ -165,17 +171,15 @@ impl Hook for SessionsHook {
             // The console's expects never all matched: the console's verdict says why.
             return if passed { Err("the sessions never started".into()) } else { Ok(Vec::new()) };
         };
-        let (outcomes, reported) = coordinator.join().map_err(|_| "the sessions' thread panicked".to_string())?;
+        let outcomes = coordinator.join().map_err(|_| "the sessions' thread panicked".to_string())?;
         let mut notes = Vec::new();
         let mut failures = Vec::new();
-        for (index, (run, outcome)) in self.runs.iter().zip(&outcomes).enumerate() {
+        for (run, outcome) in self.runs.iter().zip(&outcomes) {
             match outcome {
-                // Already the boot's reason.
-                SessionOutcome::Fail { .. } if reported == Some(index) => {}
                 SessionOutcome::Pass { status, expects, first_prompt } => {
                     notes.push(pass_note(&run.spec.name, status, expects, *first_prompt))
                 }
-                SessionOutcome::Fail { reason } => failures.push(format!("session {}: {reason}", run.spec.name)),
+                SessionOutcome::Fail { reason } => failures.push(failure(&run.spec.name, reason)),
             }
         }
         if failures.is_empty() || !passed {
@@ -185,6 +189,11 @@ impl Hook for SessionsHook {
             Err(failures.join("; "))
         }
     }
+}
+
+/// How a session's failure reads, in the verdict and among the notes alike.
+fn failure(name: &str, reason: &str) -> String {
+    format!("session {name}: {reason} (transcript: {SESSIONS_DIR}/{name}.log)")
 }
 
 /// What the result prints of a session that passed: its exit, the latency to its first
@@ -209,13 +218,13 @@ fn pass_note(
 
 /// Run every session, each on its own thread, and report to the boot's loop: the first
 /// failure at once, `Released` once all have passed.
-/// Each session's outcome, and which failure (if any) was reported as the boot's.
+/// Each session's outcome, in the case's order.
 fn run_all(
     runs: &Arc<Vec<Run>>,
     events: &std::sync::mpsc::SyncSender<Event>,
     stop: &Arc<AtomicBool>,
     deadline: Instant,
-) -> (Vec<SessionOutcome>, Option<usize>) {
+) -> Vec<SessionOutcome> {
     let marks = Arc::new(Marks::new());
     let start = Instant::now();
     let (done, finished) = std::sync::mpsc::channel::<(usize, SessionOutcome)>();
@@ -259,12 +268,12 @@ fn run_all(
             // Every failure was a stop: the boot ended, or the bench stopped them.
             if !stop.load(Ordering::SeqCst) {
                 reported = Some(index);
-                let message = format!("session {}: {reason}", runs[index].spec.name);
+                let message = failure(&runs[index].spec.name, reason);
                 let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
             }
         } else {
             let _ = events.send(Event::Device(DeviceEvent::Released));
         }
     }
-    (outcomes, reported)
+    outcomes
 }

@@ -135,6 +135,11 @@ impl Hooks {
                 Err(message) => verdict = Verdict::Fail(Failure { kind: FailureKind::Device, at, message }),
             }
         }
+        // A device's failure that is already the verdict (it reported it while the boot
+        // ran) is not repeated among the notes.
+        if let Verdict::Fail(failure) = &verdict {
+            notes.retain(|note| *note != failure.message);
+        }
         verdict
     }
 }
