@@ -267,7 +267,6 @@ fn run_all(
         {
             // Every failure was a stop: the boot ended, or the bench stopped them.
             if !stop.load(Ordering::SeqCst) {
-                reported = Some(index);
                 let message = failure(&runs[index].spec.name, reason);
                 let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
             }

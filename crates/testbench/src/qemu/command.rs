@@ -210,7 +210,7 @@ mod tests {
                 disk(DiskLayout::Partitions { size_kib: 1024, count: 1 }),
                 None,
             )),
-            Arc::new(crate::devices::net::Net::new(net, ports).unwrap()),
+            Arc::new(crate::devices::net::Net::new(net, ports, None).unwrap()),
         ];
         let place = super::super::BootPlace { root: Path::new("/ws"), dir: &dir, first_boot: None };
         let attached = super::super::devices::attach_all(&devices, &place).unwrap();
