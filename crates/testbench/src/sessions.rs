@@ -52,11 +52,11 @@ impl Sessions {
     pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Hook>, Vec<String>), String> {
         let folder = dir.join(SESSIONS_DIR);
         std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
-        let route = || Route::Port(host_port);
+        let route = Route::Port(host_port);
         let host_keys = match &self.host_key {
             Some(key) => {
                 let known_hosts = folder.join("known_hosts");
-                let line = crate::ssh::known_hosts_line(&route(), &key.line());
+                let line = crate::ssh::known_hosts_line(&route, &key.line());
                 std::fs::write(&known_hosts, line).map_err(|e| format!("{}: {e}", known_hosts.display()))?;
                 HostKeys::Pinned { known_hosts }
             }
@@ -79,11 +79,8 @@ impl Sessions {
                 client: &self.client,
                 user: &session.user,
                 key: &key,
-                route: route(),
-                host_keys: match &host_keys {
-                    HostKeys::Pinned { known_hosts } => HostKeys::Pinned { known_hosts: known_hosts.clone() },
-                    HostKeys::Any => HostKeys::Any,
-                },
+                route: route.clone(),
+                host_keys: host_keys.clone(),
                 pty: session.pty,
                 ssh_args: &session.ssh_args,
                 command: session.command.as_deref(),

@@ -66,6 +66,7 @@ impl Client {
 }
 
 /// Where one session's ssh connects.
+#[derive(Clone)]
 pub enum Route {
     /// A host port QEMU forwards to the guest's port 22.
     Port(u16),
@@ -76,6 +77,7 @@ pub enum Route {
 }
 
 /// The host key ssh accepts.
+#[derive(Clone)]
 pub enum HostKeys {
     /// Only this key (a `known_hosts` file holding it for the session's host).
     Pinned { known_hosts: PathBuf },
