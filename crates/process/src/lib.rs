@@ -253,6 +253,21 @@ fn still_child_of(bench: rustix::process::Pid) -> std::io::Result<()> {
     }
 }
 
+/// Become `program` (exec, no fork) with the parent-death signal set first: the child of
+/// a process that spawns without the wrapper (ssh's `ProxyCommand`) still dies with its
+/// parent. Returns only when it cannot: the parent is gone already, or the exec failed.
+pub fn exec_bound_to_parent(program: &OsStr, args: &[OsString]) -> std::io::Error {
+    let parent = rustix::process::getppid();
+    if let Err(error) = rustix::process::set_parent_process_death_signal(Some(KILL)) {
+        return error.into();
+    }
+    // A parent that died before the prctl sent nothing: this process has another now.
+    if rustix::process::getppid() != parent || parent.is_none() {
+        return std::io::Error::from(rustix::io::Errno::SRCH);
+    }
+    std::process::Command::new(program).args(args).exec()
+}
+
 /// Wait for `child` until `timeout`; on the deadline kill it and return `None`.
 pub fn wait_deadline(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
     wait_until(child, timeout, false)

@@ -17,6 +17,7 @@ mod fdt_edit;
 mod gates;
 mod guest_names;
 mod host;
+mod loopback;
 mod pack;
 mod qemu;
 mod report;
@@ -114,10 +115,23 @@ fn peer_helper(args: &[std::ffi::OsString]) -> ! {
     }
 }
 
+/// ssh runs the bench's own binary as an ssh-loopback session's `ProxyCommand`
+/// (`--loopback-proxy QEMU ARGS...`, loopback.rs): it becomes QEMU with its parent-death
+/// signal set, so that the guest dies with the ssh that started it.
+fn loopback_proxy(args: &[std::ffi::OsString]) -> ! {
+    let Some((qemu, rest)) = args.split_first() else { std::process::exit(2) };
+    let error = testbench_process::exec_bound_to_parent(qemu, rest);
+    eprintln!("testbench {}: {}: {error}", loopback::PROXY_HELPER, qemu.to_string_lossy());
+    std::process::exit(127)
+}
+
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == devices::net::PEER_HELPER) {
         peer_helper(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == loopback::PROXY_HELPER) {
+        loopback_proxy(&args[2..]);
     }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.

@@ -42,7 +42,7 @@ impl Sessions {
         if boot.sessions.is_empty() {
             return Ok(None);
         }
-        let client = Client::probe()?;
+        let client = Client::once()?;
         let host_key = boot.net.as_ref().and_then(|net| net.host_key.clone());
         Ok(Some(Sessions { sessions: boot.sessions.clone(), host_key, root: root.to_path_buf(), client }))
     }
@@ -85,13 +85,7 @@ impl Sessions {
                 ssh_args: &session.ssh_args,
                 command: session.command.as_deref(),
             };
-            // The case's deadline bounds the session (the engine kills ssh at it); the
-            // wrapper's own is a backstop well past any boot's.
-            let cmd = Cmd::new(&ssh, format!("session {}'s ssh", session.name), BACKSTOP)
-                .args(invocation.args())
-                .env_remove("SSH_AUTH_SOCK")
-                .env_remove("SSH_ASKPASS")
-                .env_remove("DISPLAY");
+            let cmd = session_cmd(&ssh, &invocation, &session.name);
             log.push(format!("session {}: {}", session.name, cmd.display()));
             runs.push(Run { spec: spec_of(session)?, cmd, log: folder.join(format!("{}.log", session.name)) });
         }
@@ -107,8 +101,18 @@ const BACKSTOP: Duration = Duration::from_secs(24 * 3600);
 /// How long before the boot's deadline the sessions' comes.
 const DEADLINE_LEAD: Duration = Duration::from_millis(500);
 
+/// One session's ssh: the case's deadline bounds it (the engine kills ssh at it); the
+/// wrapper's own is a backstop well past any case's. No agent, no askpass, no display.
+pub(crate) fn session_cmd(ssh: &Path, invocation: &Invocation, name: &str) -> Cmd {
+    Cmd::new(ssh, format!("session {name}'s ssh"), BACKSTOP)
+        .args(invocation.args())
+        .env_remove("SSH_AUTH_SOCK")
+        .env_remove("SSH_ASKPASS")
+        .env_remove("DISPLAY")
+}
+
 /// A case's session as the engine runs it.
-fn spec_of(session: &Session) -> Result<SessionSpec, String> {
+pub(crate) fn spec_of(session: &Session) -> Result<SessionSpec, String> {
     let pattern = |p: &testbench_case::Pattern| {
         Pattern::new(p.regex.as_str()).map_err(|e| format!("session {}: {}: {e}", session.name, p.label))
     };
@@ -135,10 +139,11 @@ fn spec_of(session: &Session) -> Result<SessionSpec, String> {
     Ok(spec)
 }
 
-struct Run {
-    spec: SessionSpec,
-    cmd: Cmd,
-    log: PathBuf,
+/// One session ready to run: its steps, its ssh and its transcript's path.
+pub(crate) struct Run {
+    pub spec: SessionSpec,
+    pub cmd: Cmd,
+    pub log: PathBuf,
 }
 
 /// One boot's sessions beside its console.
@@ -160,7 +165,16 @@ impl Hook for SessionsHook {
         // waiting then fails naming its step before the boot's loop gives up on them all.
         let deadline = at.deadline.checked_sub(DEADLINE_LEAD).unwrap_or(at.deadline).max(Instant::now());
         let (events, stop) = (at.events.clone(), at.stop.clone());
-        self.coordinator = Some(std::thread::spawn(move || run_all(&runs, &events, &stop, deadline)));
+        self.coordinator = Some(std::thread::spawn(move || {
+            let fail = |message: String| {
+                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+            };
+            let outcomes = run_all(&runs, &stop, deadline, &fail);
+            if outcomes.iter().all(|o| matches!(o, SessionOutcome::Pass { .. })) {
+                let _ = events.send(Event::Device(DeviceEvent::Released));
+            }
+            outcomes
+        }));
     }
 
     fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
@@ -169,16 +183,7 @@ impl Hook for SessionsHook {
             return if passed { Err("the sessions never started".into()) } else { Ok(Vec::new()) };
         };
         let outcomes = coordinator.join().map_err(|_| "the sessions' thread panicked".to_string())?;
-        let mut notes = Vec::new();
-        let mut failures = Vec::new();
-        for (run, outcome) in self.runs.iter().zip(&outcomes) {
-            match outcome {
-                SessionOutcome::Pass { status, expects, first_prompt } => {
-                    notes.push(pass_note(&run.spec.name, status, expects, *first_prompt))
-                }
-                SessionOutcome::Fail { reason } => failures.push(failure(&run.spec.name, reason)),
-            }
-        }
+        let (mut notes, failures) = notes_and_failures(&self.runs, &outcomes);
         if failures.is_empty() || !passed {
             notes.extend(failures);
             Ok(notes)
@@ -186,6 +191,21 @@ impl Hook for SessionsHook {
             Err(failures.join("; "))
         }
     }
+}
+
+/// What the result prints of each session that passed, and how each that failed reads.
+pub(crate) fn notes_and_failures(runs: &[Run], outcomes: &[SessionOutcome]) -> (Vec<String>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut failures = Vec::new();
+    for (run, outcome) in runs.iter().zip(outcomes) {
+        match outcome {
+            SessionOutcome::Pass { status, expects, first_prompt } => {
+                notes.push(pass_note(&run.spec.name, status, expects, *first_prompt))
+            }
+            SessionOutcome::Fail { reason } => failures.push(failure(&run.spec.name, reason)),
+        }
+    }
+    (notes, failures)
 }
 
 /// How a session's failure reads, in the verdict and among the notes alike.
@@ -213,14 +233,15 @@ fn pass_note(
     format!("session {name}: {status}{prompt}{expects} (host-clock times)")
 }
 
-/// Run every session, each on its own thread, and report to the boot's loop: the first
-/// failure at once, `Released` once all have passed.
-/// Each session's outcome, in the case's order.
-fn run_all(
+/// Run every session, each on its own thread, and say the case's failure through `fail`
+/// at once: the first session's that failed of itself (the others' stops are not), or,
+/// when every failure was a stop nobody outside asked for, the first of those. Each
+/// session's outcome, in the case's order.
+pub(crate) fn run_all(
     runs: &Arc<Vec<Run>>,
-    events: &std::sync::mpsc::SyncSender<Event>,
     stop: &Arc<AtomicBool>,
     deadline: Instant,
+    fail: &dyn Fn(String),
 ) -> Vec<SessionOutcome> {
     let marks = Arc::new(Marks::new());
     let start = Instant::now();
@@ -242,11 +263,7 @@ fn run_all(
             // The first failure is the boot's; the stops it causes in the others are not.
             if reported.is_none() && !reason.starts_with("stopped:") {
                 reported = Some(index);
-                let message = format!(
-                    "session {}: {reason} (transcript: {}/{}.log)",
-                    runs[index].spec.name, SESSIONS_DIR, runs[index].spec.name
-                );
-                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+                fail(failure(&runs[index].spec.name, reason));
             }
         }
         outcomes[index] = Some(outcome);
@@ -264,11 +281,8 @@ fn run_all(
         {
             // Every failure was a stop: the boot ended, or the bench stopped them.
             if !stop.load(Ordering::SeqCst) {
-                let message = failure(&runs[index].spec.name, reason);
-                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+                fail(failure(&runs[index].spec.name, reason));
             }
-        } else {
-            let _ = events.send(Event::Device(DeviceEvent::Released));
         }
     }
     outcomes

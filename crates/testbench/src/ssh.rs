@@ -29,6 +29,13 @@ pub struct Client {
 }
 
 impl Client {
+    /// The run's one answer from the host's ssh ([`Client::probe`], asked at the first
+    /// case that needs it): every case of the run gets the same.
+    pub fn once() -> Result<Client, String> {
+        static ONCE: std::sync::OnceLock<Result<Client, String>> = std::sync::OnceLock::new();
+        ONCE.get_or_init(Client::probe).clone()
+    }
+
     /// Ask the host's ssh; the error says why it cannot serve the sessions.
     pub fn probe() -> Result<Client, String> {
         let ssh = crate::command::on_path("ssh").ok_or(
@@ -70,9 +77,8 @@ impl Client {
 pub enum Route {
     /// A host port QEMU forwards to the guest's port 22.
     Port(u16),
-    /// A server ssh starts itself (`ProxyCommand`, run by ssh through the shell): the
-    /// ssh-loopback kind's route, whose runner is not built yet (only tests take it).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// A server ssh starts itself (`ProxyCommand`, run by ssh through the shell, after
+    /// its `%` tokens are expanded): the ssh-loopback kind's route.
     Proxy(String),
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use testbench_case::{BootCase, Case, DiskLayout, DiskSpec};
 use testbench_disk::{DiskRecipe, Fs};
 
+use crate::case_result::Blocked;
 use crate::qemu::DeviceSpec;
 
 /// Every disk recipe a case names, read and checked against what the case asks of it
@@ -70,15 +71,17 @@ pub fn host_ports(boot: &BootCase) -> usize {
 }
 
 /// A boot case's devices, in slot order, planned once for all its boots.
-pub fn for_case(boot: &BootCase, root: &Path, ports: &net::Ports) -> Result<Vec<Arc<dyn DeviceSpec>>, String> {
+/// A host without a usable ssh is a host lack (a skip under `--allow-skip`); anything
+/// else that goes wrong here fails the case.
+pub fn for_case(boot: &BootCase, root: &Path, ports: &net::Ports) -> Result<Vec<Arc<dyn DeviceSpec>>, Blocked> {
     let mut devices: Vec<Arc<dyn DeviceSpec>> = Vec::new();
     for (table, spec) in boot.disks.iter() {
-        let recipe = recipe_of(table, spec, root)?;
+        let recipe = recipe_of(table, spec, root).map_err(Blocked::Build)?;
         devices.push(Arc::new(disk::Disk::new(table, spec.clone(), recipe)));
     }
     if let Some(spec) = &boot.net {
-        let sessions = crate::sessions::Sessions::for_case(boot, root)?;
-        devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions)?));
+        let sessions = crate::sessions::Sessions::for_case(boot, root).map_err(Blocked::HostLack)?;
+        devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions).map_err(Blocked::Build)?));
     }
     Ok(devices)
 }

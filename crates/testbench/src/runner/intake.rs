@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, Kind, PathKind};
+use testbench_case::{Arch, Case, Firmware, Guest, GuestImage, PathKind};
 
 use crate::cli::{Filter, Options};
 use crate::error::BenchError;
@@ -194,7 +194,7 @@ pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &P
 /// anything builds. A kernel, an initrd, a program or a firmware image must be a regular
 /// file: a directory, a FIFO or a device is refused here, not at boot.
 pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
-    let mut errors = not_runnable_yet(case);
+    let mut errors = Vec::new();
     let file = case.file.display();
     for named in case.paths() {
         let path = named.path.display();
@@ -264,18 +264,6 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     }
     errors.extend(crate::devices::check(case, root));
     errors
-}
-
-/// What the case parser reads and the bench does not run yet: an ssh-loopback case.
-/// Refused, never run as if it had passed.
-fn not_runnable_yet(case: &Case) -> Vec<String> {
-    let file = case.file.display();
-    match &case.kind {
-        Kind::SshLoopback(_) => {
-            vec![format!("{file}: kind: the ssh-loopback kind is parsed but its runner lands later")]
-        }
-        _ => Vec::new(),
-    }
 }
 
 /// `TESTBENCH_QEMU_SEED`: a seed that replaces every pinned one, when set.
@@ -369,18 +357,5 @@ mod tests {
         assert_eq!(names(Filter::Exact("timer".into())), ["timer"]);
         let refused = select(&cases, &Filter::Exact("time".into())).unwrap_err();
         assert!(refused.contains("no case has that name") && refused.contains("timer"), "{refused}");
-    }
-
-    #[test]
-    fn what_the_parser_reads_and_the_bench_does_not_run_yet_is_refused() {
-        let text =
-            "description = \"d\"\nkind = \"ssh-loopback\"\nserver = \"openssh\"\nauthorized_keys = [\"alice\"]\n\
-                    [[session]]\nuser = \"root\"\nkey = \"alice\"\nsteps = [{ exit = 0 }]\n";
-        let loopback = testbench_case::parse("tests/l.toml", text).unwrap();
-        assert_eq!(
-            not_runnable_yet(&loopback),
-            ["tests/l.toml: kind: the ssh-loopback kind is parsed but its runner lands later"]
-        );
-        assert!(not_runnable_yet(&case("plain", true)).is_empty());
     }
 }

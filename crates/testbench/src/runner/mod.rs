@@ -98,7 +98,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     let mut builder = Builder::new(&ws.root, &run_dir);
     let probes = prepare::start_probes(&boots);
 
-    // The cases that boot nothing run first, one after another, in name order.
+    // The cases that boot nothing run first, one after another, in name order; the
+    // ssh-loopback cases among them share the run's loopback server (its probe, once).
+    let mut loopback = crate::loopback::Loopback::default();
     for &(index, arch) in &host_runs {
         let case = selected[index];
         let label = match arch {
@@ -109,14 +111,21 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         let started_case = Instant::now();
         let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
         let mut log = |line: &str| reporter.note("host", line);
+        let mut notes = Vec::new();
         let result = match (&case.kind, arch) {
             (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
             (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, &mut builder, &mut log),
             (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
             (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
-            _ => unreachable!("plan_host plans host kinds only, a build case with its width"),
+            (Kind::SshLoopback(case), Some(_)) => {
+                let (result, case_notes) = loopback.run(case, &ws.root, &run_dir, &ctx.dir, &mut log);
+                notes = case_notes;
+                result
+            }
+            _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
         };
-        let report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+        let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+        report.notes = notes;
         reporter.boot_finished(report);
     }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use testbench_case::{Arch, BootCase, Case, Guest, Kind};
+use testbench_case::{Arch, BootCase, BuildCase, Case, Guest, Kind, SshLoopbackCase};
 
 use crate::cli::Options;
 use crate::command::shell_quote;
@@ -117,16 +117,16 @@ pub fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option
     boots
 }
 
-/// The host-side runs: each host-tests, scripts and gate case once, a build case once per
-/// width. `--arch` leaves out a build case's other width; it does not leave out a case
+/// The host-side runs: each host-tests, scripts and gate case once, a build case and an
+/// ssh-loopback case once per width. `--arch` leaves out such a case's other width; it does not leave out a case
 /// that runs on no width.
 pub fn plan_host(cases: &[&Case], options: &Options) -> Vec<(usize, Option<Arch>)> {
     let mut runs = Vec::new();
     for (index, case) in cases.iter().enumerate() {
         match &case.kind {
             Kind::Boot(_) => {}
-            Kind::Build(build) => {
-                for &arch in &build.arch {
+            Kind::SshLoopback(SshLoopbackCase { arch: arches, .. }) | Kind::Build(BuildCase { arch: arches, .. }) => {
+                for &arch in arches {
                     if options.arch.is_none_or(|only| only == arch) {
                         runs.push((index, Some(arch)));
                     }

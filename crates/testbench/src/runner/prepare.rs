@@ -287,7 +287,7 @@ pub fn jobs(
         .iter()
         .map(|boot| {
             let case = selected[boot.case];
-            let devices = crate::devices::for_case(boot_of(case), &ws.root, ports).map_err(Blocked::Build);
+            let devices = crate::devices::for_case(boot_of(case), &ws.root, ports);
             let prepared = prepared[&(boot.case, boot.arch)].clone().and_then(|p| Ok((p, devices?)));
             let spec = prepared.map(|(p, devices)| BootSpec {
                 arch: boot.arch,
