@@ -211,13 +211,7 @@ impl Server {
     /// A case's files written and its sessions made ready: `initrd.cpio` with the host
     /// key and `keys` authorized, `server.log` empty, the pinned `known_hosts`, each key's
     /// private copy, and each session's ssh with its `ProxyCommand`.
-    fn ready(
-        &self,
-        root: &Path,
-        dir: &Path,
-        sessions: &[Session],
-        keys: &[String],
-    ) -> Result<Vec<Run>, String> {
+    fn ready(&self, root: &Path, dir: &Path, sessions: &[Session], keys: &[String]) -> Result<Vec<Run>, String> {
         let folder = dir.join(SESSIONS_DIR);
         std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
         let initrd = dir.join("initrd.cpio");
@@ -317,9 +311,9 @@ fn image_blocked(recipe: &Path, error: testbench_recipe::RecipeError) -> Blocked
         RecipeError::Fetch { message: why, .. } if !why.contains("the server answered HTTP") => {
             Blocked::HostLack(format!("{message} (the image is not built and the mirror did not answer)"))
         }
-        RecipeError::Unpack { .. } if crate::command::on_path("dpkg-deb").is_none() => Blocked::HostLack(format!(
-            "{message} (dpkg-deb is not on the path: apt-get install dpkg)"
-        )),
+        RecipeError::Unpack { .. } if crate::command::on_path("dpkg-deb").is_none() => {
+            Blocked::HostLack(format!("{message} (dpkg-deb is not on the path: apt-get install dpkg)"))
+        }
         _ => Blocked::Build(message),
     }
 }
@@ -452,8 +446,11 @@ fn processes_naming(name: &str, needle: &str) -> Vec<(i32, String)> {
         if file.take(1 << 20).read_to_end(&mut bytes).is_err() {
             continue;
         }
-        let words: Vec<String> =
-            bytes.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+        let words: Vec<String> = bytes
+            .split(|&b| b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
         let Some(program) = words.first() else { continue };
         if Path::new(program).file_name().is_some_and(|n| n.to_string_lossy() == name)
             && words[1..].iter().any(|w| w.contains(needle))

@@ -1122,3 +1122,81 @@ fn a_short_port_lease_and_a_bad_disk_recipe_are_refused_before_anything_builds()
     );
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
+
+const LOOPBACK: &str = "description = \"d\"\nkind = \"ssh-loopback\"\nserver = \"openssh\"\n\
+    authorized_keys = [\"alice\"]\n[[session]]\nuser = \"root\"\nkey = \"alice\"\ncommand = \"exit 0\"\n\
+    steps = [{ ended = 0 }]\n";
+
+/// Without a QEMU the loopback server cannot run: every ssh-loopback case fails with that
+/// reason, or is skipped under --allow-skip.
+#[test]
+fn a_loopback_case_without_qemu_fails_naming_it_or_is_skipped() {
+    let dir = cases_dir(&[("lb-one", LOOPBACK), ("lb-two", LOOPBACK)]);
+    let cases = dir.path().to_str().unwrap();
+    let broken = [("TESTBENCH_QEMU_RV64", "/nonexistent/qemu-rv64")];
+    let run = bench(&["--cases", cases], &broken);
+    run.expect_status(1);
+    let lack = "reason: ssh-loopback: /nonexistent/qemu-rv64 cannot run";
+    assert_eq!(run.stdout.matches(lack).count(), 2, "{}", run.explain());
+    let run = bench(&["--cases", cases, "--allow-skip"], &broken);
+    run.expect_status(0);
+    assert!(run.stdout.contains("0 passed, 0 failed, 2 skipped"), "{}", run.explain());
+}
+
+/// A QEMU that answers its probe but boots nothing fails the loopback probe, and a
+/// failed probe fails every ssh-loopback case, --allow-skip or not: it is not a lack.
+#[test]
+fn a_failed_loopback_probe_fails_every_loopback_case() {
+    let dir = cases_dir(&[("lb-one", LOOPBACK), ("lb-two", LOOPBACK)]);
+    let cases = dir.path().to_str().unwrap();
+    let fake = dir.path().join("qemu-fake");
+    let real = std::env::var("TESTBENCH_QEMU_RV64").unwrap_or_else(|_| "qemu-system-riscv64".into());
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in -version|-L) exec {real} \"$@\" ;; esac\necho boot >> '{}'\nexit 1\n",
+            dir.path().join("boots").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = bench(&["--cases", cases, "--allow-skip"], &[("TESTBENCH_QEMU_RV64", fake.to_str().unwrap())]);
+    run.expect_status(1);
+    let failed = "reason: ssh-loopback probe (one login running `exit 0`";
+    assert_eq!(run.stdout.matches(failed).count(), 2, "{}", run.explain());
+    assert!(run.stdout.contains("0 passed, 2 failed, 0 skipped"), "{}", run.explain());
+    // The probe ran once for the run: one guest started, none for the cases.
+    assert_eq!(std::fs::read_to_string(dir.path().join("boots")).unwrap(), "boot\n");
+}
+
+/// A failed ssh-loopback case's server log and each session's transcript, guest console
+/// and QEMU stderr are kept by --keep-failed; the reason names the session and its step.
+#[test]
+fn a_failed_loopback_cases_logs_are_kept() {
+    let case = LOOPBACK
+        .replace("command = \"exit 0\"", "command = \"echo one; exit 0\"")
+        .replace("steps = [{ ended = 0 }]", "steps = [{ expect = 'two' }, { ended = 0 }]");
+    let dir = cases_dir(&[("lb", &case)]);
+    let keep = tempfile::tempdir().unwrap();
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--keep-failed", keep.path().to_str().unwrap()], &[]);
+    run.expect_status(1);
+    assert!(run.stdout.contains("reason: session root: step 1 (expect 'two'): "), "{}", run.explain());
+    let mut kept: Vec<String> =
+        std::fs::read_dir(keep.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        [
+            "rv64-lb.server.log",
+            "rv64-lb.session-root.guest.log",
+            "rv64-lb.session-root.log",
+            "rv64-lb.session-root.qemu-stderr.log"
+        ],
+        "{}",
+        run.explain()
+    );
+    let server_log = std::fs::read_to_string(keep.path().join("rv64-lb.server.log")).unwrap();
+    assert!(server_log.contains("Accepted publickey for root"), "{server_log}");
+    let transcript = std::fs::read_to_string(keep.path().join("rv64-lb.session-root.log")).unwrap();
+    assert!(transcript.contains("one"), "{transcript}");
+}

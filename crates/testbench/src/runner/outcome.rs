@@ -240,6 +240,21 @@ fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
     }
 }
 
+/// `--keep-failed DIR` for an ssh-loopback case: the server's log, and each session's
+/// transcript, guest console and QEMU stderr, as `<arch>-<case>.<file>`.
+fn keep_failed_loopback(keep: &Path, case: &Case, arch: Option<Arch>, dir: &Path) {
+    let stem = format!("{}-{}", arch.map_or("host", Arch::name), case.name);
+    let _ = std::fs::copy(dir.join(crate::loopback::SERVER_LOG), keep.join(format!("{stem}.server.log")));
+    if let Ok(entries) = std::fs::read_dir(dir.join(crate::sessions::SESSIONS_DIR)) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(session) = name.strip_suffix(".log") {
+                let _ = std::fs::copy(entry.path(), keep.join(format!("{stem}.session-{session}.log")));
+            }
+        }
+    }
+}
+
 /// The report of a case that boots nothing, once it ran.
 pub fn host_report(
     case: &Case,
@@ -252,6 +267,11 @@ pub fn host_report(
 ) -> BootReport {
     let outcome = outcome_of(case, result, options.allow_skip);
     let replay = host_replay_line(case, arch, ws);
+    if let (Outcome::Fail(_), Some(keep), testbench_case::Kind::SshLoopback(_)) =
+        (&outcome, &options.keep_failed, &case.kind)
+    {
+        keep_failed_loopback(keep, case, arch, &dir);
+    }
     BootReport {
         case: case.name.clone(),
         kind: case.kind.name(),
