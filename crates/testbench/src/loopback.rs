@@ -112,7 +112,7 @@ impl Server {
             ssh,
             bench,
         };
-        log(&format!("ssh-loopback: {version}; {}", server.client.note()));
+        log(&format!("ssh-loopback: {version}"));
         let started = Instant::now();
         let dir = run_dir.join("ssh-loopback-probe");
         let banner = server.probe(root, &dir).map_err(|e| {

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use testbench_case::Kind;
+use testbench_case::{Case, Kind};
 
 use crate::build::Builder;
 use crate::cli::{NoTests, Options};
@@ -97,6 +97,19 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
     let mut builder = Builder::new(&ws.root, &run_dir);
     let probes = prepare::start_probes(&boots);
+    // The host's ssh, asked once for the run's sessions: the run's output says what it
+    // is and whether the sessions pass WarnWeakCrypto (why not, when they do not).
+    let sessions = |case: &&Case| match &case.kind {
+        Kind::Boot(boot) => !boot.sessions.is_empty(),
+        Kind::SshLoopback(_) => true,
+        _ => false,
+    };
+    if selected.iter().any(sessions) {
+        match crate::ssh::Client::once() {
+            Ok(client) => reporter.note("ssh", &client.note()),
+            Err(lack) => reporter.note("ssh", &format!("ssh: {lack}")),
+        }
+    }
 
     // The cases that boot nothing run first, one after another, in name order; the
     // ssh-loopback cases among them share the run's loopback server (its probe, once).
