@@ -313,6 +313,9 @@ pub struct BootCase {
     /// Console patterns matched in order from the sessions' start to the deadline (only
     /// with sessions).
     pub expect_after: Vec<Pattern>,
+    /// Byte strings that must be nowhere in the guest's RAM at the verdict, each with its
+    /// label (`ram_forbid[0]`).
+    pub ram_forbid: Vec<(String, Vec<u8>)>,
 }
 
 impl BootCase {

@@ -180,6 +180,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     let sessions = crate::session::sessions(ctx, raw.session.as_deref())?;
     let expect_after = ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[]))?;
     sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
+    let ram_forbid = ram_forbid(ctx, raw.ram_forbid.as_deref().unwrap_or(&[]), poweroff, &guest)?;
 
     Ok(BootCase {
         arch,
@@ -211,10 +212,66 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         net,
         sessions,
         expect_after,
+        ram_forbid,
     })
 }
 
 /// What sessions need of a boot case, and what needs sessions: port 22 forwarded, and
+/// The most strings `ram_forbid` takes: each is a pass over the guest's RAM.
+const RAM_FORBID_MAX: usize = 16;
+
+/// `ram_forbid`: byte strings of 8 to 4096 bytes (a shorter one turns up in hundreds of
+/// MiB by chance), named once, read from the virt machine's RAM while the guest still
+/// runs at the verdict (so not with `poweroff = true`).
+fn ram_forbid(
+    ctx: &Ctx,
+    strings: &[String],
+    poweroff: bool,
+    guest: &Guest,
+) -> Result<Vec<(String, Vec<u8>)>, CaseError> {
+    if strings.is_empty() {
+        return Ok(Vec::new());
+    }
+    if poweroff {
+        return Err(ctx.err(
+            "ram_forbid",
+            "not with poweroff = true: the bench reads the guest's RAM at the verdict, while the guest still runs",
+        ));
+    }
+    if let Guest::External(external) = guest {
+        if external.machine != "virt" {
+            return Err(ctx.err(
+                "ram_forbid",
+                format!(
+                    "only on QEMU's virt machine (its RAM at 0x80000000), not guest.machine = {:?}",
+                    external.machine
+                ),
+            ));
+        }
+    }
+    if strings.len() > RAM_FORBID_MAX {
+        return Err(ctx.err("ram_forbid", format!("{} strings: at most {RAM_FORBID_MAX}", strings.len())));
+    }
+    let mut needles: Vec<(String, Vec<u8>)> = Vec::new();
+    for (index, text) in strings.iter().enumerate() {
+        let field = format!("ram_forbid[{index}]");
+        if !(8..=4096).contains(&text.len()) {
+            return Err(ctx.err(
+                field,
+                format!(
+                    "{} bytes is not accepted: 8 to 4096 bytes (a shorter string turns up in a guest's RAM by chance)",
+                    text.len()
+                ),
+            ));
+        }
+        if strings[..index].contains(text) {
+            return Err(ctx.err(field, format!("{text:?} is named twice")));
+        }
+        needles.push((field, text.as_bytes().to_vec()));
+    }
+    Ok(needles)
+}
+
 /// `expect_after` and `net.host_key` only beside a session.
 fn sessions_need(
     ctx: &Ctx,

@@ -294,6 +294,26 @@ impl BootSpec {
             Ended::Closed => (None, true),
             Ended::Deadline => (None, false),
         };
+        // A pass is also the RAM's: read while the guest still runs, before QEMU stops.
+        let verdict = match verdict {
+            Some(Verdict::Pass) if !self.ram_forbid.is_empty() => {
+                let checked = match &client {
+                    Some(qmp) => super::ram::check(qmp, &self.dir, self.memory_mib, &self.ram_forbid),
+                    None => Err("ram_forbid: no QMP connection to read the guest's RAM over".to_string()),
+                };
+                Some(match checked {
+                    Ok(note) => {
+                        notes.push(note);
+                        Verdict::Pass
+                    }
+                    Err(message) => {
+                        let at = Instant::now().saturating_duration_since(start);
+                        Verdict::Fail(Failure { kind: FailureKind::Device, at, message })
+                    }
+                })
+            }
+            verdict => verdict,
+        };
         if !console_closed {
             // The verdict is known, or the deadline passed: nothing QEMU does now can
             // change the verdict. QEMU is stopped (a recorded one so that its recording

@@ -40,6 +40,8 @@ pub struct BootSpec {
     pub devices: Vec<Arc<dyn DeviceSpec>>,
     /// For a case's second boot: the first boot's directory (a kept disk is there).
     pub first_boot: Option<PathBuf>,
+    /// Byte strings that must be nowhere in the guest's RAM at the verdict (ram.rs).
+    pub ram_forbid: Vec<testbench_ram::Needle>,
 }
 
 /// Dumping the device tree is a QEMU start that exits at once.
@@ -149,6 +151,7 @@ mod tests {
             qmp_dir: std::sync::Arc::new(QmpDir::create(tmp).unwrap()),
             devices: Vec::new(),
             first_boot: None,
+            ram_forbid: Vec::new(),
         }
     }
 

@@ -19,6 +19,7 @@ mod boot;
 mod command;
 mod devices;
 pub mod qmp;
+mod ram;
 
 pub use boot::Event;
 pub use command::BootSpec;

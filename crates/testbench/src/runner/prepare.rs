@@ -317,6 +317,11 @@ pub fn jobs(
                 qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
                 devices,
                 first_boot: None,
+                ram_forbid: boot_of(case)
+                    .ram_forbid
+                    .iter()
+                    .map(|(label, bytes)| testbench_ram::Needle { label: label.clone(), bytes: bytes.clone() })
+                    .collect(),
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))
         })

@@ -53,6 +53,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("net", Shape::Table, "a [net] table (an empty one is a card that reaches nothing)"),
     field("expect_after", Shape::StrList, REGEXES),
     field("session", Shape::TableList, SESSIONS),
+    field("ram_forbid", Shape::StrList, "a list of byte strings, 8 to 4096 bytes each, such as ['tb-secret-42']"),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -102,6 +103,7 @@ pub(crate) struct RawBoot {
     // The sessions (`session.rs`, shared with kind "ssh-loopback").
     pub expect_after: Option<Vec<String>>,
     pub session: Option<Vec<RawSession>>,
+    pub ram_forbid: Option<Vec<String>>,
 }
 
 /// The fields of a `[guest]` table.
