@@ -33,6 +33,7 @@
 mod common;
 mod fields;
 mod kinds;
+pub use kinds::boot::idle::{IDLE_EXCEPTIONS, IDLE_INTERRUPTS, IDLE_TOTALS};
 pub use kinds::read_overlay_file;
 mod session;
 mod validate;
@@ -316,6 +317,19 @@ pub struct BootCase {
     /// Byte strings that must be nowhere in the guest's RAM at the verdict, each with its
     /// label (`ram_forbid[0]`).
     pub ram_forbid: Vec<(String, Vec<u8>)>,
+    /// A window at rest after the expects and sessions, measured from outside.
+    pub idle: Option<IdleSpec>,
+}
+
+/// A boot case's `[idle]`.
+#[derive(Clone, Debug)]
+pub struct IdleSpec {
+    /// The window's length (host clock).
+    pub window: Duration,
+    /// The console line the window waits for, besides the expects and sessions.
+    pub after: Option<Pattern>,
+    /// Ceilings per second, by rate name (`s_timer`, `interrupts`, `host_cores`, ...).
+    pub max: Vec<(String, f64)>,
 }
 
 impl BootCase {

@@ -15,6 +15,7 @@ mod disk;
 mod guest;
 pub use guest::read_overlay_file;
 mod host_key;
+pub(crate) mod idle;
 mod net;
 pub(crate) mod raw;
 mod reference;
@@ -67,6 +68,7 @@ pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> 
     disk::check(ctx, &table)?;
     net::check(ctx, &table)?;
     crate::session::check(ctx, &table)?;
+    idle::check(ctx, &table)?;
     ctx.read(table)
 }
 
@@ -181,6 +183,12 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     let expect_after = ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[]))?;
     sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
     let ram_forbid = ram_forbid(ctx, raw.ram_forbid.as_deref().unwrap_or(&[]), poweroff, &guest)?;
+    let idle = idle::idle(ctx, raw.idle.as_ref(), timeout)?;
+    if idle.is_some() && poweroff {
+        return Err(
+            ctx.err("idle", "not with poweroff = true: the window measures a guest at rest, which must still run")
+        );
+    }
 
     Ok(BootCase {
         arch,
@@ -213,6 +221,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         sessions,
         expect_after,
         ram_forbid,
+        idle,
     })
 }
 

@@ -5,7 +5,7 @@
 //! the crate's types alone, never on another kind's nor on `validate` (which reads the
 //! common fields, then calls [`read`] and [`validate`] here).
 
-mod boot;
+pub(crate) mod boot;
 mod build;
 mod gate;
 mod host_tests;
@@ -74,8 +74,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind
 #[cfg(test)]
 mod tests {
     use super::boot::raw::{
-        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawInput, RawNet, RawOverlay, RawPeer, RawPoke, DIAL, DISK, FLIP,
-        GUEST, INPUT, NET, OVERLAY, PEER, POKE,
+        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawIdle, RawInput, RawNet, RawOverlay, RawPeer, RawPoke, DIAL,
+        DISK, FLIP, GUEST, IDLE, INPUT, NET, OVERLAY, PEER, POKE,
     };
     use super::*;
     use crate::fields::{names, serde_names};
@@ -94,6 +94,7 @@ mod tests {
             ("gate", gate::FIELDS, serde_names::<gate::RawGate>()),
             ("ssh-loopback", ssh_loopback::FIELDS, serde_names::<ssh_loopback::RawSshLoopback>()),
             ("[guest]", GUEST, serde_names::<RawGuest>()),
+            ("[idle]", IDLE, serde_names::<RawIdle>()),
             ("guest.overlay", OVERLAY, serde_names::<RawOverlay>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
             ("[disk]", DISK, serde_names::<RawDisk>()),

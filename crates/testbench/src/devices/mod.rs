@@ -3,6 +3,7 @@
 //! loop and the fixed virtio-mmio slots, is `qemu/devices.rs`.
 
 pub mod disk;
+pub mod idle;
 pub mod net;
 
 use std::path::Path;
@@ -82,6 +83,9 @@ pub fn for_case(boot: &BootCase, root: &Path, ports: &net::Ports) -> Result<Vec<
     if let Some(spec) = &boot.net {
         let sessions = crate::sessions::Sessions::for_case(boot, root).map_err(Blocked::HostLack)?;
         devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions).map_err(Blocked::Build)?));
+    }
+    if let Some(idle) = &boot.idle {
+        devices.push(Arc::new(idle::Idle::new(idle.clone())));
     }
     Ok(devices)
 }

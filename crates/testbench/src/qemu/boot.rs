@@ -182,6 +182,8 @@ impl BootSpec {
         let mut judge_config = self.judge.clone();
         let mut hooks = Hooks::new(devices.hooks, &mut judge_config);
         let holding = hooks.hooks.iter().filter(|h| h.holds()).count();
+        // The holders that start only once the others have released (the window at rest).
+        let first_holders = hooks.hooks.iter().filter(|h| h.holds() && !h.after_others()).count();
         judge_config.hold |= holding > 0;
 
         let mut child = cmd.spawn_piped().map_err(|e| e.to_string())?;
@@ -216,12 +218,14 @@ impl BootSpec {
         let start = Instant::now();
         let deadline = start + self.timeout;
         // Hooks take part only in a boot whose guest the bench started (QMP).
+        let pid = child.id();
         let hook_start = |qmp: &Arc<QmpClient>| HookStart {
             start,
             deadline,
             events: sender.clone(),
             stop: hooks.stop.clone(),
             qmp: qmp.clone(),
+            pid,
         };
         if let Some(qmp) = &client {
             for index in 0..hooks.hooks.len() {
@@ -232,7 +236,7 @@ impl BootSpec {
         let mut qmp_log = QmpLog::default();
         let mut judge = Judge::new(judge_config);
         let mut notes = Vec::new();
-        let (mut told_expects, mut released) = (false, 0);
+        let (mut told_expects, mut released, mut told_others) = (false, 0, false);
         let own_triggers = self.judge.triggers.len();
         let ended = loop {
             let now = Instant::now();
@@ -245,6 +249,15 @@ impl BootSpec {
                 if let Some(qmp) = &client {
                     for hook in &mut hooks.hooks {
                         hook.expects_matched(&hook_start(qmp));
+                    }
+                }
+            }
+            if told_expects && !told_others && released >= first_holders {
+                // The first holders are done (or there are none): the hooks that follow them start.
+                told_others = true;
+                if let Some(qmp) = &client {
+                    for hook in hooks.hooks.iter_mut().filter(|h| h.after_others()) {
+                        hook.others_done(&hook_start(qmp));
                     }
                 }
             }

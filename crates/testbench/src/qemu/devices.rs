@@ -105,6 +105,8 @@ pub struct HookStart {
     pub stop: Arc<std::sync::atomic::AtomicBool>,
     /// QEMU's QMP connection, for commands (the guest runs).
     pub qmp: Arc<QmpClient>,
+    /// QEMU's process id (its CPU time is in `/proc/<pid>/stat`).
+    pub pid: u32,
 }
 
 /// What a device's thread reports to the boot's loop.
@@ -143,6 +145,18 @@ pub trait Hook: Send {
         let _ = start;
     }
 
+    /// Whether this hook's part starts only once every other hook that holds the verdict
+    /// has released it ([`Hook::others_done`]): the window at rest follows the sessions.
+    fn after_others(&self) -> bool {
+        false
+    }
+
+    /// Every expect has matched and every other holding hook has released the verdict
+    /// (called once, only on a hook whose [`Hook::after_others`] is true).
+    fn others_done(&mut self, start: &HookStart) {
+        let _ = start;
+    }
+
     /// Trigger `which` (an index into [`Hook::triggers`]) matched a console line.
     fn triggered(&mut self, which: usize, start: &HookStart) {
         let _ = (which, start);
@@ -166,13 +180,12 @@ pub struct AttachedSet {
 pub const DEVICES_LOG: &str = "devices.log";
 
 /// Attach every device to one boot, and write `devices.log`. The modern-transport option
-/// comes first when there is any device.
+/// comes first when any device gives QEMU an argument.
 pub fn attach_all(specs: &[Arc<dyn DeviceSpec>], place: &BootPlace) -> Result<AttachedSet, String> {
     let mut set = AttachedSet { args: Vec::new(), files: Vec::new(), hooks: Vec::new() };
     if specs.is_empty() {
         return Ok(set);
     }
-    set.args.extend(MODERN_TRANSPORT.map(String::from));
     let mut log = String::new();
     for spec in specs {
         let attached = spec.attach(place).map_err(|e| format!("{}: {e}", spec.name()))?;
@@ -186,6 +199,10 @@ pub fn attach_all(specs: &[Arc<dyn DeviceSpec>], place: &BootPlace) -> Result<At
         set.args.extend(attached.args);
         set.files.extend(attached.files);
         set.hooks.extend(attached.hooks);
+    }
+    // The transports are modern only where a device sits on one.
+    if !set.args.is_empty() {
+        set.args.splice(0..0, MODERN_TRANSPORT.map(String::from));
     }
     let path = place.dir.join(DEVICES_LOG);
     std::fs::write(&path, log).map_err(|e| format!("failed to write {}: {e}", path.display()))?;

@@ -54,6 +54,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("expect_after", Shape::StrList, REGEXES),
     field("session", Shape::TableList, SESSIONS),
     field("ram_forbid", Shape::StrList, "a list of byte strings, 8 to 4096 bytes each, such as ['tb-secret-42']"),
+    field("idle", Shape::Table, "an [idle] table, with seconds"),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -104,6 +105,7 @@ pub(crate) struct RawBoot {
     pub expect_after: Option<Vec<String>>,
     pub session: Option<Vec<RawSession>>,
     pub ram_forbid: Option<Vec<String>>,
+    pub idle: Option<RawIdle>,
 }
 
 /// The fields of a `[guest]` table.
@@ -281,4 +283,20 @@ pub(crate) struct RawPoke {
     pub port: Option<i64>,
     pub payload: Option<String>,
     pub after: Option<String>,
+}
+
+/// The fields of `[idle]`, in the order messages name them.
+pub(crate) const IDLE: &[Field] = &[
+    field("seconds", Shape::Seconds, "the window's length in seconds, 1 to 600, such as 10"),
+    field("after", Shape::Str, "a regex: the console line the window waits for"),
+    field("max", Shape::Table, "ceilings by rate name, such as { s_timer = 20, host_cores = 0.05 }"),
+];
+
+/// An `[idle]` table as serde reads it: the fields of [`IDLE`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIdle {
+    pub seconds: Option<f64>,
+    pub after: Option<String>,
+    pub max: Option<toml::Table>,
 }
