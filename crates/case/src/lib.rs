@@ -319,6 +319,19 @@ pub struct BootCase {
     pub ram_forbid: Vec<(String, Vec<u8>)>,
     /// A window at rest after the expects and sessions, measured from outside.
     pub idle: Option<IdleSpec>,
+    /// A command that judges the console log once the boot has passed.
+    pub post_check: Option<PostCheck>,
+}
+
+/// A boot case's `post_check`: `command` then `args` then the console log's path, run
+/// from the workspace root; its exit status is the verdict.
+#[derive(Clone, Debug)]
+pub struct PostCheck {
+    /// The program (a path relative to the workspace root when it holds a `/`, else a
+    /// name on the path) and its first arguments.
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub timeout: Duration,
 }
 
 /// A boot case's `[idle]`.
@@ -892,6 +905,13 @@ impl Case {
             }
             Kind::Build(_) | Kind::Scripts(_) => return paths,
         };
+        if let Some(program) = boot.post_check.as_ref().map(|p| &p.command[0]).filter(|p| p.contains('/')) {
+            paths.push(NamedPath::file(
+                "post_check.command[0]",
+                std::path::Path::new(program),
+                "the post-check program",
+            ));
+        }
         match &boot.guest {
             Guest::Built { programs, .. } => {
                 for (index, entry) in programs.iter().enumerate() {

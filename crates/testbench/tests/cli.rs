@@ -1200,3 +1200,28 @@ fn a_failed_loopback_cases_logs_are_kept() {
     let transcript = std::fs::read_to_string(keep.path().join("rv64-lb.session-root.log")).unwrap();
     assert!(transcript.contains("one"), "{transcript}");
 }
+
+/// A post-check program that is not there is refused before anything builds: a name not
+/// on the path, a path not in the workspace.
+#[test]
+fn a_post_check_program_that_is_not_there_is_refused() {
+    let case = |command: &str| {
+        format!(
+            "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n\
+             post_check = {{ command = [\"{command}\"] }}\n[guest]\nkernel = \"Cargo.toml\"\n"
+        )
+    };
+    let dir = cases_dir(&[("by-name", &case("no-such-oracle-here")), ("by-path", &case("scripts/oracles/no-such"))]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    assert!(
+        run.stderr.contains("by-name.toml: post_check.command[0]: no program \"no-such-oracle-here\" on the path"),
+        "{}",
+        run.explain()
+    );
+    assert!(
+        run.stderr.contains("by-path.toml: post_check.command[0]: scripts/oracles/no-such does not exist"),
+        "{}",
+        run.explain()
+    );
+}

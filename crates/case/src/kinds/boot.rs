@@ -69,6 +69,9 @@ pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> 
     net::check(ctx, &table)?;
     crate::session::check(ctx, &table)?;
     idle::check(ctx, &table)?;
+    if let Some(toml::Value::Table(post)) = table.get("post_check") {
+        check_table(ctx, post, raw::POST_CHECK, "post_check.", "post_check", &|_| None)?;
+    }
     ctx.read(table)
 }
 
@@ -184,6 +187,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
     let ram_forbid = ram_forbid(ctx, raw.ram_forbid.as_deref().unwrap_or(&[]), poweroff, &guest)?;
     let idle = idle::idle(ctx, raw.idle.as_ref(), timeout)?;
+    let post_check = post_check(ctx, raw.post_check.as_ref())?;
     if idle.is_some() && poweroff {
         return Err(
             ctx.err("idle", "not with poweroff = true: the window measures a guest at rest, which must still run")
@@ -222,10 +226,40 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         expect_after,
         ram_forbid,
         idle,
+        post_check,
     })
 }
 
 /// What sessions need of a boot case, and what needs sessions: port 22 forwarded, and
+/// `post_check`: a program and its arguments, none empty; the deadline 1 s to an hour.
+fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate::PostCheck>, CaseError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let command = match raw.command.as_deref() {
+        None | Some([]) => {
+            return Err(ctx.err(
+                "post_check.command",
+                "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"]",
+            ))
+        }
+        Some(command) => command.to_vec(),
+    };
+    let args = raw.args.clone().unwrap_or_default();
+    for (field, list) in [("command", &command), ("args", &args)] {
+        if let Some(index) = list.iter().position(|word| word.is_empty() || word.contains('\0')) {
+            return Err(
+                ctx.err(format!("post_check.{field}[{index}]"), "empty or holding a NUL: a word of a command line")
+            );
+        }
+    }
+    let timeout = ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
+    if timeout > std::time::Duration::from_secs(3600) {
+        return Err(
+            ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own")
+        );
+    }
+    Ok(Some(crate::PostCheck { command, args, timeout }))
+}
+
 /// The most strings `ram_forbid` takes: each is a pass over the guest's RAM.
 const RAM_FORBID_MAX: usize = 16;
 

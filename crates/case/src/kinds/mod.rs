@@ -86,7 +86,7 @@ mod tests {
     /// by the check in words and then refused by serde, or the other way round).
     #[test]
     fn each_raw_struct_and_its_list_of_fields_agree() {
-        let pairs: [(&str, &[Field], &[&str]); 18] = [
+        let pairs: [(&str, &[Field], &[&str]); 19] = [
             ("boot", boot::FIELDS, serde_names::<RawBoot>()),
             ("host-tests", host_tests::FIELDS, serde_names::<host_tests::RawHostTests>()),
             ("build", build::FIELDS, serde_names::<build::RawBuild>()),
@@ -95,6 +95,7 @@ mod tests {
             ("ssh-loopback", ssh_loopback::FIELDS, serde_names::<ssh_loopback::RawSshLoopback>()),
             ("[guest]", GUEST, serde_names::<RawGuest>()),
             ("[idle]", IDLE, serde_names::<RawIdle>()),
+            ("post_check", POST_CHECK, serde_names::<RawPostCheck>()),
             ("guest.overlay", OVERLAY, serde_names::<RawOverlay>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
             ("[disk]", DISK, serde_names::<RawDisk>()),

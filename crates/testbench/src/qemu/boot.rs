@@ -391,6 +391,17 @@ impl BootSpec {
         qmp_log.write(&self.dir);
         drop(sender);
         let verdict = hooks.finish(&self.dir, verdict, at, &mut notes);
+        // The console is whole now: a post-check judges it, once the boot has passed.
+        let verdict = match (&self.post_check, verdict) {
+            (Some(check), Verdict::Pass) => match super::post_check::run(check, root, &self.dir) {
+                Ok(note) => {
+                    notes.push(note);
+                    Verdict::Pass
+                }
+                Err(message) => Verdict::Fail(Failure { kind: FailureKind::Device, at, message }),
+            },
+            (_, verdict) => verdict,
+        };
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec(), notes })
     }
 

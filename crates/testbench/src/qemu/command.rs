@@ -42,6 +42,8 @@ pub struct BootSpec {
     pub first_boot: Option<PathBuf>,
     /// Byte strings that must be nowhere in the guest's RAM at the verdict (ram.rs).
     pub ram_forbid: Vec<testbench_ram::Needle>,
+    /// A command that judges the console log once the boot has passed.
+    pub post_check: Option<testbench_case::PostCheck>,
 }
 
 /// Dumping the device tree is a QEMU start that exits at once.
@@ -152,6 +154,7 @@ mod tests {
             devices: Vec::new(),
             first_boot: None,
             ram_forbid: Vec::new(),
+            post_check: None,
         }
     }
 

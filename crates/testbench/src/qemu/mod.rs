@@ -18,6 +18,7 @@ use crate::command::Cmd;
 mod boot;
 mod command;
 mod devices;
+mod post_check;
 pub mod qmp;
 mod ram;
 

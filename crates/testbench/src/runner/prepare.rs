@@ -322,6 +322,7 @@ pub fn jobs(
                     .iter()
                     .map(|(label, bytes)| testbench_ram::Needle { label: label.clone(), bytes: bytes.clone() })
                     .collect(),
+                post_check: boot_of(case).post_check.clone(),
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))
         })

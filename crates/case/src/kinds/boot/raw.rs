@@ -55,6 +55,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("session", Shape::TableList, SESSIONS),
     field("ram_forbid", Shape::StrList, "a list of byte strings, 8 to 4096 bytes each, such as ['tb-secret-42']"),
     field("idle", Shape::Table, "an [idle] table, with seconds"),
+    field("post_check", Shape::Table, "a table with command, such as { command = [\"scripts/oracles/printk-times\"] }"),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -106,6 +107,7 @@ pub(crate) struct RawBoot {
     pub session: Option<Vec<RawSession>>,
     pub ram_forbid: Option<Vec<String>>,
     pub idle: Option<RawIdle>,
+    pub post_check: Option<RawPostCheck>,
 }
 
 /// The fields of a `[guest]` table.
@@ -299,4 +301,24 @@ pub(crate) struct RawIdle {
     pub seconds: Option<f64>,
     pub after: Option<String>,
     pub max: Option<toml::Table>,
+}
+
+/// The fields of `post_check`, in the order messages name them.
+pub(crate) const POST_CHECK: &[Field] = &[
+    field(
+        "command",
+        Shape::StrList,
+        "the program and its first arguments, such as [\"python3\", \"scripts/oracles/printk-times\"]",
+    ),
+    field("args", Shape::StrList, "more arguments, before the console log's path, such as [\"--max-gap\", \"5\"]"),
+    field("timeout_secs", Shape::Seconds, "how long the command may run, in seconds (default 60)"),
+];
+
+/// A `post_check` table as serde reads it: the fields of [`POST_CHECK`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPostCheck {
+    pub command: Option<Vec<String>>,
+    pub args: Option<Vec<String>>,
+    pub timeout_secs: Option<f64>,
 }
