@@ -74,8 +74,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind
 #[cfg(test)]
 mod tests {
     use super::boot::raw::{
-        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawIdle, RawInput, RawNet, RawOverlay, RawPeer, RawPoke, DIAL,
-        DISK, FLIP, GUEST, IDLE, INPUT, NET, OVERLAY, PEER, POKE,
+        RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawIdle, RawInput, RawNet, RawOverlay, RawPeer, RawPoke,
+        RawPostCheck, DIAL, DISK, FLIP, GUEST, IDLE, INPUT, NET, OVERLAY, PEER, POKE, POST_CHECK,
     };
     use super::*;
     use crate::fields::{names, serde_names};
