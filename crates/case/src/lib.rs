@@ -328,8 +328,10 @@ pub struct BootCase {
 #[derive(Clone, Debug)]
 pub struct PostCheck {
     /// The program (a path relative to the workspace root when it holds a `/`, else a
-    /// name on the path) and its first arguments.
+    /// name on the path) and its first arguments; empty for a built-in oracle.
     pub command: Vec<String>,
+    /// A built-in oracle instead of a command: `"sched"`, the reference kernel's scheduler.
+    pub oracle: Option<String>,
     pub args: Vec<String>,
     pub timeout: Duration,
 }
@@ -905,7 +907,7 @@ impl Case {
             }
             Kind::Build(_) | Kind::Scripts(_) => return paths,
         };
-        if let Some(program) = boot.post_check.as_ref().map(|p| &p.command[0]).filter(|p| p.contains('/')) {
+        if let Some(program) = boot.post_check.as_ref().and_then(|p| p.command.first()).filter(|p| p.contains('/')) {
             paths.push(NamedPath::file(
                 "post_check.command[0]",
                 std::path::Path::new(program),

@@ -18,6 +18,7 @@ mod gates;
 mod guest_names;
 mod host;
 mod loopback;
+mod oracles;
 mod pack;
 mod qemu;
 mod report;
@@ -125,6 +126,34 @@ fn loopback_proxy(args: &[std::ffi::OsString]) -> ! {
     std::process::exit(127)
 }
 
+/// `--oracle NAME LOG [LIMIT=VALUE ...]`: a built-in oracle over a kept console log, as a
+/// post_check runs it (docs/oracles.md). Prints its verdict; exit 0 when the log keeps
+/// the rule, 1 when it does not, 2 for a command line it cannot take.
+fn oracle_by_hand(args: &[std::ffi::OsString]) -> ! {
+    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let [name, log, limits @ ..] = words.as_slice() else {
+        eprintln!("usage: cargo testbench {} NAME CONSOLE_LOG [LIMIT=VALUE ...]", oracles::ORACLE_FLAG);
+        std::process::exit(2)
+    };
+    let text = match std::fs::read(log) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            eprintln!("error: {log}: {e}");
+            std::process::exit(2)
+        }
+    };
+    match oracles::run(name, &text, limits) {
+        Ok(summary) => {
+            println!("{summary}");
+            std::process::exit(0)
+        }
+        Err(why) => {
+            println!("{why}");
+            std::process::exit(1)
+        }
+    }
+}
+
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == devices::net::PEER_HELPER) {
@@ -132,6 +161,9 @@ fn main() {
     }
     if args.get(1).is_some_and(|a| a == loopback::PROXY_HELPER) {
         loopback_proxy(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == oracles::ORACLE_FLAG) {
+        oracle_by_hand(&args[2..]);
     }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.

@@ -10,6 +10,8 @@ mod console;
 mod mm;
 mod proc;
 mod sbi;
+#[cfg(feature = "sched-trace")]
+mod sched_trace;
 mod trap;
 
 use abi::{BootInfo, BOOT_MAGIC, STATUS_REFUSED};

@@ -81,6 +81,9 @@ pub struct Kernel {
     entry_count: usize,
     /// Sleeping processes (slots), by the tick they wake at.
     sleepers: TimerQueue<MAX_PROCS>,
+    /// The scheduler's trace (test-only).
+    #[cfg(feature = "sched-trace")]
+    trace: crate::sched_trace::Trace,
 }
 
 /// The kernel's state, behind the big lock.
@@ -95,6 +98,8 @@ pub static KERNEL: Lock<Kernel> = Lock::new(
         entries: [BootEntry::EMPTY; MAX_ENTRIES],
         entry_count: 0,
         sleepers: TimerQueue::new(),
+        #[cfg(feature = "sched-trace")]
+        trace: crate::sched_trace::Trace::new(),
     },
 );
 
@@ -491,12 +496,30 @@ impl Kernel {
         self.end(i, notice);
     }
 
+    /// The rule (docs/reference-guest.md): the first runnable slot at or after the cursor,
+    /// cyclically; the cursor then moves to the slot after it. It starts at slot 0.
     fn pick(&mut self) -> Option<usize> {
         let n = self.procs.len();
         let start = self.next;
+        #[cfg(not(feature = "sched-break-rule"))]
         let found = (0..n).map(|k| (start + k) % n).find(|&j| self.procs[j].state == State::Runnable)?;
+        // Test-only: the last runnable slot before the cursor instead, for the oracle to catch.
+        #[cfg(feature = "sched-break-rule")]
+        let found = (1..=n).map(|k| (start + n - k) % n).find(|&j| self.procs[j].state == State::Runnable)?;
         self.next = (found + 1) % n;
         Some(found)
+    }
+
+    /// The trace's account of what changed, before hart `hart` picks.
+    #[cfg(feature = "sched-trace")]
+    fn trace_before_pick(&mut self, hart: usize) {
+        use crate::sched_trace::Seen;
+        let Kernel { trace, procs, timebase, .. } = self;
+        trace.before_pick(hart, *timebase, |i| match procs[i].state {
+            State::Runnable => Seen::Runnable,
+            State::Running => Seen::Running,
+            _ => Seen::Out,
+        });
     }
 
     /// Wakes the processes due at `t`; returns the tick the next one is due at.
@@ -519,7 +542,20 @@ pub fn run(hart: &mut Hart) -> ! {
         let t = now();
         let next_wake = k.wake_sleepers(t);
         let slice = k.timebase / SLICES_PER_SECOND;
-        if let Some(i) = k.pick() {
+        #[cfg(feature = "sched-trace")]
+        k.trace_before_pick(hart.hartid);
+        #[cfg(feature = "sched-trace")]
+        let began = now();
+        let picked = k.pick();
+        #[cfg(feature = "sched-trace")]
+        {
+            let cost = now().wrapping_sub(began);
+            match picked {
+                Some(i) => k.trace.picked(hart.hartid, i, cost),
+                None => k.trace.idle(hart.hartid, cost),
+            }
+        }
+        if let Some(i) = picked {
             let p = &mut k.procs[i];
             p.state = State::Running;
             hart.frame = p.frame;

@@ -231,17 +231,31 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
 }
 
 /// What sessions need of a boot case, and what needs sessions: port 22 forwarded, and
-/// `post_check`: a program and its arguments, none empty; the deadline 1 s to an hour.
+/// The limits the scheduler oracle takes (`post_check.args` with `oracle = "sched"`).
+pub const SCHED_LIMITS: &[&str] = &["pick_p99_us", "pick_max_us", "min_picks"];
+
+/// `post_check`: a program and its arguments, none empty, or a built-in oracle and its
+/// limits; the deadline up to an hour.
 fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate::PostCheck>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
-    let command = match raw.command.as_deref() {
-        None | Some([]) => {
+    let (command, oracle) = match (raw.command.as_deref(), raw.oracle.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err("post_check.oracle", "a command or a built-in oracle, not both"));
+        }
+        (None, Some("sched")) => (Vec::new(), Some("sched".to_string())),
+        (None, Some(other)) => {
             return Err(ctx.err(
-                "post_check.command",
-                "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"]",
+                "post_check.oracle",
+                format!("{other:?} is not accepted: \"sched\", the reference kernel's scheduler oracle"),
             ))
         }
-        Some(command) => command.to_vec(),
+        (None | Some([]), None) => {
+            return Err(ctx.err(
+                "post_check.command",
+                "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"], or oracle = \"sched\"",
+            ))
+        }
+        (Some(command), None) => (command.to_vec(), None),
     };
     let args = raw.args.clone().unwrap_or_default();
     for (field, list) in [("command", &command), ("args", &args)] {
@@ -251,13 +265,26 @@ fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate
             );
         }
     }
+    if oracle.is_some() {
+        for (index, arg) in args.iter().enumerate() {
+            let ok = arg.split_once('=').is_some_and(|(name, value)| {
+                SCHED_LIMITS.contains(&name) && value.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
+            });
+            if !ok {
+                return Err(ctx.err(
+                    format!("post_check.args[{index}]"),
+                    format!("{arg:?} is not accepted: a limit NAME=NUMBER, NAME one of {}", SCHED_LIMITS.join(", ")),
+                ));
+            }
+        }
+    }
     let timeout = ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
     if timeout > std::time::Duration::from_secs(3600) {
         return Err(
             ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own")
         );
     }
-    Ok(Some(crate::PostCheck { command, args, timeout }))
+    Ok(Some(crate::PostCheck { command, oracle, args, timeout }))
 }
 
 /// The most strings `ram_forbid` takes: each is a pass over the guest's RAM.

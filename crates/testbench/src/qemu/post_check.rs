@@ -19,6 +19,20 @@ const QUOTED_LINES: usize = 8;
 /// Run the check on `dir`'s console log: the note for a pass, or the failure.
 pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, String> {
     let console = dir.join("console.log");
+    if let Some(oracle) = &check.oracle {
+        // Built in: the same code `cargo testbench --oracle` runs by hand on a kept log.
+        let text = std::fs::read(&console).map_err(|e| format!("post_check: {}: {e}", console.display()))?;
+        let verdict = crate::oracles::run(oracle, &String::from_utf8_lossy(&text), &check.args);
+        let log = dir.join(POST_CHECK_LOG);
+        let by_hand = format!(
+            "cargo testbench {} {oracle} {} {}",
+            crate::oracles::ORACLE_FLAG,
+            console.display(),
+            check.args.join(" ")
+        );
+        let _ = std::fs::write(&log, format!("$ {}\n{}\n", by_hand.trim_end(), verdict.as_ref().unwrap_or_else(|e| e)));
+        return verdict.map(|summary| format!("post_check: {summary}"));
+    }
     let program =
         if check.command[0].contains('/') { root.join(&check.command[0]) } else { check.command[0].clone().into() };
     let cmd = Cmd::new(&program, "the post-check", check.timeout)

@@ -305,12 +305,13 @@ pub(crate) struct RawIdle {
 
 /// The fields of `post_check`, in the order messages name them.
 pub(crate) const POST_CHECK: &[Field] = &[
+    field("command", Shape::StrList, "the program and its first arguments, such as [\"scripts/oracles/printk-times\"]"),
+    field("oracle", Shape::Str, "a built-in oracle instead of a command: \"sched\""),
     field(
-        "command",
+        "args",
         Shape::StrList,
-        "the program and its first arguments, such as [\"python3\", \"scripts/oracles/printk-times\"]",
+        "more arguments, before the console log's path, such as [\"--max-gap\", \"5\"]; an oracle's limits, such as [\"pick_p99_us=50\"]",
     ),
-    field("args", Shape::StrList, "more arguments, before the console log's path, such as [\"--max-gap\", \"5\"]"),
     field("timeout_secs", Shape::Seconds, "how long the command may run, in seconds (default 60)"),
 ];
 
@@ -319,6 +320,7 @@ pub(crate) const POST_CHECK: &[Field] = &[
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPostCheck {
     pub command: Option<Vec<String>>,
+    pub oracle: Option<String>,
     pub args: Option<Vec<String>>,
     pub timeout_secs: Option<f64>,
 }
