@@ -100,7 +100,7 @@ impl Server {
         let recipe_path = root.join(RECIPE);
         let recipe = testbench_recipe::load(&recipe_path).map_err(|e| Blocked::Build(e.to_string()))?;
         let mut recipe_log = |line: &str| log(&format!("guest-image: {line}"));
-        let image = testbench_recipe::build(&recipe, &root.join("target/testbench/guests"), &mut recipe_log)
+        let image = testbench_recipe::build(&recipe, &root.join(crate::workspace::GUEST_IMAGES), &mut recipe_log)
             .map_err(|e| image_blocked(&recipe_path, e))?;
         let bench = std::env::current_exe()
             .map_err(|e| Blocked::Build(format!("ssh-loopback: the bench cannot name its own binary: {e}")))?;

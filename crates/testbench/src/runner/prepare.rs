@@ -139,8 +139,12 @@ fn prepare(
                         .or_insert_with(|| {
                             let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
                             let mut recipe_log = |line: &str| reporter.note("guest-image", line);
-                            testbench_recipe::build(&recipe, &ws.root.join("target/testbench/guests"), &mut recipe_log)
-                                .map_err(|e| format!("guest recipe {}: {e}", full.display()))
+                            testbench_recipe::build(
+                                &recipe,
+                                &ws.root.join(crate::workspace::GUEST_IMAGES),
+                                &mut recipe_log,
+                            )
+                            .map_err(|e| format!("guest recipe {}: {e}", full.display()))
                         })
                         .clone()
                         .map_err(Blocked::Build)?;
