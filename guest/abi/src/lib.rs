@@ -268,3 +268,88 @@ pub const MAX_PROCS: usize = 17;
 pub const FIRST_QUOTA_PAGES: usize = 2048;
 /// Exit status of the power-off for a refusal (the SBI "system failure" reason).
 pub const STATUS_REFUSED: u16 = 255;
+
+/// What the bench reads in a dump of the guest's RAM (`memory = true`, docs/ram.md): the
+/// paint of every program's stack and its heap record. Any guest may write the same
+/// words; the bench trusts neither more than the guest that wrote them.
+pub mod paint {
+    /// A program's tag: FNV-1a 32 of its bundle entry name. The kernel paints the stack
+    /// with it and hands it to the program (a2 at start), whose runtime writes it into
+    /// the heap record; the bench computes it from the names it packed.
+    pub const fn tag(name: &[u8]) -> u32 {
+        let mut hash = 0x811c_9dc5u32;
+        let mut i = 0;
+        while i < name.len() {
+            hash = (hash ^ name[i] as u32).wrapping_mul(0x0100_0193);
+            i += 1;
+        }
+        hash
+    }
+
+    /// Bits 31..24 of every stack unit.
+    pub const STACK_MARK: u64 = 0xc5;
+    /// The most pages a painted stack may have: its unit index fits 16 bits.
+    pub const STACK_PAGES_MAX: usize = 128;
+    /// Eight-byte units in a page: a unit's index modulo this is its word offset in
+    /// whatever physical page holds it.
+    pub const UNITS_PER_PAGE: usize = 512;
+
+    /// The word painted at unit `index` (counted from the stack's lowest address, eight
+    /// bytes each) of a stack of `pages` pages: the tag in bits 63..32, STACK_MARK in
+    /// 31..24, the pages in 23..16 and the index in 15..0. Stored little-endian.
+    pub const fn stack_word(tag: u32, pages: usize, index: usize) -> u64 {
+        ((tag as u64) << 32) | (STACK_MARK << 24) | (((pages as u64) & 0xff) << 16) | (index as u64 & 0xffff)
+    }
+
+    /// A stack unit read back: (tag, pages, index), or None when the mark is not there.
+    pub const fn stack_unit(word: u64) -> Option<(u32, usize, usize)> {
+        if (word >> 24) & 0xff != STACK_MARK {
+            return None;
+        }
+        Some(((word >> 32) as u32, ((word >> 16) & 0xff) as usize, (word & 0xffff) as usize))
+    }
+
+    /// The heap record's first word, "TBHEAPR1" as little-endian bytes. The runtime
+    /// builds it at run time from two halves, so no program file holds it.
+    pub const HEAP_MAGIC: u64 = u64::from_le_bytes(*b"TBHEAPR1");
+    /// The half the runtime XORs with HEAP_MAGIC_B to make HEAP_MAGIC.
+    pub const HEAP_MAGIC_A: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+    /// The other half.
+    pub const HEAP_MAGIC_B: u64 = HEAP_MAGIC ^ HEAP_MAGIC_A;
+    /// The record's size and alignment in bytes.
+    pub const HEAP_RECORD_LEN: usize = 32;
+
+    /// The heap record, 32 bytes aligned to 32 (so it never crosses a page): HEAP_MAGIC,
+    /// the program's tag, its heap's cap and the most pages it has held at once, and
+    /// `!HEAP_MAGIC` to close it. All fields little-endian.
+    #[repr(C, align(32))]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct HeapRecord {
+        /// HEAP_MAGIC once written.
+        pub magic: u64,
+        /// The program's tag.
+        pub tag: u32,
+        /// Pages the heap may hold.
+        pub cap: u32,
+        /// The most pages it has held at once.
+        pub peak: u32,
+        /// Zero.
+        pub zero: u32,
+        /// `!HEAP_MAGIC` once written.
+        pub end: u64,
+    }
+
+    impl HeapRecord {
+        /// Nothing written yet (the record in the program's file).
+        pub const EMPTY: HeapRecord = HeapRecord { magic: 0, tag: 0, cap: 0, peak: 0, zero: 0, end: 0 };
+
+        /// Reads a record from 32 bytes; None when its magic words are not there.
+        pub fn read(bytes: &[u8; HEAP_RECORD_LEN]) -> Option<HeapRecord> {
+            let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
+            let half = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"));
+            let record =
+                HeapRecord { magic: word(0), tag: half(8), cap: half(12), peak: half(16), zero: half(20), end: word(24) };
+            (record.magic == HEAP_MAGIC && record.end == !HEAP_MAGIC).then_some(record)
+        }
+    }
+}
