@@ -158,7 +158,7 @@ impl Kernel {
         p.quota = quota;
         p.lent = 0;
         p.frame = [0; FRAME_WORDS];
-        let built = self.fill(slot, &program);
+        let built = self.fill(slot, &program, abi::paint::tag(entry.name()));
         if built.is_err() {
             let p = &mut self.procs[slot];
             mm::free_space(&mut self.frames, p.root);
@@ -168,7 +168,7 @@ impl Kernel {
         built
     }
 
-    fn fill(&mut self, slot: usize, program: &elf::Program) -> Result<(), Error> {
+    fn fill(&mut self, slot: usize, program: &elf::Program, tag: u32) -> Result<(), Error> {
         for seg in program.segments() {
             let mut flags = 0;
             if seg.readable() {
@@ -202,12 +202,22 @@ impl Kernel {
                 page += PAGE_SIZE;
             }
         }
+        // The stack, painted for the bench's RAM scan (abi::paint, docs/ram.md): each
+        // eight-byte unit holds the program's tag and its index from the stack's bottom.
         for i in 1..=abi::STACK_PAGES {
-            self.page(slot, abi::STACK_TOP - i * PAGE_SIZE, R | W)?;
+            let frame = self.page(slot, abi::STACK_TOP - i * PAGE_SIZE, R | W)?;
+            let first = (abi::STACK_PAGES - i) * abi::paint::UNITS_PER_PAGE;
+            for unit in 0..abi::paint::UNITS_PER_PAGE {
+                let word = abi::paint::stack_word(tag, abi::STACK_PAGES, first + unit);
+                // SAFETY: `frame` is the page just allocated for this stack, aligned, and
+                // unit * 8 + 8 <= PAGE_SIZE.
+                unsafe { core::ptr::write((frame + unit * 8) as *mut u64, word) };
+            }
         }
         let p = &mut self.procs[slot];
         p.frame[0] = program.entry as usize;
         p.frame[SP] = abi::STACK_TOP;
+        p.frame[A0 + 2] = tag as usize;
         Ok(())
     }
 

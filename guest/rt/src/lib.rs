@@ -1,5 +1,5 @@
 //! The runtime of the user programs. The kernel starts a program at `_start` with its
-//! stack set, a0 = its PID and a1 = its badge; `program!` names the program, its
+//! stack set, a0 = its PID, a1 = its badge and a2 = its tag; `program!` names the program, its
 //! `main` and its panic handler, which reports `[name] PANIC <message>` on the log
 //! endpoint and exits with status 101.
 
@@ -8,6 +8,8 @@
 use core::fmt::{self, Write};
 
 pub use abi::{Error, Message};
+
+pub mod heap;
 
 core::arch::global_asm!(
     r#"
@@ -19,15 +21,28 @@ _start:
 "#
 );
 
-/// Declares the program: `program!("name", main)` with `fn main(pid: u32, badge: u32)`.
+/// Declares the program: `program!("name", main)` with `fn main(pid: u32, badge: u32)`,
+/// or `program!("name", main, heap_pages = N)` for a heap of N pages (`heap`), which
+/// the global allocator hands out. Before `main` the runtime writes the program's heap
+/// record (cap N, or 0 without a heap) with the tag the kernel gave it.
 #[macro_export]
 macro_rules! program {
     ($name:literal, $main:path) => {
+        $crate::program!(@common $name, $main, core::ptr::null_mut(), 0);
+    };
+    ($name:literal, $main:path, heap_pages = $pages:expr) => {
+        #[repr(C, align(4096))]
+        struct HeapSpace([u8; $pages * 4096]);
+        static mut HEAP_SPACE: HeapSpace = HeapSpace([0; $pages * 4096]);
+        $crate::program!(@common $name, $main, core::ptr::addr_of_mut!(HEAP_SPACE) as *mut u8, $pages);
+    };
+    (@common $name:literal, $main:path, $space:expr, $pages:expr) => {
         /// The program's name, as its panic report gives it.
         pub const NAME: &str = $name;
 
         #[no_mangle]
-        extern "C" fn rt_main(pid: usize, badge: usize) -> ! {
+        extern "C" fn rt_main(pid: usize, badge: usize, tag: usize) -> ! {
+            $crate::heap::start($space, $pages, tag as u32);
             $main(pid as u32, badge as u32);
             $crate::exit(0)
         }
