@@ -3,10 +3,14 @@
 //! that are nowhere in it (the scan's worst case: every byte read), against a baseline in
 //! the same run: memchr counting one byte value over the same buffer (a plain read at
 //! memory speed); then the same scan reading the buffer from a file in the page cache, as
-//! the bench reads QEMU's dump. Prints figures; asserts nothing.
+//! the bench reads QEMU's dump. Then `footprint::measure` over the same bytes (with one
+//! program's painted stack and heap record planted in them) for eight declared programs,
+//! in memory and from the file. Prints figures; asserts only that the planted program
+//! is measured.
 
 use std::time::{Duration, Instant};
 
+use testbench_ram::footprint::{measure, Declared};
 use testbench_ram::{scan, Needle};
 
 fn main() {
@@ -19,6 +23,25 @@ fn main() {
         state ^= state << 17;
         chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
     }
+    // One program's stack of four pages, used down to unit 1000, and its heap record, in
+    // the middle of the RAM; the other seven programs are nowhere.
+    let declared: Vec<Declared> = ["init", "shell", "worker", "logger", "pager", "timer", "net", "disk"]
+        .iter()
+        .map(|n| Declared::new(n))
+        .collect();
+    let tag = declared[0].tag;
+    let stack_at = size / 2;
+    for index in 0..4 * abi::paint::UNITS_PER_PAGE {
+        let word = if index < 1000 { abi::paint::stack_word(tag, 4, index) } else { 0 };
+        ram[stack_at + index * 8..stack_at + index * 8 + 8].copy_from_slice(&word.to_le_bytes());
+    }
+    let record_at = stack_at + 4 * 4096;
+    let mut record = abi::paint::HEAP_MAGIC.to_le_bytes().to_vec();
+    for half in [tag, 16, 5, 0] {
+        record.extend(half.to_le_bytes());
+    }
+    record.extend((!abi::paint::HEAP_MAGIC).to_le_bytes());
+    ram[record_at..record_at + record.len()].copy_from_slice(&record);
     let needles: Vec<Needle> =
         ["tb-ram-secret-42042", "-----BEGIN OPENSSH PRIVATE KEY-----", "hunter2-hunter2", "\u{0}\u{1}zz\u{2}\u{3}yy"]
             .iter()
@@ -50,6 +73,19 @@ fn main() {
         let file = std::fs::File::open(&path).expect("the dump opens");
         scan(file, 0x8000_0000, &needles).expect("the needles are in bounds").bytes
     });
+    let check = |measured: testbench_ram::footprint::Measured| {
+        let init = &measured.programs[0];
+        assert_eq!(init.stack.as_ref().map(|s| s.peak_bytes), Some((2048 - 1000) * 8));
+        assert_eq!(init.heap.map(|h| (h.cap, h.peak)), Some((16, 5)));
+        assert!(measured.refusals.is_empty(), "{:?}", measured.refusals);
+        measured.bytes
+    };
+    let (measured, read) = best(&mut || check(measure(&ram[..], 0x8000_0000, &declared).expect("a page-aligned base")));
+    assert_eq!(read, size as u64);
+    let (measured_file, _) = best(&mut || {
+        let file = std::fs::File::open(&path).expect("the dump opens");
+        check(measure(file, 0x8000_0000, &declared).expect("a page-aligned base"))
+    });
     let rate = |d: Duration| size as f64 / d.as_secs_f64() / 1e9;
     println!("ram scan: {} MiB, {} needles, best of 5", size >> 20, needles.len());
     println!("  baseline memchr byte count: {:.2} GB/s ({count} hits)", rate(baseline));
@@ -57,4 +93,9 @@ fn main() {
     println!("  ratio scan/baseline:        {:.2}", rate(scanned) / rate(baseline));
     println!("  scan of a file in the page cache: {:.2} GB/s", rate(from_file));
     println!("  target: at least 2 GB/s from the file: {}", if rate(from_file) >= 2.0 { "met" } else { "missed" });
+    println!("footprint measure: {} declared programs, one planted, best of 5", declared.len());
+    println!("  measure:                    {:.2} GB/s", rate(measured));
+    println!("  ratio measure/baseline:     {:.2}", rate(measured) / rate(baseline));
+    println!("  measure of a file in the page cache: {:.2} GB/s", rate(measured_file));
+    println!("  target: at least 2 GB/s from the file: {}", if rate(measured_file) >= 2.0 { "met" } else { "missed" });
 }
