@@ -60,7 +60,7 @@ pub(crate) const TOOLS: Field = field("tools", Shape::StrList, "a list of progra
 
 /// Fields of features the bench will bring later: a case using one is refused as "not
 /// supported yet" (before its fields are checked), rather than as a misspelling.
-pub(crate) const LATER: [&str; 4] = ["launch", "memory", "late_cores", "grant"];
+pub(crate) const LATER: [&str; 3] = ["launch", "late_cores", "grant"];
 
 /// The names of `fields`, in order.
 pub(crate) fn names(fields: &[Field]) -> Vec<&'static str> {

@@ -317,10 +317,21 @@ pub struct BootCase {
     /// Byte strings that must be nowhere in the guest's RAM at the verdict, each with its
     /// label (`ram_forbid[0]`).
     pub ram_forbid: Vec<(String, Vec<u8>)>,
+    /// `memory = true`: every program's stack and heap measured in the guest's RAM at
+    /// the verdict.
+    pub memory: Option<MemorySpec>,
     /// A window at rest after the expects and sessions, measured from outside.
     pub idle: Option<IdleSpec>,
     /// A command that judges the console log once the boot has passed.
     pub post_check: Option<PostCheck>,
+}
+
+/// `memory = true` on a reference-guest boot case (docs/ram.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySpec {
+    /// `heap_fits = true`: a heap passes when its peak leaves an eighth of its cap
+    /// unused, rather than when its cap is twice its peak.
+    pub heap_fits: bool,
 }
 
 /// A boot case's `post_check`: `command` then `args` then the console log's path, run

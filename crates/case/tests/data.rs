@@ -170,6 +170,9 @@ fn describe(case: &Case) -> String {
         writeln!(out, "{}: {}", p.label, p.source()).unwrap();
     }
     describe_sessions(&mut out, &boot.sessions);
+    if let Some(memory) = &boot.memory {
+        writeln!(out, "memory: heap_fits {}", memory.heap_fits).unwrap();
+    }
     for path in case.paths() {
         writeln!(out, "path {}: {}", path.field, path.path.display()).unwrap();
     }

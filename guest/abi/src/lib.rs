@@ -347,8 +347,14 @@ pub mod paint {
         pub fn read(bytes: &[u8; HEAP_RECORD_LEN]) -> Option<HeapRecord> {
             let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
             let half = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"));
-            let record =
-                HeapRecord { magic: word(0), tag: half(8), cap: half(12), peak: half(16), zero: half(20), end: word(24) };
+            let record = HeapRecord {
+                magic: word(0),
+                tag: half(8),
+                cap: half(12),
+                peak: half(16),
+                zero: half(20),
+                end: word(24),
+            };
             (record.magic == HEAP_MAGIC && record.end == !HEAP_MAGIC).then_some(record)
         }
     }

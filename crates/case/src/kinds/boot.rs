@@ -186,6 +186,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     let expect_after = ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[]))?;
     sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
     let ram_forbid = ram_forbid(ctx, raw.ram_forbid.as_deref().unwrap_or(&[]), poweroff, &guest)?;
+    let memory = memory(ctx, &raw, poweroff, &guest)?;
     let idle = idle::idle(ctx, raw.idle.as_ref(), timeout)?;
     let post_check = post_check(ctx, raw.post_check.as_ref())?;
     if idle.is_some() && poweroff {
@@ -225,6 +226,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         sessions,
         expect_after,
         ram_forbid,
+        memory,
         idle,
         post_check,
     })
@@ -285,6 +287,32 @@ fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate
         );
     }
     Ok(Some(crate::PostCheck { command, oracle, args, timeout }))
+}
+
+/// `memory = true` and `heap_fits`: the reference guest's stacks and heaps measured in
+/// its RAM at the verdict (docs/ram.md), so while it still runs.
+fn memory(ctx: &Ctx, raw: &RawBoot, poweroff: bool, guest: &Guest) -> Result<Option<crate::MemorySpec>, CaseError> {
+    let heap_fits = raw.heap_fits.unwrap_or(false);
+    if raw.memory != Some(true) {
+        if raw.heap_fits.is_some() {
+            return Err(ctx.err("heap_fits", "only with memory = true: it relaxes the heap rule of that measure"));
+        }
+        return Ok(None);
+    }
+    if poweroff {
+        return Err(ctx.err(
+            "memory",
+            "not with poweroff = true: the bench reads the guest's RAM at the verdict, while the guest still runs",
+        ));
+    }
+    if let Guest::External(_) = guest {
+        return Err(ctx.err(
+            "memory",
+            "only on the reference guest (programs = [...]), whose kernel paints each stack and whose runtime writes \
+             each heap record; any guest can use ram_forbid, and docs/ram.md says how another guest can paint",
+        ));
+    }
+    Ok(Some(crate::MemorySpec { heap_fits }))
 }
 
 /// The most strings `ram_forbid` takes: each is a pass over the guest's RAM.

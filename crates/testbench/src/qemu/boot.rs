@@ -308,6 +308,30 @@ impl BootSpec {
             Ended::Deadline => (None, false),
         };
         // A pass is also the RAM's: read while the guest still runs, before QEMU stops.
+        let verdict = match (verdict, &self.memory) {
+            (Some(Verdict::Pass), Some(check)) => {
+                let checked = match &client {
+                    // The guest runs on between dumps: its console and QMP's events are
+                    // drained meanwhile (into the log, not the judge), or a full channel
+                    // would stall QMP's reader and the next `stop` with it.
+                    Some(qmp) => drain_while(&events, &mut console, &mut qmp_log, &mut notes, || {
+                        super::ram::memory(qmp, &self.dir, self.memory_mib, check, deadline)
+                    }),
+                    None => Err("memory: no QMP connection to read the guest's RAM over".to_string()),
+                };
+                Some(match checked {
+                    Ok(more) => {
+                        notes.extend(more);
+                        Verdict::Pass
+                    }
+                    Err(message) => {
+                        let at = Instant::now().saturating_duration_since(start);
+                        Verdict::Fail(Failure { kind: FailureKind::Device, at, message })
+                    }
+                })
+            }
+            (verdict, _) => verdict,
+        };
         let verdict = match verdict {
             Some(Verdict::Pass) if !self.ram_forbid.is_empty() => {
                 let checked = match &client {
@@ -439,6 +463,34 @@ impl BootSpec {
             let _ = child.wait();
         }
     }
+}
+
+/// Run `work` on a thread of its own while this one takes the boot's events: console bytes to the log,
+/// QMP events to their log, devices' notes kept (their other events come too late to
+/// change a verdict already reached).
+fn drain_while<T: Send>(
+    events: &Receiver<Event>,
+    console: &mut ConsoleLog<std::fs::File>,
+    qmp_log: &mut QmpLog,
+    notes: &mut Vec<String>,
+    work: impl FnOnce() -> T + Send,
+) -> T {
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(work);
+        while !worker.is_finished() {
+            match events.recv_timeout(Duration::from_millis(50)) {
+                Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => {
+                    let _ = console.write(&chunk.bytes);
+                }
+                Ok(Event::Qmp(event)) => qmp_log.note(&event),
+                Ok(Event::Device(DeviceEvent::Note(note))) => notes.push(note),
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                // Every sender gone: nothing more to take; the work ends on its own deadlines.
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// QEMU's stderr into `path`, its head and tail kept (see `STDERR_LOG_HEAD`); returns

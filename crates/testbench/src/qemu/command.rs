@@ -42,6 +42,8 @@ pub struct BootSpec {
     pub first_boot: Option<PathBuf>,
     /// Byte strings that must be nowhere in the guest's RAM at the verdict (ram.rs).
     pub ram_forbid: Vec<testbench_ram::Needle>,
+    /// `memory = true`: the programs whose stacks and heaps are measured (ram.rs).
+    pub memory: Option<super::ram::MemoryCheck>,
     /// A command that judges the console log once the boot has passed.
     pub post_check: Option<testbench_case::PostCheck>,
 }
@@ -154,6 +156,7 @@ mod tests {
             devices: Vec::new(),
             first_boot: None,
             ram_forbid: Vec::new(),
+            memory: None,
             post_check: None,
         }
     }

@@ -20,7 +20,7 @@ mod command;
 mod devices;
 mod post_check;
 pub mod qmp;
-mod ram;
+pub(crate) mod ram;
 
 pub use boot::Event;
 pub use command::BootSpec;

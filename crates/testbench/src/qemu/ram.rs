@@ -1,9 +1,14 @@
-//! The guest's RAM at the verdict: `ram_forbid` (docs/ram.md). Once a boot has passed on
-//! its console (and its sessions), and before QEMU is stopped for good, the bench pauses
-//! the guest over QMP (`stop`), has QEMU write the machine's RAM into the boot's
-//! directory (`pmemsave` from the virt machine's RAM base, `memory_mib` long) and scans
-//! it with `testbench-ram`. A string found fails the boot, naming its physical address
-//! and quoting the bytes around it, and the dump stays as evidence; a clean dump is
+//! The guest's RAM at the verdict: `memory = true` and `ram_forbid` (docs/ram.md). Once
+//! a boot has passed on its console (and its sessions), and before QEMU is stopped for
+//! good, the bench pauses the guest over QMP (`stop`), has QEMU write the machine's RAM
+//! into the boot's directory (`pmemsave` from the virt machine's RAM base, `memory_mib`
+//! long) and reads it with `testbench-ram`.
+//!
+//! `memory`: every program's painted stack and heap record measured, the dump taken
+//! again (the guest let run on between) while a program's record is not there yet, up
+//! to the boot's deadline; each size judged against twice its peak. `ram_forbid`: a
+//! string found fails the boot, naming its physical address and quoting the bytes
+//! around it. A dump that a refusal or a find is about stays as evidence; any other is
 //! deleted.
 
 use std::path::Path;
@@ -22,15 +27,138 @@ const STOP_BOUND: Duration = Duration::from_secs(10);
 /// Writing a few hundred MiB to a file: seconds; a minute is a QEMU that is stuck.
 const DUMP_BOUND: Duration = Duration::from_secs(60);
 
+/// `memory = true` for one boot: the programs whose stacks and heaps are measured.
+#[derive(Clone, Debug)]
+pub struct MemoryCheck {
+    /// Each program of the bundle, by its entry name and tag.
+    pub declared: Vec<testbench_ram::footprint::Declared>,
+    /// `heap_fits = true`.
+    pub heap_fits: bool,
+}
+
+impl MemoryCheck {
+    /// The check of a bundle's programs (their entry names).
+    pub fn new(names: impl IntoIterator<Item = String>, heap_fits: bool) -> MemoryCheck {
+        let declared = names.into_iter().map(|name| testbench_ram::footprint::Declared::new(&name)).collect();
+        MemoryCheck { declared, heap_fits }
+    }
+}
+
+/// How long the guest runs on between two dumps that miss a program.
+const RETAKE_PAUSE: Duration = Duration::from_millis(500);
+
+/// Pause the guest and dump its RAM into `path`.
+fn dump(qmp: &QmpClient, path: &Path, memory_mib: u32, what: &str) -> Result<(), String> {
+    qmp.execute("stop", None, STOP_BOUND).map_err(|e| format!("{what}: pausing the guest: {e}"))?;
+    let size = u64::from(memory_mib) << 20;
+    let arguments = serde_json::json!({ "val": VIRT_RAM_BASE, "size": size, "filename": path.display().to_string() });
+    qmp.execute("pmemsave", Some(arguments), DUMP_BOUND).map_err(|e| format!("{what}: dumping the RAM: {e}"))?;
+    Ok(())
+}
+
+/// Measure every declared program's stack and heap in the guest's RAM: the notes for the
+/// result (a line per stack and heap), or the failure. A dump missing a program is taken
+/// again, the guest running on between, until every program is there or `deadline`.
+pub fn memory(
+    qmp: &QmpClient,
+    dir: &Path,
+    memory_mib: u32,
+    check: &MemoryCheck,
+    deadline: Instant,
+) -> Result<Vec<String>, String> {
+    use testbench_ram::footprint::{heap_fits, measure, stack_fits};
+    let started = Instant::now();
+    let path = dir.join(RAM_DUMP);
+    let size = u64::from(memory_mib) << 20;
+    let mut dumps = 0;
+    let measured = loop {
+        dump(qmp, &path, memory_mib, "memory")?;
+        dumps += 1;
+        let file = std::fs::File::open(&path).map_err(|e| format!("memory: {}: {e}", path.display()))?;
+        let measured = measure(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, &check.declared)
+            .map_err(|e| format!("memory: reading {} (kept): {e}", path.display()))?;
+        if measured.bytes != size {
+            return Err(format!(
+                "memory: the dump holds {} bytes, not the {size} of the guest's {memory_mib} MiB (the dump: {RAM_DUMP})",
+                measured.bytes
+            ));
+        }
+        if let Some(refusal) = measured.refusals.first() {
+            return Err(format!("memory: {refusal} (the dump: {RAM_DUMP})"));
+        }
+        let missing: Vec<&str> = measured
+            .programs
+            .iter()
+            .filter(|p| p.stack.is_none() || p.heap.is_none())
+            .map(|p| p.name.as_str())
+            .collect();
+        if missing.is_empty() {
+            break measured;
+        }
+        if Instant::now() + RETAKE_PAUSE >= deadline {
+            let what: Vec<String> = measured
+                .programs
+                .iter()
+                .filter(|p| p.stack.is_none() || p.heap.is_none())
+                .map(|p| match (&p.stack, &p.heap) {
+                    (None, None) => format!("{} (no stack, no heap record: never started?)", p.name),
+                    (None, Some(_)) => format!("{} (no painted stack)", p.name),
+                    _ => format!("{} (no heap record)", p.name),
+                })
+                .collect();
+            return Err(format!(
+                "memory: dumped {dumps} time(s) over {:.1}s to the deadline; still missing {} (the dump: {RAM_DUMP})",
+                started.elapsed().as_secs_f64(),
+                what.join(", ")
+            ));
+        }
+        let _ = std::fs::remove_file(&path);
+        qmp.execute("cont", None, STOP_BOUND).map_err(|e| format!("memory: resuming the guest: {e}"))?;
+        std::thread::sleep(RETAKE_PAUSE);
+    };
+    let _ = std::fs::remove_file(&path);
+    let mut notes = Vec::new();
+    if dumps > 1 {
+        notes.push(format!(
+            "memory: dumped {dumps} times, waited {:.1}s for every program",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let mut failures = Vec::new();
+    for program in &measured.programs {
+        let (Some(stack), Some(heap)) = (&program.stack, &program.heap) else { continue };
+        let line = format!("stack {} {} bytes of {} pages", program.name, stack.peak_bytes, stack.pages);
+        if !stack_fits(stack) {
+            failures.push(format!("{line}: {} pages are less than twice the peak", stack.pages));
+        }
+        notes.push(line);
+        let line = if heap.cap == 0 {
+            format!("heap {} none", program.name)
+        } else {
+            format!("heap {} {} of {} pages", program.name, heap.peak, heap.cap)
+        };
+        if !heap_fits(heap.cap, heap.peak, check.heap_fits) {
+            failures.push(if check.heap_fits {
+                format!("{line}: the peak leaves less than an eighth of the cap unused (heap_fits)")
+            } else {
+                format!("{line}: a cap of {} pages is less than twice the peak", heap.cap)
+            });
+        }
+        notes.push(line);
+    }
+    if !failures.is_empty() {
+        return Err(format!("memory: {}", failures.join("; ")));
+    }
+    Ok(notes)
+}
+
 /// Pause the guest, dump its RAM and scan it: the note for the result when no needle is
 /// there, or the failure naming the first that is.
 pub fn check(qmp: &QmpClient, dir: &Path, memory_mib: u32, needles: &[Needle]) -> Result<String, String> {
     let started = Instant::now();
-    qmp.execute("stop", None, STOP_BOUND).map_err(|e| format!("ram_forbid: pausing the guest: {e}"))?;
     let path = dir.join(RAM_DUMP);
     let size = u64::from(memory_mib) << 20;
-    let arguments = serde_json::json!({ "val": VIRT_RAM_BASE, "size": size, "filename": path.display().to_string() });
-    qmp.execute("pmemsave", Some(arguments), DUMP_BOUND).map_err(|e| format!("ram_forbid: dumping the RAM: {e}"))?;
+    dump(qmp, &path, memory_mib, "ram_forbid")?;
     let dumped = started.elapsed();
     let file = std::fs::File::open(&path).map_err(|e| format!("ram_forbid: {}: {e}", path.display()))?;
     let scanned = testbench_ram::scan(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, needles)

@@ -326,6 +326,13 @@ pub fn jobs(
                     .iter()
                     .map(|(label, bytes)| testbench_ram::Needle { label: label.clone(), bytes: bytes.clone() })
                     .collect(),
+                memory: match (&boot_of(case).memory, &boot_of(case).guest) {
+                    (Some(memory), Guest::Built { programs, .. }) => Some(crate::qemu::ram::MemoryCheck::new(
+                        programs.iter().map(|p| p.program.entry_name()),
+                        memory.heap_fits,
+                    )),
+                    _ => None,
+                },
                 post_check: boot_of(case).post_check.clone(),
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))

@@ -9,10 +9,8 @@
 //! - `full`: 15 heap pages, less than an eighth unused;
 //! - `forge`: also writes one stack unit of its own tag whose index lies past its stack
 //!   (the bench must refuse it);
-//! - `late`: 2 s after its line, starts `rester` from its own quota (a program the
-//!   bench's first dumps do not find yet).
 //!
-//! Its line: `footprint: holding <mode>`; with `late`, then `footprint: started rester`.
+//! Its line: `footprint: holding <mode>`.
 
 #![no_std]
 #![no_main]
@@ -66,13 +64,6 @@ fn main(_pid: u32, _badge: u32) {
         unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!(FORGED.0[3]), word) };
     }
     rt::log!("footprint: holding {}", if mode.is_empty() { "normal" } else { mode });
-    if mode == "late" {
-        rt::sleep(rt::timebase() * 2);
-        match rt::spawn(b"rester", 0x200, 64) {
-            Ok(_) => rt::log(b"footprint: started rester"),
-            Err(e) => rt::log!("footprint: FAIL: rester did not start: {}", e.name()),
-        }
-    }
     core::hint::black_box(&held);
     let hour = rt::timebase() * 3600;
     loop {

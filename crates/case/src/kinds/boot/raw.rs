@@ -53,6 +53,8 @@ pub(crate) const FIELDS: &[Field] = &[
     field("net", Shape::Table, "a [net] table (an empty one is a card that reaches nothing)"),
     field("expect_after", Shape::StrList, REGEXES),
     field("session", Shape::TableList, SESSIONS),
+    field("memory", Shape::Bool, BOOL),
+    field("heap_fits", Shape::Bool, BOOL),
     field("ram_forbid", Shape::StrList, "a list of byte strings, 8 to 4096 bytes each, such as ['tb-secret-42']"),
     field("idle", Shape::Table, "an [idle] table, with seconds"),
     field("post_check", Shape::Table, "a table with command, such as { command = [\"scripts/oracles/printk-times\"] }"),
@@ -105,6 +107,8 @@ pub(crate) struct RawBoot {
     // The sessions (`session.rs`, shared with kind "ssh-loopback").
     pub expect_after: Option<Vec<String>>,
     pub session: Option<Vec<RawSession>>,
+    pub memory: Option<bool>,
+    pub heap_fits: Option<bool>,
     pub ram_forbid: Option<Vec<String>>,
     pub idle: Option<RawIdle>,
     pub post_check: Option<RawPostCheck>,
