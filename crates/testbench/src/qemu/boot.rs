@@ -319,16 +319,7 @@ impl BootSpec {
                     }),
                     None => Err("memory: no QMP connection to read the guest's RAM over".to_string()),
                 };
-                Some(match checked {
-                    Ok(more) => {
-                        notes.extend(more);
-                        Verdict::Pass
-                    }
-                    Err(message) => {
-                        let at = Instant::now().saturating_duration_since(start);
-                        Verdict::Fail(Failure { kind: FailureKind::Device, at, message })
-                    }
-                })
+                Some(ram_verdict(checked, &mut notes, start))
             }
             (verdict, _) => verdict,
         };
@@ -338,16 +329,7 @@ impl BootSpec {
                     Some(qmp) => super::ram::check(qmp, &self.dir, self.memory_mib, &self.ram_forbid),
                     None => Err("ram_forbid: no QMP connection to read the guest's RAM over".to_string()),
                 };
-                Some(match checked {
-                    Ok(note) => {
-                        notes.push(note);
-                        Verdict::Pass
-                    }
-                    Err(message) => {
-                        let at = Instant::now().saturating_duration_since(start);
-                        Verdict::Fail(Failure { kind: FailureKind::Device, at, message })
-                    }
-                })
+                Some(ram_verdict(checked.map(|note| vec![note]), &mut notes, start))
             }
             verdict => verdict,
         };
@@ -461,6 +443,20 @@ impl BootSpec {
         if !matches!(crate::command::wait_deadline(child, EXIT_DEADLINE), Ok(Some(_))) {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+/// A RAM check's verdict on a boot that passed: its notes kept, or its failure.
+fn ram_verdict(checked: Result<Vec<String>, String>, notes: &mut Vec<String>, start: Instant) -> Verdict {
+    match checked {
+        Ok(more) => {
+            notes.extend(more);
+            Verdict::Pass
+        }
+        Err(message) => {
+            let at = Instant::now().saturating_duration_since(start);
+            Verdict::Fail(Failure { kind: FailureKind::Device, at, message })
         }
     }
 }

@@ -86,30 +86,24 @@ pub fn memory(
         if let Some(refusal) = measured.refusals.first() {
             return Err(format!("memory: {refusal} (the dump: {RAM_DUMP})"));
         }
-        let missing: Vec<&str> = measured
+        let missing: Vec<String> = measured
             .programs
             .iter()
-            .filter(|p| p.stack.is_none() || p.heap.is_none())
-            .map(|p| p.name.as_str())
+            .filter_map(|p| match (&p.stack, &p.heap) {
+                (Some(_), Some(_)) => None,
+                (None, None) => Some(format!("{} (no stack, no heap record: never started?)", p.name)),
+                (None, Some(_)) => Some(format!("{} (no painted stack)", p.name)),
+                (Some(_), None) => Some(format!("{} (no heap record)", p.name)),
+            })
             .collect();
         if missing.is_empty() {
             break measured;
         }
         if Instant::now() + RETAKE_PAUSE >= deadline {
-            let what: Vec<String> = measured
-                .programs
-                .iter()
-                .filter(|p| p.stack.is_none() || p.heap.is_none())
-                .map(|p| match (&p.stack, &p.heap) {
-                    (None, None) => format!("{} (no stack, no heap record: never started?)", p.name),
-                    (None, Some(_)) => format!("{} (no painted stack)", p.name),
-                    _ => format!("{} (no heap record)", p.name),
-                })
-                .collect();
             return Err(format!(
                 "memory: dumped {dumps} time(s) over {:.1}s to the deadline; still missing {} (the dump: {RAM_DUMP})",
                 started.elapsed().as_secs_f64(),
-                what.join(", ")
+                missing.join(", ")
             ));
         }
         let _ = std::fs::remove_file(&path);
