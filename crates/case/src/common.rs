@@ -87,17 +87,20 @@ pub(crate) fn is_feature_name(name: &str) -> bool {
 
 /// `arch`: the widths a case runs on, each once, at least one.
 pub(crate) fn arch_list(ctx: &Ctx, names: Option<&Vec<String>>) -> Result<Vec<Arch>, CaseError> {
-    let names = names.ok_or_else(|| ctx.err("arch", "required: a list of \"rv64\", \"rv32\""))?;
+    let names = names.ok_or_else(|| ctx.err("arch", format!("required: a list of {}", Arch::accepted())))?;
     if names.is_empty() {
         return Err(ctx.err(
             "arch",
-            "empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)",
+            format!(
+                "empty: name at least one of {} (leave a width out rather than booting it zero times)",
+                Arch::accepted()
+            ),
         ));
     }
     let mut arch = Vec::new();
     for (index, name) in names.iter().enumerate() {
         let one = Arch::from_name(name).ok_or_else(|| {
-            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: \"rv64\" or \"rv32\""))
+            ctx.err(format!("arch[{index}]"), format!("{name:?} is not accepted: one of {}", Arch::accepted()))
         })?;
         if arch.contains(&one) {
             return Err(ctx.err(format!("arch[{index}]"), format!("{name:?} is named twice")));

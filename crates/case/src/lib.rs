@@ -53,15 +53,22 @@ pub use validate::parse;
 pub enum Arch {
     Rv64,
     Rv32,
+    X86_64,
+    Aarch64,
 }
 
 impl Arch {
-    pub const ALL: [Arch; 2] = [Arch::Rv64, Arch::Rv32];
+    pub const ALL: [Arch; 4] = [Arch::Rv64, Arch::Rv32, Arch::X86_64, Arch::Aarch64];
+    /// The widths the reference guest (the bench's own kernel, loader and programs) is
+    /// built for.
+    pub const REFERENCE: [Arch; 2] = [Arch::Rv64, Arch::Rv32];
 
     pub fn name(self) -> &'static str {
         match self {
             Arch::Rv64 => "rv64",
             Arch::Rv32 => "rv32",
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
         }
     }
 
@@ -69,11 +76,22 @@ impl Arch {
         Arch::ALL.into_iter().find(|arch| arch.name() == name)
     }
 
-    /// The rustup target the guest's crates are built for.
-    pub fn target_triple(self) -> &'static str {
+    /// The accepted names, quoted and listed for messages: `"rv64", "rv32", ...`.
+    pub fn accepted() -> String {
+        Arch::ALL.map(|arch| format!("{:?}", arch.name())).join(", ")
+    }
+
+    /// Whether the reference guest exists for this width.
+    pub fn has_reference_guest(self) -> bool {
+        Arch::REFERENCE.contains(&self)
+    }
+
+    /// The rustup target the reference guest's crates are built for (its widths only).
+    pub fn target_triple(self) -> Option<&'static str> {
         match self {
-            Arch::Rv64 => "riscv64gc-unknown-none-elf",
-            Arch::Rv32 => "riscv32imac-unknown-none-elf",
+            Arch::Rv64 => Some("riscv64gc-unknown-none-elf"),
+            Arch::Rv32 => Some("riscv32imac-unknown-none-elf"),
+            Arch::X86_64 | Arch::Aarch64 => None,
         }
     }
 
@@ -82,6 +100,8 @@ impl Arch {
         match self {
             Arch::Rv64 => "qemu-system-riscv64",
             Arch::Rv32 => "qemu-system-riscv32",
+            Arch::X86_64 => "qemu-system-x86_64",
+            Arch::Aarch64 => "qemu-system-aarch64",
         }
     }
 
@@ -90,6 +110,73 @@ impl Arch {
         match self {
             Arch::Rv64 => "TESTBENCH_QEMU_RV64",
             Arch::Rv32 => "TESTBENCH_QEMU_RV32",
+            Arch::X86_64 => "TESTBENCH_QEMU_X86_64",
+            Arch::Aarch64 => "TESTBENCH_QEMU_AARCH64",
+        }
+    }
+
+    /// The machine a boot gets unless its `[guest]` names one: `virt` on riscv and
+    /// aarch64, `q35` on x86_64.
+    pub fn default_machine(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "q35",
+            Arch::Rv64 | Arch::Rv32 | Arch::Aarch64 => "virt",
+        }
+    }
+
+    /// The `-cpu` a boot gets unless its `qemu_args` give one: aarch64's `virt` defaults
+    /// to a 32-bit Cortex-A15, which boots no arm64 kernel, so it gets `max`.
+    pub fn default_cpu(self) -> Option<&'static str> {
+        match self {
+            Arch::Aarch64 => Some("max"),
+            Arch::Rv64 | Arch::Rv32 | Arch::X86_64 => None,
+        }
+    }
+
+    /// Whether QEMU builds a device tree for this width's default machine (riscv and
+    /// aarch64 `virt` do; x86_64's `q35` describes itself with ACPI tables).
+    pub fn has_device_tree(self) -> bool {
+        !matches!(self, Arch::X86_64)
+    }
+
+    /// Whether this width's devices sit on virtio-mmio transports (the `virt` machines)
+    /// rather than on PCI (`q35`).
+    pub fn virtio_mmio(self) -> bool {
+        !matches!(self, Arch::X86_64)
+    }
+
+    /// The width of the host the bench runs on, if it is one the bench boots (KVM runs
+    /// only guests of this width).
+    pub fn host() -> Option<Arch> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(Arch::X86_64),
+            "aarch64" => Some(Arch::Aarch64),
+            "riscv64" => Some(Arch::Rv64),
+            _ => None,
+        }
+    }
+}
+
+/// `accel`: how QEMU runs the guest's instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Accel {
+    /// QEMU's translator, on every width (and the only one icount runs under).
+    Tcg,
+    /// The host's KVM: the guest's width must be the host's, and the run's probe must
+    /// have booted under it.
+    Kvm,
+    /// KVM when the run's probe proved it usable for the width, TCG otherwise (and
+    /// always TCG under icount).
+    #[default]
+    Auto,
+}
+
+impl Accel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Tcg => "tcg",
+            Accel::Kvm => "kvm",
+            Accel::Auto => "auto",
         }
     }
 }
@@ -273,6 +360,8 @@ pub struct BootCase {
     pub timeout: Duration,
     /// Passed to QEMU's `-icount` as written.
     pub icount: Option<String>,
+    /// `accel`: TCG, KVM, or KVM where the run's probe proved it (TCG under icount).
+    pub accel: Accel,
     /// QEMU `-seed`, which fills the device tree's `/chosen/rng-seed`.
     pub qemu_seed: Option<u64>,
     /// QEMU `-rtc base=`: "utc", "localtime" or a date (and time). None under icount is
@@ -681,8 +770,8 @@ pub struct ExternalGuest {
     /// The kernel command line; for a recipe, the recipe's own unless the case gives one.
     pub append: Option<String>,
     pub firmware: Firmware,
-    /// QEMU `-machine`, default `virt`.
-    pub machine: String,
+    /// QEMU `-machine`; None is the width's default ([`Arch::default_machine`]).
+    pub machine: Option<String>,
     pub qemu_args: Vec<String>,
     /// Files added to the guest's initramfs as a second archive appended to it, which a
     /// Linux kernel unpacks over the first (a recipe's or the case's `initrd`).

@@ -71,7 +71,7 @@ fn describe(case: &Case) -> String {
     }
     writeln!(out, "keep_smp: {} timeout_smp: {:?}", boot.keep_smp, boot.timeout_smp).unwrap();
     writeln!(out, "memory_mib: {} timeout: {:?}", boot.memory_mib, boot.timeout).unwrap();
-    writeln!(out, "icount: {:?} qemu_seed: {:?}", boot.icount, boot.qemu_seed).unwrap();
+    writeln!(out, "icount: {:?} qemu_seed: {:?} accel: {}", boot.icount, boot.qemu_seed, boot.accel.name()).unwrap();
     if boot.rtc_base.is_some() || boot.repeat_exactly {
         writeln!(out, "rtc_base: {:?} repeat_exactly: {}", boot.rtc_base, boot.repeat_exactly).unwrap();
     }
@@ -106,7 +106,7 @@ fn describe(case: &Case) -> String {
             }
             writeln!(
                 out,
-                "  append {:?} firmware {:?} machine {} qemu_args {:?}",
+                "  append {:?} firmware {:?} machine {:?} qemu_args {:?}",
                 guest.append, guest.firmware, guest.machine, guest.qemu_args
             )
             .unwrap();

@@ -126,6 +126,13 @@ impl Builder {
 
     fn build(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, BenchError> {
         let start = Instant::now();
+        let Some(triple) = key.arch.target_triple() else {
+            return Err(BenchError::Refused(vec![format!(
+                "{}: the guest workspace builds for rv64 and rv32 only, not {}",
+                key.describe(),
+                key.arch
+            )]));
+        };
         let target_dir = self.root.join("target/guest").join(key.slug());
         let mut cmd = Cmd::new(&self.cargo, format!("cargo to build {}", key.describe()), BUILD_DEADLINE)
             .cwd(&self.root)
@@ -133,7 +140,7 @@ impl Builder {
             .arg(self.root.join(GUEST_MANIFEST))
             .args([
                 "--target",
-                key.arch.target_triple(),
+                triple,
                 "--profile",
                 key.profile.name(),
                 "-p",

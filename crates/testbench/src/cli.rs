@@ -14,7 +14,7 @@ pub struct Flags {
     /// Run the one case named NAME (refused when no case has that name).
     #[arg(long, value_name = "NAME", conflicts_with = "filter")]
     pub exact: Option<String>,
-    /// Boot only this width: rv64 or rv32.
+    /// Boot only this width: rv64, rv32, x86_64 or aarch64.
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
     /// List the cases (names and descriptions) and exit.
@@ -149,7 +149,7 @@ impl Flags {
         let arch = match self.arch.as_deref() {
             None => None,
             Some(name) => {
-                Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64 or rv32"))?)
+                Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64, rv32, x86_64 or aarch64"))?)
             }
         };
         let format = match self.message_format.as_str() {

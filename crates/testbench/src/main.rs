@@ -49,8 +49,8 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Whether everything `scripts/setup` installs is still there, judged without starting a
-/// process: the script's stamp is newer than the script and than both QEMU binaries on
-/// the path, and the toolchain cargo runs us from has both guest targets. Otherwise the
+/// process: the script's stamp is newer than the script and than every width's QEMU binary
+/// on the path, and the toolchain cargo runs us from has both guest targets. Otherwise the
 /// script runs (it is idempotent, and says what it could not do).
 fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
     let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
@@ -58,7 +58,7 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
     if modified(script).is_none_or(|script| script > stamp) {
         return false;
     }
-    for qemu in ["qemu-system-riscv64", "qemu-system-riscv32"] {
+    for qemu in testbench_case::Arch::ALL.map(testbench_case::Arch::default_qemu) {
         match command::on_path(qemu).and_then(|path| modified(&path)) {
             Some(installed) if installed <= stamp => {}
             _ => return false,
@@ -67,7 +67,10 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
     // cargo runs the bench with CARGO set to the toolchain's own cargo, whose sysroot holds
     // the installed targets; run directly, any rustup toolchain holding both will do.
     let has_targets = |sysroot: &std::path::Path| {
-        testbench_case::Arch::ALL.iter().all(|arch| sysroot.join("lib/rustlib").join(arch.target_triple()).is_dir())
+        testbench_case::Arch::REFERENCE
+            .iter()
+            .filter_map(|arch| arch.target_triple())
+            .all(|triple| sysroot.join("lib/rustlib").join(triple).is_dir())
     };
     match std::env::var_os("CARGO").map(PathBuf::from).and_then(|c| c.ancestors().nth(2).map(PathBuf::from)) {
         Some(sysroot) => has_targets(&sysroot),

@@ -23,7 +23,7 @@ mod repeat;
 
 use crate::common::{arch_list, is_feature_name, shown, Ctx};
 use crate::fields::{check_table, names};
-use crate::{Arch, BootCase, CaseError, Guest, Input, SMP_MAX};
+use crate::{Accel, Arch, BootCase, CaseError, ExternalGuest, Guest, Input, SMP_MAX};
 use raw::{RawBoot, GUEST, INPUT, OVERLAY};
 
 pub(crate) use raw::FIELDS;
@@ -92,6 +92,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         }
         repeat::icount_without_rr(ctx, icount)?;
     }
+    let accel = accel(ctx, raw.accel.as_deref(), raw.icount.is_some(), &arch)?;
     let qemu_seed = match raw.qemu_seed {
         None => None,
         Some(seed) if seed >= 0 => Some(seed as u64),
@@ -153,11 +154,29 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
                 "required: the programs the reference guest runs (the first in init's place), or a [guest] table for a guest the bench does not build",
             ))
         }
+        (None, Some(_)) if arch.iter().any(|a| !a.has_reference_guest()) => {
+            let other: Vec<_> = arch.iter().filter(|a| !a.has_reference_guest()).map(|a| a.name()).collect();
+            return Err(ctx.err(
+                "programs",
+                format!(
+                    "the reference guest the bench builds exists for rv64 and rv32 only, and arch names {}: boot a guest the bench does not build there with a [guest] table",
+                    other.join(" and ")
+                ),
+            ));
+        }
         (None, Some(_)) => Guest::Built {
             programs: reference::programs(ctx, &raw)?,
             firmware: guest::firmware(ctx, "firmware", raw.firmware.as_deref())?,
         },
     };
+    if let Guest::External(ExternalGuest { firmware: crate::Firmware::None, .. }) = &guest {
+        if arch.contains(&Arch::X86_64) {
+            return Err(ctx.err(
+                "guest.firmware",
+                "\"none\" is not accepted on x86_64: q35 starts in its BIOS, which loads the -kernel; \"default\" (QEMU's SeaBIOS) or a path to an image",
+            ));
+        }
+    }
     let built_programs: &[crate::ProgramEntry] = match &guest {
         Guest::Built { programs, .. } => programs,
         Guest::External(_) => &[],
@@ -168,6 +187,15 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     }
     let (reporter, hostile, files) = reference::reference_fields(ctx, &raw, built_programs)?;
     let device_tree = reference::device_tree(ctx, &raw)?;
+    if let Some(flat) = arch.iter().find(|a| !a.has_device_tree()).filter(|_| !device_tree.is_empty()) {
+        return Err(ctx.err(
+            "device_tree",
+            format!(
+                "no device tree to edit on {flat}: its machine ({}) describes itself to the guest with ACPI tables, not a device tree",
+                flat.default_machine()
+            ),
+        ));
+    }
     let distinct_across_boots =
         ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[]))?;
     let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
@@ -203,6 +231,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         memory_mib,
         timeout,
         icount: raw.icount.clone(),
+        accel,
         qemu_seed,
         rtc_base,
         repeat_exactly,
@@ -230,6 +259,39 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         idle,
         post_check,
     })
+}
+
+/// `accel`: "tcg", "kvm" or "auto" (the default). KVM runs no icount, and only guests of
+/// the host's width.
+fn accel(ctx: &Ctx, value: Option<&str>, icount: bool, arch: &[Arch]) -> Result<Accel, CaseError> {
+    let accel = match value {
+        None | Some("auto") => Accel::Auto,
+        Some("tcg") => Accel::Tcg,
+        Some("kvm") => Accel::Kvm,
+        Some(other) => {
+            return Err(ctx.err(
+                "accel",
+                format!("{other:?} is not accepted: \"tcg\", \"kvm\" or \"auto\" (KVM when the host proves it usable, TCG otherwise)"),
+            ))
+        }
+    };
+    if accel == Accel::Kvm {
+        if icount {
+            return Err(ctx.err(
+                "accel",
+                "\"kvm\" with icount is not accepted: icount counts instructions in QEMU's translator, so it needs \"tcg\" (\"auto\" picks TCG under icount)",
+            ));
+        }
+        let host = Arch::host();
+        if let Some(other) = arch.iter().find(|a| Some(**a) != host) {
+            let host = host.map_or(std::env::consts::ARCH, Arch::name);
+            return Err(ctx.err(
+                "accel",
+                format!("\"kvm\" runs only guests of the host's width ({host}), and arch names {other}: use \"tcg\" or \"auto\""),
+            ));
+        }
+    }
+    Ok(accel)
 }
 
 /// What sessions need of a boot case, and what needs sessions: port 22 forwarded, and
@@ -336,16 +398,13 @@ fn ram_forbid(
             "not with poweroff = true: the bench reads the guest's RAM at the verdict, while the guest still runs",
         ));
     }
-    if let Guest::External(external) = guest {
-        if external.machine != "virt" {
-            return Err(ctx.err(
-                "ram_forbid",
-                format!(
-                    "only on QEMU's virt machine (its RAM at 0x80000000), not guest.machine = {:?}",
-                    external.machine
-                ),
-            ));
-        }
+    if let Guest::External(ExternalGuest { machine: Some(machine), .. }) = guest {
+        return Err(ctx.err(
+            "ram_forbid",
+            format!(
+                "only on a width's default machine (where the bench knows the RAM's address), not guest.machine = {machine:?}"
+            ),
+        ));
     }
     if strings.len() > RAM_FORBID_MAX {
         return Err(ctx.err("ram_forbid", format!("{} strings: at most {RAM_FORBID_MAX}", strings.len())));

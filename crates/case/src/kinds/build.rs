@@ -33,6 +33,12 @@ pub(crate) struct RawBuild {
 /// Stage two: every field's meaning checked, the typed case made.
 pub(crate) fn validate(ctx: &Ctx, raw: RawBuild) -> Result<BuildCase, CaseError> {
     let arch = arch_list(ctx, raw.arch.as_ref())?;
+    if let Some(index) = arch.iter().position(|a| !a.has_reference_guest()) {
+        return Err(ctx.err(
+            format!("arch[{index}]"),
+            format!("{:?} is not accepted here: the guest workspace builds for \"rv64\" and \"rv32\" only", arch[index].name()),
+        ));
+    }
     let package = raw
         .package
         .clone()

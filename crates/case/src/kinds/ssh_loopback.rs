@@ -203,7 +203,7 @@ mod tests {
         );
         assert_eq!(
             refused(&format!("{TOP}\narch = []"), SESSION),
-            "tests/c.toml: arch: empty: name at least one of \"rv64\", \"rv32\" (leave a width out rather than booting it zero times)"
+            "tests/c.toml: arch: empty: name at least one of \"rv64\", \"rv32\", \"x86_64\", \"aarch64\" (leave a width out rather than booting it zero times)"
         );
         assert_eq!(
             refused(&format!("{TOP}\ntimeout_secs = 0"), SESSION),

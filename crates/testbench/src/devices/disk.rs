@@ -138,14 +138,12 @@ impl DeviceSpec for Disk {
                 option_value(&image.display().to_string())
             ),
             "-device".into(),
-            format!("virtio-blk-device,drive={},bus={}", self.id(), self.slot().bus()),
+            self.slot().device(place.arch, "blk", &format!("drive={}", self.id())),
         ];
         let what = format!(
-            "{} on slot {} ({}, {:#x}){}",
+            "{} on {}{}",
             self.id(),
-            self.slot() as u8,
-            self.slot().bus(),
-            self.slot().address(),
+            self.slot().described(place.arch),
             if readonly.is_empty() { "" } else { ", read-only" }
         );
         log.insert(0, what);

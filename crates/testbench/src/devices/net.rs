@@ -152,11 +152,10 @@ impl DeviceSpec for Net {
             "-netdev".to_string(),
             netdev,
             "-device".to_string(),
-            format!("virtio-net-device,netdev={NETDEV},bus={}", Slot::Net.bus()),
+            Slot::Net.device(place.arch, "net", &format!("netdev={NETDEV}")),
         ];
         args.extend(["-object".to_string(), testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture)?]);
-        let mut log =
-            vec![format!("{NETDEV} on slot {} ({}, {:#x})", Slot::Net as u8, Slot::Net.bus(), Slot::Net.address())];
+        let mut log = vec![format!("{NETDEV} on {}", Slot::Net.described(place.arch))];
         for (guest, host) in &plan.tcp {
             log.push(format!("forward: host 127.0.0.1:{host} (TCP) to guest port {guest}"));
         }

@@ -154,7 +154,7 @@ impl BootSpec {
     /// Boot once. Call from the thread that will wait for QEMU (see `command`).
     pub fn run(&self, root: &Path) -> Result<BootOutcome, String> {
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("failed to create {}: {e}", self.dir.display()))?;
-        let place = BootPlace { root, dir: &self.dir, first_boot: self.first_boot.as_deref() };
+        let place = BootPlace { arch: self.arch, root, dir: &self.dir, first_boot: self.first_boot.as_deref() };
         // A device that cannot be attached (a kept disk that is not what a fresh one
         // would be, a stage too big for its partition) fails the boot before QEMU starts.
         let devices = match attach_all(&self.devices, &place) {
@@ -326,7 +326,7 @@ impl BootSpec {
         let verdict = match verdict {
             Some(Verdict::Pass) if !self.ram_forbid.is_empty() => {
                 let checked = match &client {
-                    Some(qmp) => super::ram::check(qmp, &self.dir, self.memory_mib, &self.ram_forbid),
+                    Some(qmp) => super::ram::check(qmp, &self.dir, self.arch, self.memory_mib, &self.ram_forbid),
                     None => Err("ram_forbid: no QMP connection to read the guest's RAM over".to_string()),
                 };
                 Some(ram_verdict(checked.map(|note| vec![note]), &mut notes, start))

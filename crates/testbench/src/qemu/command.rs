@@ -15,6 +15,8 @@ use crate::command::Cmd;
 pub struct BootSpec {
     pub arch: Arch,
     pub machine: String,
+    /// QEMU's accelerator for this boot, decided once per run (`accel.rs`).
+    pub accel: super::accel::Chosen,
     pub firmware: Firmware,
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
@@ -89,15 +91,25 @@ impl BootSpec {
         devices: &[String],
     ) -> Cmd {
         let qemu = qemu_binary(self.arch);
-        let bios = match &self.firmware {
-            Firmware::Default => "default".to_string(),
-            Firmware::None => "none".to_string(),
-            Firmware::Path(path) => root.join(path).display().to_string(),
+        // riscv's QEMU names its OpenSBI "default"; x86_64's loads SeaBIOS and aarch64's
+        // virt runs the kernel itself (PSCI in QEMU) when no -bios is given.
+        let bios = match (&self.firmware, self.arch.has_reference_guest()) {
+            (Firmware::Default, true) => Some("default".to_string()),
+            (Firmware::None, true) => Some("none".to_string()),
+            (Firmware::Default | Firmware::None, false) => None,
+            (Firmware::Path(path), _) => Some(root.join(path).display().to_string()),
         };
         let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout)
             .cwd(root)
-            .args(["-machine", machine, "-bios", &bios, "-kernel"])
-            .arg(&self.kernel);
+            .args(["-machine", machine, "-accel", self.accel.name()]);
+        let cpu_given = self.extra_args.iter().any(|arg| arg == "-cpu" || arg == "--cpu");
+        if let Some(cpu) = self.arch.default_cpu().filter(|_| !cpu_given) {
+            cmd = cmd.args(["-cpu", cpu]);
+        }
+        if let Some(bios) = bios {
+            cmd = cmd.args(["-bios", &bios]);
+        }
+        cmd = cmd.arg("-kernel").arg(&self.kernel);
         if let Some(dtb) = dtb {
             cmd = cmd.arg("-dtb").arg(dtb);
         }
@@ -137,6 +149,7 @@ mod tests {
         BootSpec {
             arch: Arch::Rv64,
             machine: "virt".into(),
+            accel: crate::qemu::accel::Chosen::Tcg,
             firmware: Firmware::Default,
             kernel: "/ws/target/testbench/run-1-2/c/build/loader".into(),
             initrd: Some("/ws/target/testbench/run-1-2/c/rv64/bundle".into()),
@@ -190,6 +203,28 @@ mod tests {
             ..spec(tmp.path())
         };
         insta::assert_snapshot!("external-guest-dtb", shown(&external, Some(Path::new("/ws/edited.dtb"))));
+        // x86_64: q35, SeaBIOS (no -bios), KVM when the run's probe proved it.
+        let x86 = BootSpec {
+            arch: Arch::X86_64,
+            machine: "q35".into(),
+            accel: crate::qemu::accel::Chosen::Kvm,
+            kernel: "/ws/images/bzImage".into(),
+            initrd: Some("/ws/images/initrd.cpio".into()),
+            append: Some("console=ttyS0 panic=-1".into()),
+            ..spec(tmp.path())
+        };
+        insta::assert_snapshot!("x86_64-guest", shown(&x86, None));
+        // aarch64: virt with -cpu max unless the case names a CPU; no firmware.
+        let arm = BootSpec {
+            arch: Arch::Aarch64,
+            kernel: "/ws/images/Image".into(),
+            initrd: Some("/ws/images/initrd.cpio".into()),
+            append: Some("console=ttyAMA0".into()),
+            ..spec(tmp.path())
+        };
+        insta::assert_snapshot!("aarch64-guest", shown(&arm, None));
+        let arm_cpu = BootSpec { extra_args: vec!["-cpu".into(), "cortex-a57".into()], ..arm };
+        assert!(!shown(&arm_cpu, None).contains("max"), "a case's own -cpu replaces the default");
     }
 
     /// Every device on its slot: the data disk (slot 0), the read-only disk (slot 1),
@@ -197,6 +232,12 @@ mod tests {
     /// (slot 4); host ports from a lease, so the line is the same every time.
     #[test]
     fn a_command_line_with_every_device_is_what_it_was() {
+        every_device(Arch::Rv64, "");
+        every_device(Arch::X86_64, "-x86_64");
+        every_device(Arch::Aarch64, "-aarch64");
+    }
+
+    fn every_device(arch: Arch, suffix: &str) {
         use testbench_case::{DiskLayout, DiskSpec, NetSpec, Peer, Poke};
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("boot");
@@ -221,9 +262,9 @@ mod tests {
             )),
             Arc::new(crate::devices::net::Net::new(net, ports, None).unwrap()),
         ];
-        let place = super::super::BootPlace { root: Path::new("/ws"), dir: &dir, first_boot: None };
+        let place = super::super::BootPlace { arch, root: Path::new("/ws"), dir: &dir, first_boot: None };
         let attached = super::super::devices::attach_all(&devices, &place).unwrap();
-        let plain = spec(tmp.path());
+        let plain = BootSpec { arch, machine: arch.default_machine().into(), ..spec(tmp.path()) };
         let qmp = ["-S".to_string()];
         let line = plain.command_with(Path::new("/ws"), &qmp, &plain.machine, None, None, &attached.args).display();
         let exe = std::env::current_exe().unwrap().display().to_string();
@@ -234,9 +275,9 @@ mod tests {
             .replace(" --", " \u{0}")
             .replace(" -", "\n  -")
             .replace('\u{0}', "--");
-        insta::assert_snapshot!("every-device", line);
+        insta::assert_snapshot!(format!("every-device{suffix}"), line);
         let log =
             std::fs::read_to_string(dir.join("devices.log")).unwrap().replace(&dir.display().to_string(), "[BOOT]");
-        insta::assert_snapshot!("every-device-log", log);
+        insta::assert_snapshot!(format!("every-device-log{suffix}"), log);
     }
 }

@@ -15,6 +15,7 @@ use testbench_case::{Arch, Firmware};
 
 use crate::command::Cmd;
 
+pub mod accel;
 mod boot;
 mod command;
 mod devices;
@@ -61,6 +62,8 @@ pub struct Probe {
     pub version: Result<String, String>,
     /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
     pub firmware_dirs: Result<Vec<PathBuf>, String>,
+    /// KVM's probe boot (`accel.rs`), when a boot of the width may run under KVM.
+    pub kvm: Option<accel::KvmProbe>,
 }
 
 /// Run `qemu -version` and `qemu -L help` at the same time, the second on a thread that
@@ -70,7 +73,7 @@ pub fn probe(arch: Arch) -> Probe {
     let dirs = std::thread::spawn(move || list_firmware_dirs(arch));
     let version = probe_version(arch);
     let firmware_dirs = dirs.join().unwrap_or_else(|_| Err(format!("listing {arch}'s firmware directories panicked")));
-    Probe { version, firmware_dirs }
+    Probe { version, firmware_dirs, kvm: None }
 }
 
 fn probe_version(arch: Arch) -> Result<String, String> {
@@ -107,11 +110,15 @@ fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
         .collect())
 }
 
-/// The image QEMU's `-bios default` loads on `virt` for this width.
-pub fn default_firmware_name(arch: Arch) -> &'static str {
+/// The image QEMU loads for this width's default machine when the case names no firmware:
+/// OpenSBI on riscv `virt` (`-bios default`), SeaBIOS on x86_64's `q35`; aarch64's `virt`
+/// needs none (QEMU boots the kernel and answers PSCI itself).
+pub fn default_firmware_name(arch: Arch) -> Option<&'static str> {
     match arch {
-        Arch::Rv64 => "opensbi-riscv64-generic-fw_dynamic.bin",
-        Arch::Rv32 => "opensbi-riscv32-generic-fw_dynamic.bin",
+        Arch::Rv64 => Some("opensbi-riscv64-generic-fw_dynamic.bin"),
+        Arch::Rv32 => Some("opensbi-riscv32-generic-fw_dynamic.bin"),
+        Arch::X86_64 => Some("bios-256k.bin"),
+        Arch::Aarch64 => None,
     }
 }
 
@@ -131,11 +138,11 @@ pub fn check_firmware(
             if full.is_file() {
                 Ok(())
             } else {
-                Err(format!("firmware not found: {} ({field}; \"default\" is QEMU's own OpenSBI)", path.display()))
+                Err(format!("firmware not found: {} ({field}; \"default\" is QEMU's own firmware)", path.display()))
             }
         }
         Firmware::Default => {
-            let name = default_firmware_name(arch);
+            let Some(name) = default_firmware_name(arch) else { return Ok(()) };
             let dirs = dirs.as_ref().map_err(Clone::clone)?;
             if dirs.iter().any(|dir| dir.join(name).is_file()) {
                 Ok(())

@@ -18,8 +18,19 @@ use testbench_ram::Needle;
 
 use super::qmp::QmpClient;
 
-/// Where the `virt` machine's RAM starts, on both widths.
+/// Where the riscv `virt` machine's RAM starts, on both riscv widths.
 pub const VIRT_RAM_BASE: u64 = 0x8000_0000;
+
+/// Where the RAM of `arch`'s default machine starts: 0x80000000 on riscv `virt`,
+/// 0x40000000 on aarch64 `virt`, 0 on x86_64's `q35` (whose RAM is one piece below 4 GiB
+/// up to 2.75 GiB; the dump reads the legacy hole at 640 KiB as the machine shows it).
+pub fn ram_base(arch: testbench_case::Arch) -> u64 {
+    match arch {
+        testbench_case::Arch::Rv64 | testbench_case::Arch::Rv32 => VIRT_RAM_BASE,
+        testbench_case::Arch::Aarch64 => 0x4000_0000,
+        testbench_case::Arch::X86_64 => 0,
+    }
+}
 /// The dump's file in the boot's directory.
 pub const RAM_DUMP: &str = "ram.bin";
 /// `stop` answers at once.
@@ -47,11 +58,22 @@ impl MemoryCheck {
 /// How long the guest runs on between two dumps that miss a program.
 const RETAKE_PAUSE: Duration = Duration::from_millis(500);
 
-/// Pause the guest and dump its RAM into `path`.
-fn dump(qmp: &QmpClient, path: &Path, memory_mib: u32, what: &str) -> Result<(), String> {
+/// Pause the guest and dump its RAM (from `base`) into `path`. The file is made first,
+/// readable by the bench's user alone: QEMU keeps the mode of a file that exists, and
+/// would otherwise create it under the umask, where another local user could read the
+/// guest's secrets.
+fn dump(qmp: &QmpClient, path: &Path, base: u64, memory_mib: u32, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
     qmp.execute("stop", None, STOP_BOUND).map_err(|e| format!("{what}: pausing the guest: {e}"))?;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{what}: creating {}: {e}", path.display()))?;
     let size = u64::from(memory_mib) << 20;
-    let arguments = serde_json::json!({ "val": VIRT_RAM_BASE, "size": size, "filename": path.display().to_string() });
+    let arguments = serde_json::json!({ "val": base, "size": size, "filename": path.display().to_string() });
     qmp.execute("pmemsave", Some(arguments), DUMP_BOUND).map_err(|e| format!("{what}: dumping the RAM: {e}"))?;
     Ok(())
 }
@@ -72,7 +94,7 @@ pub fn memory(
     let size = u64::from(memory_mib) << 20;
     let mut dumps = 0;
     let measured = loop {
-        dump(qmp, &path, memory_mib, "memory")?;
+        dump(qmp, &path, VIRT_RAM_BASE, memory_mib, "memory")?;
         dumps += 1;
         let file = std::fs::File::open(&path).map_err(|e| format!("memory: {}: {e}", path.display()))?;
         let measured = measure(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, &check.declared)
@@ -148,14 +170,21 @@ pub fn memory(
 
 /// Pause the guest, dump its RAM and scan it: the note for the result when no needle is
 /// there, or the failure naming the first that is.
-pub fn check(qmp: &QmpClient, dir: &Path, memory_mib: u32, needles: &[Needle]) -> Result<String, String> {
+pub fn check(
+    qmp: &QmpClient,
+    dir: &Path,
+    arch: testbench_case::Arch,
+    memory_mib: u32,
+    needles: &[Needle],
+) -> Result<String, String> {
     let started = Instant::now();
     let path = dir.join(RAM_DUMP);
     let size = u64::from(memory_mib) << 20;
-    dump(qmp, &path, memory_mib, "ram_forbid")?;
+    let base = ram_base(arch);
+    dump(qmp, &path, base, memory_mib, "ram_forbid")?;
     let dumped = started.elapsed();
     let file = std::fs::File::open(&path).map_err(|e| format!("ram_forbid: {}: {e}", path.display()))?;
-    let scanned = testbench_ram::scan(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, needles)
+    let scanned = testbench_ram::scan(std::io::BufReader::with_capacity(0, file), base, needles)
         .map_err(|e| format!("ram_forbid: reading {}: {e}", path.display()))?;
     if let Some(found) = scanned.found.first() {
         let needle = &needles[found.needle];

@@ -96,7 +96,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     let host_runs = plan::plan_host(&selected, options);
     reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
     let mut builder = Builder::new(&ws.root, &run_dir);
-    let probes = prepare::start_probes(&boots);
+    let probes = prepare::start_probes(&boots, &selected, &run_dir);
     // The host's ssh, asked once for the run's sessions: the run's output says what it
     // is and whether the sessions pass WarnWeakCrypto (why not, when they do not).
     let sessions = |case: &&Case| match &case.kind {

@@ -15,6 +15,7 @@ use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::case_result::Blocked;
 use crate::config::Config;
 use crate::qemu::qmp::QmpDir;
+use crate::qemu::accel::Chosen;
 use crate::qemu::{BootSpec, Probe, Rr};
 use crate::report::Reporter;
 use crate::workspace::Workspace;
@@ -31,6 +32,8 @@ pub struct Prepared {
     append: Option<String>,
     firmware: Firmware,
     machine: String,
+    /// TCG until the probes are joined ([`block_on_host_lacks`] decides).
+    accel: Chosen,
     extra_args: Vec<String>,
 }
 
@@ -123,7 +126,8 @@ fn prepare(
                 initrd: Some(bundle),
                 append: None,
                 firmware: firmware.clone(),
-                machine: "virt".into(),
+                machine: arch.default_machine().into(),
+                accel: Chosen::Tcg,
                 extra_args: Vec::new(),
             })
         }
@@ -161,7 +165,8 @@ fn prepare(
                 initrd,
                 append: guest.append.clone().or(recipe_append),
                 firmware: guest.firmware.clone(),
-                machine: guest.machine.clone(),
+                machine: guest.machine.clone().unwrap_or_else(|| arch.default_machine().into()),
+                accel: Chosen::Tcg,
                 extra_args: guest.qemu_args.clone(),
             })
         }
@@ -222,13 +227,33 @@ pub fn prepare_all(
 }
 
 /// The probe of each width's QEMU, started once, before its first boot, on a thread of
-/// its own (it runs while the host cases run and the guests build).
-pub fn start_probes(boots: &[PlannedBoot]) -> Vec<(Arch, std::thread::JoinHandle<Probe>)> {
+/// its own (it runs while the host cases run and the guests build); with it, KVM's probe
+/// boot when a boot of the width may run under KVM (`qemu/accel.rs`), its image in
+/// `run_dir`.
+pub fn start_probes(
+    boots: &[PlannedBoot],
+    selected: &[&Case],
+    run_dir: &Path,
+) -> Vec<(Arch, std::thread::JoinHandle<Probe>)> {
     let mut probe_threads = Vec::new();
     for boot in boots {
         if !probe_threads.iter().any(|(arch, _)| *arch == boot.arch) {
             let arch = boot.arch;
-            probe_threads.push((arch, std::thread::spawn(move || crate::qemu::probe(arch))));
+            let kvm = boots.iter().filter(|b| b.arch == arch).any(|b| {
+                let case = boot_of(selected[b.case]);
+                crate::qemu::accel::wants_kvm(case.accel, case.icount.is_some(), arch)
+            });
+            let dir = run_dir.to_path_buf();
+            probe_threads.push((
+                arch,
+                std::thread::spawn(move || {
+                    let mut probe = crate::qemu::probe(arch);
+                    if kvm && probe.version.is_ok() {
+                        probe.kvm = Some(crate::qemu::accel::probe_kvm(arch, &dir));
+                    }
+                    probe
+                }),
+            ));
         }
     }
     probe_threads
@@ -248,6 +273,7 @@ pub fn block_on_host_lacks(
         let probe = thread.join().unwrap_or_else(|_| Probe {
             version: Err(format!("the probe of {arch}'s QEMU panicked")),
             firmware_dirs: Ok(Vec::new()),
+            kvm: None,
         });
         if let Ok(version) = &probe.version {
             reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
@@ -255,6 +281,7 @@ pub fn block_on_host_lacks(
         probes.insert(arch, probe);
     }
     let mut firmware_checks: HashMap<(Arch, Firmware), Result<(), String>> = HashMap::new();
+    let mut choices: std::collections::BTreeSet<(Arch, &str, String)> = std::collections::BTreeSet::new();
     for ((index, arch), result) in prepared.iter_mut() {
         let case = selected[*index];
         let probe = &probes[arch];
@@ -275,6 +302,20 @@ pub fn block_on_host_lacks(
         if let (Some(lack), Ok(_)) = (lack, &*result) {
             *result = Err(Blocked::HostLack(lack));
         }
+        if let Ok(ready) = result {
+            let boot = boot_of(case);
+            match crate::qemu::accel::choose(boot.accel, boot.icount.is_some(), *arch, probe.kvm.as_ref()) {
+                Ok((chosen, why)) => {
+                    ready.accel = chosen;
+                    choices.insert((*arch, chosen.name(), why));
+                }
+                Err(lack) => *result = Err(Blocked::HostLack(lack)),
+            }
+        }
+    }
+    // The run says which accelerator each width's boots run under, and why.
+    for (arch, chosen, why) in choices {
+        reporter.note("accel", &format!("accel {arch}: {chosen} ({why})"));
     }
 }
 
@@ -296,6 +337,7 @@ pub fn jobs(
             let spec = prepared.map(|(p, devices)| BootSpec {
                 arch: boot.arch,
                 machine: p.machine,
+                accel: p.accel,
                 firmware: p.firmware,
                 kernel: p.kernel,
                 initrd: p.initrd,

@@ -101,11 +101,11 @@ pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest,
             GuestImage::Recipe(path_field(ctx, "guest.recipe", recipe)?)
         }
     };
-    let machine = raw.machine.clone().unwrap_or_else(|| "virt".to_string());
-    if machine.trim().is_empty() || machine.contains(char::is_whitespace) {
+    let machine = raw.machine.clone();
+    if let Some(machine) = machine.as_ref().filter(|m| m.trim().is_empty() || m.contains(char::is_whitespace)) {
         return Err(ctx.err(
             "guest.machine",
-            format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\""),
+            format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\" (without it: q35 on x86_64, virt elsewhere)"),
         ));
     }
     let qemu_args = raw.qemu_args.clone().unwrap_or_default();

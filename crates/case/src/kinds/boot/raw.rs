@@ -26,6 +26,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("memory_mib", Shape::Integer, "a whole number of MiB, such as 256"),
     TIMEOUT_SECS,
     field("icount", Shape::Str, "QEMU's -icount option string, such as \"shift=3,sleep=off\""),
+    field("accel", Shape::Str, "\"tcg\", \"kvm\" or \"auto\""),
     field("qemu_seed", Shape::Integer, "a whole number from 0, such as 7"),
     field("rtc_base", Shape::Any, "where the guest's RTC starts: \"utc\", \"localtime\" or a date or date-time"),
     field("repeat_exactly", Shape::Bool, BOOL),
@@ -74,6 +75,7 @@ pub(crate) struct RawBoot {
     pub memory_mib: Option<i64>,
     pub timeout_secs: Option<f64>,
     pub icount: Option<String>,
+    pub accel: Option<String>,
     pub qemu_seed: Option<i64>,
     /// A string or a TOML date-time (`boot/repeat.rs` checks it).
     pub rtc_base: Option<toml::Value>,
