@@ -106,10 +106,10 @@ pub fn choose(accel: Accel, icount: bool, arch: Arch, probe: Option<&KvmProbe>) 
             Some(Err(why)) => Err(format!("accel = \"kvm\", but KVM is not usable here: {why}")),
             None => Err(format!("accel = \"kvm\", but no KVM probe ran for {arch}")),
         },
-        Accel::Auto if icount => Ok((Chosen::Tcg, "auto: icount runs only under TCG".into())),
         Accel::Auto if Some(arch) != Arch::host() => {
             Ok((Chosen::Tcg, format!("auto: the host is {}, so KVM cannot run {arch}", std::env::consts::ARCH)))
         }
+        Accel::Auto if icount => Ok((Chosen::Tcg, "auto: icount runs only under TCG".into())),
         Accel::Auto => match probe {
             Some(Ok(took)) => {
                 Ok((Chosen::Kvm, format!("auto: the probe booted under KVM in {} ms", took.as_millis())))
