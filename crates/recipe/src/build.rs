@@ -148,7 +148,7 @@ fn build_into(
             let (data, pkg_mode) = read_taken(pkg, &f.from, &src)?;
             match &f.to {
                 Target::Kernel => {
-                    let kernel = kernel_image(pkg, &f.from, data, log)?;
+                    let kernel = kernel_image(recipe.arch, pkg, &f.from, data, log)?;
                     let dest = tmp.join(KERNEL_FILE);
                     fs::write(&dest, kernel).map_err(RecipeError::io(format!("writing {}", dest.display())))?;
                     kernel_written = true;
@@ -248,10 +248,11 @@ fn read_taken(pkg: &Package, from: &str, src: &Path) -> Result<(Vec<u8>, u32), R
     Ok((data, meta.permissions().mode()))
 }
 
-/// Makes sure the kernel is something QEMU's `-kernel` loads on riscv (an ELF, a
-/// RISC-V `Image` — EFI-stub ones included — or a U-Boot uImage), gunzipping it first
-/// if the package ships it gzip'd.
+/// Makes sure the kernel is something `arch`'s QEMU loads with `-kernel` (see
+/// [`kernel_format`]), gunzipping it first if the package ships it gzip'd (any width:
+/// the image written is always the decompressed one).
 pub fn kernel_image(
+    arch: Arch,
     pkg: &Package,
     from: &str,
     data: Vec<u8>,
@@ -268,27 +269,57 @@ pub fn kernel_image(
     } else {
         data
     };
-    match kernel_format(&data) {
+    match kernel_format(arch, &data) {
         Some(kind) => {
             log(&format!("{}: kernel {from} is {kind}", pkg.name));
             Ok(data)
         }
-        None => Err(err(
-            "is not an ELF, a RISC-V Image or a uImage (after any gunzip), so QEMU's -kernel cannot load it".into(),
-        )),
+        None => Err(err(format!(
+            "is not {} (after any gunzip), so {}'s -kernel cannot load it",
+            accepted_kernels(arch),
+            arch.qemu()
+        ))),
     }
 }
 
-/// What kind of kernel file `data` is, if QEMU's riscv `-kernel` can load it.
-pub fn kernel_format(data: &[u8]) -> Option<&'static str> {
+/// The kernel files `arch`'s QEMU loads with `-kernel`, for messages.
+fn accepted_kernels(arch: Arch) -> &'static str {
+    match arch {
+        Arch::Rv64 | Arch::Rv32 => "an ELF, a RISC-V Image or a uImage",
+        Arch::X86_64 => "a bzImage or an ELF",
+        Arch::Aarch64 => "an arm64 Image, an ELF or a uImage",
+    }
+}
+
+/// What kind of kernel file `data` is, if `arch`'s QEMU can load it with `-kernel`:
+/// on riscv an ELF, a RISC-V `Image` (EFI-stub ones included) or a uImage; on x86_64 a
+/// bzImage (`HdrS` at 0x202) or an ELF (QEMU boots one with a PVH note); on aarch64 an
+/// arm64 `Image` (`ARM\x64` at 56, EFI-stub ones included), an ELF or a uImage.
+pub fn kernel_format(arch: Arch, data: &[u8]) -> Option<&'static str> {
     if data.starts_with(b"\x7fELF") {
         return Some("an ELF file");
     }
-    if data.len() >= 64 && &data[56..60] == b"RSC\x05" {
-        return Some(if data.starts_with(b"MZ") { "a RISC-V Image with an EFI stub" } else { "a RISC-V Image" });
-    }
-    if data.len() >= 64 && &data[48..56] == b"RISCV\0\0\0" {
-        return Some("a RISC-V Image (old magic)");
+    let efi = data.starts_with(b"MZ");
+    match arch {
+        Arch::Rv64 | Arch::Rv32 => {
+            if data.len() >= 64 && &data[56..60] == b"RSC\x05" {
+                return Some(if efi { "a RISC-V Image with an EFI stub" } else { "a RISC-V Image" });
+            }
+            if data.len() >= 64 && &data[48..56] == b"RISCV\0\0\0" {
+                return Some("a RISC-V Image (old magic)");
+            }
+        }
+        Arch::X86_64 => {
+            if data.len() >= 0x206 && &data[0x202..0x206] == b"HdrS" {
+                return Some("a bzImage");
+            }
+            return None;
+        }
+        Arch::Aarch64 => {
+            if data.len() >= 64 && &data[56..60] == b"ARM\x64" {
+                return Some(if efi { "an arm64 Image with an EFI stub" } else { "an arm64 Image" });
+            }
+        }
     }
     if data.starts_with(&[0x27, 0x05, 0x19, 0x56]) {
         return Some("a uImage");

@@ -5,7 +5,8 @@
 //! parses and validates one without touching the network; [`build`] downloads the
 //! packages (cached by sha256), unpacks them with `dpkg-deb -x`, and writes the kernel
 //! and an uncompressed newc initramfs (see [`newc`]) into a cache folder keyed by the
-//! sha256 of the recipe file's bytes. See `guests/README.md` for the schema.
+//! sha256 of the recipe file's bytes (and of its `[init] script_file`'s, when it has
+//! one). See `guests/README.md` for the schema.
 
 mod build;
 mod error;
@@ -18,4 +19,6 @@ pub use build::{
 };
 pub use error::RecipeError;
 pub use fetch::{fetch_deb, sha256_file, Fetch, HttpFetch};
-pub use recipe::{hex, load, parse, Arch, FileMap, Init, Package, Recipe, Symlink, Target, DEFAULT_MIRROR};
+pub use recipe::{
+    hex, load, parse, Arch, FileMap, Init, Package, Recipe, Symlink, Target, DEFAULT_MIRROR, SCRIPT_FILE_KEY_TAG,
+};

@@ -48,7 +48,8 @@ mod raw {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Init {
-        pub script: String,
+        pub script: Option<String>,
+        pub script_file: Option<String>,
         #[serde(default)]
         pub directories: Vec<String>,
         #[serde(default)]
@@ -68,6 +69,8 @@ mod raw {
 pub enum Arch {
     Rv64,
     Rv32,
+    X86_64,
+    Aarch64,
 }
 
 impl Arch {
@@ -76,6 +79,8 @@ impl Arch {
         match self {
             Arch::Rv64 => "qemu-system-riscv64",
             Arch::Rv32 => "qemu-system-riscv32",
+            Arch::X86_64 => "qemu-system-x86_64",
+            Arch::Aarch64 => "qemu-system-aarch64",
         }
     }
 }
@@ -85,6 +90,8 @@ impl fmt::Display for Arch {
         f.write_str(match self {
             Arch::Rv64 => "rv64",
             Arch::Rv32 => "rv32",
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
         })
     }
 }
@@ -94,7 +101,8 @@ impl fmt::Display for Arch {
 pub struct Recipe {
     /// The file it was loaded from (for messages).
     pub path: PathBuf,
-    /// Hex sha256 of the recipe file's exact bytes: the image cache key.
+    /// The image cache key: hex sha256 of the recipe file's exact bytes, or, with
+    /// `[init] script_file`, of the recipe's and the script's bytes (see [`parse`]).
     pub key: String,
     pub description: String,
     pub arch: Arch,
@@ -148,8 +156,11 @@ pub enum Target {
 /// The initramfs's own parts.
 #[derive(Debug, Clone)]
 pub struct Init {
-    /// Written as `/init`, mode 0755.
+    /// Written as `/init`, mode 0755: `[init] script`, or the text of `script_file`.
     pub script: String,
+    /// With `[init] script_file`: the file the script was read from (the recipe's
+    /// folder joined with the field).
+    pub script_file: Option<PathBuf>,
     /// Empty directories to make (mode 0755), e.g. mount points.
     pub directories: Vec<String>,
     pub symlinks: Vec<Symlink>,
@@ -167,8 +178,14 @@ pub fn load(path: &Path) -> Result<Recipe, RecipeError> {
     parse(path, &bytes)
 }
 
-/// Validates recipe text; `path` names it in errors. The cache key is the sha256 of
-/// `bytes` exactly.
+/// Validates recipe text; `path` names it in errors, and an `[init] script_file` is
+/// read relative to its folder (the only file read).
+///
+/// The cache key is the sha256 of `bytes` exactly when the script is inline. With
+/// `script_file` it is the sha256 of [`SCRIPT_FILE_KEY_TAG`], the recipe's length (8
+/// bytes, big-endian), its bytes, the script's length (likewise) and its bytes: an
+/// edit to either file gives a new key, and no pair of files gives the key of another
+/// pair or of an inline recipe's bytes.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Recipe, RecipeError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| RecipeError::Parse { path: path.to_path_buf(), message: format!("not UTF-8 text: {e}") })?;
@@ -176,8 +193,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Recipe, RecipeError> {
         .map_err(|e| RecipeError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
     let v = Validator { path };
     let recipe = v.recipe(raw)?;
-    Ok(Recipe { key: hex(&Sha256::digest(bytes)), ..recipe })
+    let key = match &recipe.init.script_file {
+        None => hex(&Sha256::digest(bytes)),
+        Some(_) => {
+            let script = recipe.init.script.as_bytes();
+            let mut h = Sha256::new();
+            h.update(SCRIPT_FILE_KEY_TAG);
+            h.update((bytes.len() as u64).to_be_bytes());
+            h.update(bytes);
+            h.update((script.len() as u64).to_be_bytes());
+            h.update(script);
+            hex(&h.finalize())
+        }
+    };
+    Ok(Recipe { key, ..recipe })
 }
+
+/// What the cache key of a recipe with `[init] script_file` hashes first (see [`parse`]).
+pub const SCRIPT_FILE_KEY_TAG: &[u8] = b"testbench-recipe: recipe and script_file\0";
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
@@ -188,6 +221,9 @@ pub fn hex(bytes: &[u8]) -> String {
     }
     s
 }
+
+/// What an init script must start with.
+const SHEBANG: &str = "must start with \"#!\" and an interpreter inside the initramfs, e.g. \"#!/bin/busybox sh\"";
 
 struct Validator<'a> {
     path: &'a Path,
@@ -205,10 +241,14 @@ impl Validator<'_> {
         let arch = match raw.arch.as_str() {
             "rv64" => Arch::Rv64,
             "rv32" => Arch::Rv32,
-            other => {
-                return Err(self
-                    .err("arch", format!("{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\"")))
-            }
+            "x86_64" => Arch::X86_64,
+            "aarch64" => Arch::Aarch64,
+            other => return Err(self.err(
+                "arch",
+                format!(
+                    "{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\", \"x86_64\", \"aarch64\""
+                ),
+            )),
         };
         if raw.append.contains(['\n', '\r', '\0']) {
             return Err(self.err("append", "holds a newline or NUL; a kernel command line is one line"));
@@ -396,12 +436,30 @@ impl Validator<'_> {
     }
 
     fn init(&self, raw: raw::Init) -> Result<Init, RecipeError> {
-        if !raw.script.starts_with("#!") {
-            return Err(self.err(
-                "init.script",
-                "must start with \"#!\" and an interpreter inside the initramfs, e.g. \"#!/bin/busybox sh\"",
-            ));
-        }
+        let (script, script_file) = match (raw.script, raw.script_file) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    "init",
+                    "has both `script` and `script_file`; accepted: exactly one of them (the /init text, or a file beside the recipe holding it)",
+                ))
+            }
+            (None, None) => {
+                return Err(self.err(
+                    "init",
+                    "has neither `script` nor `script_file`; accepted: exactly one of them (the /init text, or a file beside the recipe holding it)",
+                ))
+            }
+            (Some(script), None) => {
+                if !script.starts_with("#!") {
+                    return Err(self.err("init.script", SHEBANG));
+                }
+                (script, None)
+            }
+            (None, Some(name)) => {
+                let (script, file) = self.script_file(&name)?;
+                (script, Some(file))
+            }
+        };
         let mut directories = Vec::new();
         for (j, d) in raw.directories.iter().enumerate() {
             let field = format!("init.directories[{j}]");
@@ -430,7 +488,31 @@ impl Validator<'_> {
             }
             symlinks.push(Symlink { path, target: s.target.clone() });
         }
-        Ok(Init { script: raw.script, directories, symlinks })
+        Ok(Init { script, script_file, directories, symlinks })
+    }
+
+    /// Reads `[init] script_file`: a relative path from the recipe's folder to a regular
+    /// UTF-8 file starting with `#!`.
+    fn script_file(&self, name: &str) -> Result<(String, PathBuf), RecipeError> {
+        const FIELD: &str = "init.script_file";
+        const ACCEPTED: &str =
+            "accepted: a relative path, from the recipe's folder, of a regular file starting with \"#!\" (e.g. \"debian-devices.sh\")";
+        let rel = self.rel_path(FIELD, name).map_err(|m| self.err(FIELD, format!("{m}; {ACCEPTED}")))?;
+        let file = self.path.parent().unwrap_or(Path::new("")).join(&rel);
+        let meta = std::fs::symlink_metadata(&file)
+            .map_err(|e| self.err(FIELD, format!("{name:?} ({}): cannot read it: {e}; {ACCEPTED}", file.display())))?;
+        if !meta.is_file() {
+            let what = if meta.file_type().is_symlink() { "a symlink" } else { "a directory or special file" };
+            return Err(self.err(FIELD, format!("{name:?} ({}) is {what}; {ACCEPTED}", file.display())));
+        }
+        let bytes = std::fs::read(&file)
+            .map_err(|e| self.err(FIELD, format!("{name:?} ({}): cannot read it: {e}; {ACCEPTED}", file.display())))?;
+        let script = String::from_utf8(bytes)
+            .map_err(|e| self.err(FIELD, format!("{name:?} ({}) is not UTF-8 text: {e}", file.display())))?;
+        if !script.starts_with("#!") {
+            return Err(self.err(FIELD, format!("{name:?} ({}) {SHEBANG}", file.display())));
+        }
+        Ok((script, file))
     }
 
     /// A relative path of plain components.

@@ -442,3 +442,40 @@ fn http_status_is_reported() {
     assert!(err.contains("HTTP 404"), "{err}");
     server.join().unwrap();
 }
+
+/// Each width accepts the kernel files its QEMU's `-kernel` loads, and only those.
+#[test]
+fn kernel_formats_follow_the_width() {
+    use testbench_recipe::{kernel_format, Arch};
+    let mut bz = vec![0u8; 0x400];
+    bz[0x202..0x206].copy_from_slice(b"HdrS");
+    let mut arm = vec![0u8; 128];
+    arm[..2].copy_from_slice(b"MZ");
+    arm[56..60].copy_from_slice(b"ARM\x64");
+    let elf = b"\x7fELF and more".to_vec();
+    assert_eq!(kernel_format(Arch::Rv64, &fake_image()), Some("a RISC-V Image"));
+    assert_eq!(kernel_format(Arch::X86_64, &bz), Some("a bzImage"));
+    assert_eq!(kernel_format(Arch::Aarch64, &arm), Some("an arm64 Image with an EFI stub"));
+    for arch in [Arch::Rv64, Arch::Rv32, Arch::X86_64, Arch::Aarch64] {
+        assert_eq!(kernel_format(arch, &elf), Some("an ELF file"), "{arch}");
+    }
+    assert_eq!(kernel_format(Arch::X86_64, &fake_image()), None);
+    assert_eq!(kernel_format(Arch::X86_64, &arm), None);
+    assert_eq!(kernel_format(Arch::Aarch64, &bz), None);
+    assert_eq!(kernel_format(Arch::Rv64, &arm), None);
+    assert_eq!(kernel_format(Arch::Rv64, &bz), None);
+}
+
+/// A RISC-V Image in an x86_64 recipe is refused, naming what x86_64 accepts.
+#[test]
+fn a_kernel_of_another_width_is_refused() {
+    let f = fixture("otherwidth", fake_image());
+    let text = recipe_text(&f, &sha(&f.tools_deb), TOOLS_FILES).replacen("arch = \"rv64\"", "arch = \"x86_64\"", 1);
+    let r = recipe(&f, &text);
+    let err = build_with(&r, &f.dir.join("cache"), &mut fetcher(&f), &mut |_| {}).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "package fake-kernel: kernel file boot/vmlinux-6.1: is not a bzImage or an ELF (after any gunzip), so qemu-system-x86_64's -kernel cannot load it"
+    );
+    let _ = std::fs::remove_dir_all(&f.dir);
+}

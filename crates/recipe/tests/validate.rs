@@ -62,6 +62,93 @@ fn key_is_sha256_of_exact_bytes() {
 }
 
 #[test]
+fn every_width_is_accepted_and_names_its_qemu() {
+    for (name, arch, qemu) in [
+        ("rv64", Arch::Rv64, "qemu-system-riscv64"),
+        ("rv32", Arch::Rv32, "qemu-system-riscv32"),
+        ("x86_64", Arch::X86_64, "qemu-system-x86_64"),
+        ("aarch64", Arch::Aarch64, "qemu-system-aarch64"),
+    ] {
+        let r = load(&GOOD.replacen("arch = \"rv64\"", &format!("arch = \"{name}\""), 1)).unwrap();
+        assert_eq!(r.arch, arch);
+        assert_eq!(r.arch.to_string(), name);
+        assert_eq!(r.arch.qemu(), qemu);
+    }
+}
+
+/// A fresh folder holding `t.toml` (GOOD with its inline script replaced by
+/// `script_file = "t.sh"`) and, when given, `t.sh`.
+fn script_file_recipe(name: &str, script: Option<&[u8]>) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("testbench-recipe-script-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = GOOD.replacen("script = \"\"\"#!/bin/busybox sh\necho hi\n\"\"\"", "script_file = \"t.sh\"", 1);
+    assert!(text.contains("script_file"));
+    std::fs::write(dir.join("t.toml"), &text).unwrap();
+    if let Some(script) = script {
+        std::fs::write(dir.join("t.sh"), script).unwrap();
+    }
+    (dir, text)
+}
+
+#[test]
+fn script_file_is_read_beside_the_recipe() {
+    let (dir, _) = script_file_recipe("valid", Some(b"#!/bin/busybox sh\necho from a file\n"));
+    let r = testbench_recipe::load(&dir.join("t.toml")).unwrap();
+    assert_eq!(r.init.script, "#!/bin/busybox sh\necho from a file\n");
+    assert_eq!(r.init.script_file.as_deref(), Some(dir.join("t.sh").as_path()));
+    // An inline script has no file.
+    assert_eq!(load(GOOD).unwrap().init.script_file, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn script_file_missing_or_unusable_names_file_field_and_what_is_accepted() {
+    let (dir, _) = script_file_recipe("missing", None);
+    let path = dir.join("t.toml");
+    let check = |err: RecipeError, words: &[&str]| {
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("recipe {}: field `init.script_file`: ", path.display())), "{msg}");
+        for w in words {
+            assert!(msg.contains(w), "{msg:?} lacks {w:?}");
+        }
+    };
+    let accepted = "accepted: a relative path, from the recipe's folder, of a regular file starting with \"#!\"";
+    let sh = dir.join("t.sh").display().to_string();
+    check(testbench_recipe::load(&path).unwrap_err(), &["\"t.sh\"", &sh, "cannot read it", accepted]);
+    std::fs::create_dir(dir.join("t.sh")).unwrap();
+    check(testbench_recipe::load(&path).unwrap_err(), &["is a directory or special file", accepted]);
+    std::fs::remove_dir(dir.join("t.sh")).unwrap();
+    std::fs::write(dir.join("t.sh"), "echo no shebang\n").unwrap();
+    check(testbench_recipe::load(&path).unwrap_err(), &["must start with \"#!\""]);
+    std::fs::write(dir.join("real.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::remove_file(dir.join("t.sh")).unwrap();
+    std::os::unix::fs::symlink("real.sh", dir.join("t.sh")).unwrap();
+    check(testbench_recipe::load(&path).unwrap_err(), &["is a symlink", accepted]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The cache key covers the script file: editing it (and only it) makes a new key; the
+/// same two files give the same key; and it is not the key of the recipe bytes alone.
+#[test]
+fn script_file_edit_changes_the_key() {
+    use sha2::Digest;
+    let (dir, text) = script_file_recipe("key", Some(b"#!/bin/sh\necho one\n"));
+    let path = dir.join("t.toml");
+    let one = testbench_recipe::load(&path).unwrap().key;
+    assert_eq!(one, testbench_recipe::load(&path).unwrap().key);
+    assert_ne!(one, testbench_recipe::hex(&sha2::Sha256::digest(text.as_bytes())));
+    std::fs::write(dir.join("t.sh"), "#!/bin/sh\necho two\n").unwrap();
+    let two = testbench_recipe::load(&path).unwrap().key;
+    assert_ne!(one, two);
+    std::fs::write(&path, format!("{text}# a comment\n")).unwrap();
+    let three = testbench_recipe::load(&path).unwrap().key;
+    assert_ne!(two, three);
+    assert_ne!(one, three);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn shipped_recipe_validates() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/debian-busybox.toml");
     let r = testbench_recipe::load(&path).unwrap();
@@ -131,7 +218,7 @@ fn missing_file_is_a_read_error_naming_it() {
 /// (what to replace in GOOD, its replacement, the field the error must name (or "" for
 /// a parse error), words the message must hold).
 const BAD: &[(&str, &str, &str, &[&str])] = &[
-    ("arch = \"rv64\"", "arch = \"x86\"", "arch", &["\"rv64\"", "\"rv32\""]),
+    ("arch = \"rv64\"", "arch = \"x86\"", "arch", &["\"rv64\"", "\"rv32\"", "\"x86_64\"", "\"aarch64\""]),
     ("description = \"test guest\"", "description = \" \"", "description", &["empty"]),
     ("append = \"console=ttyS0 panic=-1\"", "append = \"a\\nb\"", "append", &["one line"]),
     (
@@ -170,6 +257,30 @@ const BAD: &[(&str, &str, &str, &[&str])] = &[
     ("[\"proc\", \"/sys/\"]", "[\"\"]", "init.directories[0]", &["empty"]),
     ("#!/bin/busybox sh\n", "echo no shebang\n", "init.script", &["#!"]),
     (
+        "script = \"\"\"#!/bin/busybox sh\necho hi\n\"\"\"",
+        "script = \"#!/bin/sh\"\nscript_file = \"t.sh\"",
+        "init",
+        &["both `script` and `script_file`", "exactly one"],
+    ),
+    (
+        "script = \"\"\"#!/bin/busybox sh\necho hi\n\"\"\"",
+        "",
+        "init",
+        &["neither `script` nor `script_file`", "exactly one"],
+    ),
+    (
+        "script = \"\"\"#!/bin/busybox sh\necho hi\n\"\"\"",
+        "script_file = \"/etc/init.sh\"",
+        "init.script_file",
+        &["absolute", "relative path, from the recipe's folder"],
+    ),
+    (
+        "script = \"\"\"#!/bin/busybox sh\necho hi\n\"\"\"",
+        "script_file = \"../init.sh\"",
+        "init.script_file",
+        &["`..`", "relative path, from the recipe's folder"],
+    ),
+    (
         "files = [{ from = \"/usr/bin/busybox\", to = \"bin/busybox\", mode = 0o755 }]",
         "files = []",
         "package[1].files",
@@ -186,6 +297,7 @@ const BAD: &[(&str, &str, &str, &[&str])] = &[
         &["missing field `sha256`"],
     ),
     ("mode = 0o755", "mode = \"755\"", "", &["mode", "u32"]),
+    ("[init]\n", "[init]\nscript_files = \"x.sh\"\n", "", &["unknown field `script_files`", "script_file"]),
 ];
 
 #[test]
