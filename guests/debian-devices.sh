@@ -1,7 +1,9 @@
 #!/bin/busybox sh
 # One device check per boot, chosen by tb.do= on the kernel command line; every line
 # meant for a case starts with "testbench-guest: ", every failure with
-# "testbench-guest: FAIL ". Then the guest powers off (SBI reset: QEMU exits 0).
+# "testbench-guest: FAIL ". Then the guest powers off (QEMU exits 0: an SBI reset on
+# riscv64, PSCI SYSTEM_OFF on aarch64, ACPI S5 on x86_64). The same script serves the
+# riscv64, aarch64 and x86_64 recipes: `uname -m` picks where the device slots are.
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
 /bin/busybox --install -s /bin
@@ -48,13 +50,34 @@ load() {
     insmod /lib/modules/$m.ko.xz || fail "insmod $m.ko.xz failed"
   done
 }
-load_blk() { load virtio_mmio virtio_blk; }
+
+# Where slot N's device sits, per width. BUS names the transport in messages;
+# TRANSPORT is its module when Debian builds it as one (empty when built in).
+case "$(uname -m)" in
+riscv64)
+  # QEMU virt: virtio-mmio transport N (virtio-mmio-bus.N) at 0x10001000 + N * 0x1000.
+  BUS=virtio-mmio TRANSPORT=virtio_mmio
+  slot_dir() { printf '/sys/devices/platform/soc/%x.virtio_mmio' $((0x10001000 + $1 * 0x1000)); }
+  ;;
+aarch64)
+  # QEMU virt: virtio-mmio transport N (virtio-mmio-bus.N) at 0x0a000000 + N * 0x200.
+  BUS=virtio-mmio TRANSPORT=virtio_mmio
+  slot_dir() { printf '/sys/devices/platform/%x.virtio_mmio' $((0x0a000000 + $1 * 0x200)); }
+  ;;
+x86_64)
+  # QEMU q35: the bench puts slot N's device on the root bus at PCI 00:(0x10 + N).0
+  # (bus=pcie.0,addr=0x1N); virtio-pci is built into Debian's amd64 kernel.
+  BUS=virtio-pci TRANSPORT=
+  slot_dir() { printf '/sys/devices/pci0000:00/0000:00:%02x.0' $((0x10 + $1)); }
+  ;;
+*)
+  fail "no device slots known on $(uname -m)"
+  ;;
+esac
+load_blk() { load $TRANSPORT virtio_blk; }
 load_ext4() { load crc16 crc32c_generic mbcache jbd2 ext4; }
 load_vfat() { load fat vfat nls_cp437 nls_ascii; }
-load_net() { load virtio_mmio failover net_failover virtio_net; }
-
-# The sysfs folder of virtio-mmio slot N (QEMU virt: 0x10001000 + N * 0x1000).
-slot_dir() { printf '/sys/devices/platform/soc/%x.virtio_mmio' $((0x10001000 + $1 * 0x1000)); }
+load_net() { load $TRANSPORT failover net_failover virtio_net; }
 # The block device (vda, ...) on slot N, found by its sysfs path, not by name order.
 slot_blk() {
   for b in $(slot_dir $1)/virtio*/block/*; do
@@ -95,7 +118,7 @@ write_line() {
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; blockdev --flushbufs /dev/$1 2>/dev/null; }
 disk_of() {
   load_blk
-  DISK=$(slot_blk $1) || fail "no block device on virtio-mmio slot $1 ($(slot_dir $1))"
+  DISK=$(slot_blk $1) || fail "no block device on $BUS slot $1 ($(slot_dir $1))"
 }
 # Mounts partition $PART of the slot's disk read-only as $1 (ext4 or vfat) on /mnt.
 mount_part() {
@@ -121,7 +144,7 @@ net_up() {
   echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6
   echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
   load_net
-  IF=$(slot_net 2) || fail "no network interface on virtio-mmio slot 2 ($(slot_dir 2))"
+  IF=$(slot_net 2) || fail "no network interface on $BUS slot 2 ($(slot_dir 2))"
   ifconfig lo 127.0.0.1 up
   ifconfig $IF $IP netmask $MASK up || fail "ifconfig $IF $IP"
   route add default gw $GW || fail "route add default gw $GW"
@@ -299,6 +322,24 @@ idle)
   # Nothing to do: the guest says so and rests, for the bench's window at rest ([idle]).
   say "idle: at rest"
   while :; do sleep 3600; done
+  ;;
+input)
+  # One line from the console, with a deadline; the tty echoes what is typed.
+  say "input: type a line"
+  IFS= read -r -t 30 L || fail "no line on the console in 30 s"
+  say "input: got '${L%$(printf '\r')}'"
+  ;;
+split-word)
+  # A word a case might forbid, split by an ANSI escape sequence (SGR reset).
+  printf 'testbench-guest: split PAN\033[0mIC word\n'
+  ;;
+reset)
+  # A reset instead of a poweroff: under -no-reboot QEMU ends (reason guest-reset).
+  say "reset: rebooting"
+  sync
+  reboot -f
+  sleep 10
+  fail "reboot -f returned"
   ;;
 probe)
   load_blk; load_net

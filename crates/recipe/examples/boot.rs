@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use testbench_process::Cmd;
+use testbench_recipe::Arch;
 
 const MARKER: &str = "testbench-guest: init reached";
 
@@ -26,7 +27,8 @@ fn main() {
     let t = Instant::now();
     let what = format!("QEMU to boot {} to init and power off", recipe_path.display());
     let out = Cmd::new(image.arch.qemu(), what, Duration::from_secs(300))
-        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1"])
+        .args(machine(image.arch))
+        .args(["-m", "512", "-smp", "1"])
         .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
         .arg("-kernel")
         .arg(&image.kernel)
@@ -45,6 +47,15 @@ fn main() {
     if !serial.contains(MARKER) || !out.status.success() {
         eprintln!("--- serial ---\n{serial}\n--- stderr ---\n{}", String::from_utf8_lossy(&out.stderr));
         die("the guest did not reach init and power off cleanly");
+    }
+}
+
+/// The machine each width boots on (TCG: no KVM is assumed).
+fn machine(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::Rv64 | Arch::Rv32 => &["-machine", "virt", "-bios", "default"],
+        Arch::X86_64 => &["-machine", "q35", "-accel", "tcg"],
+        Arch::Aarch64 => &["-machine", "virt", "-cpu", "max", "-accel", "tcg"],
     }
 }
 
