@@ -243,12 +243,14 @@ impl Validator<'_> {
             "rv32" => Arch::Rv32,
             "x86_64" => Arch::X86_64,
             "aarch64" => Arch::Aarch64,
-            other => return Err(self.err(
-                "arch",
-                format!(
+            other => {
+                return Err(self.err(
+                    "arch",
+                    format!(
                     "{other:?} is not a width this bench boots; accepted: \"rv64\", \"rv32\", \"x86_64\", \"aarch64\""
                 ),
-            )),
+                ))
+            }
         };
         if raw.append.contains(['\n', '\r', '\0']) {
             return Err(self.err("append", "holds a newline or NUL; a kernel command line is one line"));

@@ -156,37 +156,70 @@ fn shipped_recipe_validates() {
     assert!(r.init.script.contains("testbench-guest: init reached"));
 }
 
-/// The devices guest: it validates, and every module its /init loads (the `load_*`
-/// helpers) is a file the recipe puts in `lib/modules/`, as Debian ships it (`.ko.xz`).
+/// The devices guests (riscv64, x86_64, aarch64; one /init, debian-devices.sh): each
+/// validates, and every module its /init loads on that width (the `load_*` helpers,
+/// with `$TRANSPORT` as the script's `uname -m` branch sets it) is a file the recipe
+/// puts in `lib/modules/`, as Debian ships it (`.ko.xz`); no recipe ships a module its
+/// width never loads.
 #[test]
-fn devices_recipe_validates_and_ships_every_module_its_init_loads() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/debian-devices.toml");
-    let r = testbench_recipe::load(&path).unwrap();
-    assert_eq!(r.arch, Arch::Rv64);
-    let shipped: Vec<&str> = r
-        .packages
-        .iter()
-        .flat_map(|p| &p.files)
-        .filter_map(|f| match &f.to {
-            Target::Initramfs(to) => Some(to.as_str()),
-            Target::Kernel => None,
-        })
-        .collect();
-    let mut loaded = 0;
-    for line in r.init.script.lines() {
-        let Some(rest) = line.trim().strip_prefix("load_").and_then(|l| l.split_once("{ load ")) else { continue };
-        for module in rest.1.trim_end_matches("; }").split_whitespace() {
-            let file = format!("lib/modules/{module}.ko.xz");
-            assert!(shipped.contains(&file.as_str()), "/init loads {module} but the recipe has no {file}");
-            loaded += 1;
+fn devices_recipes_validate_and_ship_every_module_their_init_loads() {
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests");
+    let mut scripts = Vec::new();
+    for (file, arch, machine, transport, loader) in [
+        ("debian-devices.toml", Arch::Rv64, "riscv64", "virtio_mmio", "lib/ld-linux-riscv64-lp64d.so.1"),
+        ("debian-devices-x86_64.toml", Arch::X86_64, "x86_64", "", "lib64/ld-linux-x86-64.so.2"),
+        ("debian-devices-aarch64.toml", Arch::Aarch64, "aarch64", "virtio_mmio", "lib/ld-linux-aarch64.so.1"),
+    ] {
+        let r = testbench_recipe::load(&guests.join(file)).unwrap();
+        assert_eq!(r.arch, arch, "{file}");
+        assert_eq!(r.init.script_file.as_deref(), Some(guests.join("debian-devices.sh").as_path()), "{file}");
+        assert!(r.init.symlinks.iter().any(|s| s.path == loader), "{file}: no {loader} symlink");
+        let script = &r.init.script;
+        // The TRANSPORT= of the script's `machine)` branch.
+        let mut branch = "";
+        let mut set = None;
+        for line in script.lines() {
+            if !line.starts_with(' ') && line.ends_with(')') {
+                branch = line.trim_end_matches(')');
+            } else if branch == machine {
+                if let Some(rest) = line.trim().strip_prefix("BUS=") {
+                    set = rest.split_once("TRANSPORT=").map(|(_, t)| t.trim());
+                }
+            }
         }
+        assert_eq!(set, Some(transport), "{file}: the {machine} branch sets TRANSPORT={set:?}");
+        let shipped: Vec<&str> = r
+            .packages
+            .iter()
+            .flat_map(|p| &p.files)
+            .filter_map(|f| match &f.to {
+                Target::Initramfs(to) if to.starts_with("lib/modules/") => Some(to.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut loaded = Vec::new();
+        for line in script.lines() {
+            let Some(rest) = line.trim().strip_prefix("load_").and_then(|l| l.split_once("{ load ")) else { continue };
+            for module in rest.1.trim_end_matches("; }").split_whitespace() {
+                let module = if module == "$TRANSPORT" { transport } else { module };
+                if module.is_empty() {
+                    continue;
+                }
+                let file = format!("lib/modules/{module}.ko.xz");
+                assert!(shipped.contains(&file.as_str()), "{file}: /init loads {module} but the recipe has no {file}");
+                loaded.push(file);
+            }
+        }
+        assert!(loaded.len() >= 10, "found only {} modules in the load_* helpers", loaded.len());
+        for s in &shipped {
+            assert!(loaded.iter().any(|l| l == s), "{file} ships {s}, which /init never loads on {machine}");
+        }
+        scripts.push(r.init.script.clone());
     }
-    assert!(loaded >= 10, "found only {loaded} modules in the load_* helpers");
-    // The case labels of the script's one top-level `case "$ACT" in` (lines starting
-    // in column 0 and ending in `)`).
-    let labels: Vec<&str> = r
-        .init
-        .script
+    let script = &scripts[0];
+    // The case labels of the script's top-level `case` statements (lines starting in
+    // column 0 and ending in `)`).
+    let labels: Vec<&str> = script
         .lines()
         .filter(|l| !l.starts_with(' ') && l.ends_with(')'))
         .flat_map(|l| l.trim_end_matches(')').split('|'))
@@ -203,6 +236,9 @@ fn devices_recipe_validates_and_ships_every_module_its_init_loads() {
         "echo-server",
         "connect",
         "poke",
+        "input",
+        "split-word",
+        "reset",
     ] {
         assert!(labels.contains(&action), "no action {action} in {labels:?}");
     }
