@@ -1,12 +1,28 @@
-//! Builds guests/debian-busybox.toml and guests/debian-devices.toml (downloads ~120 MB
-//! the first time) and boots them under QEMU. Ignored by default: needs the Debian
-//! mirror and qemu-system-riscv64.
+//! Builds guests/debian-busybox.toml and the debian-devices recipes (riscv64, x86_64,
+//! aarch64; downloads ~120 MB per width the first time) and boots them under QEMU (TCG).
+//! Ignored by default: needs the Debian mirror and qemu-system-riscv64, -x86_64 and
+//! -aarch64.
 //!
 //! cargo test -p testbench-recipe --test boot -- --ignored --nocapture
 //! TESTBENCH_GUEST_CACHE sets the cache root (default: target/guest-cache).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use testbench_recipe::Arch;
+
+/// The machine a width boots on, and what its virtio-mmio transports need.
+fn machine(arch: Arch) -> Vec<&'static str> {
+    match arch {
+        Arch::Rv64 | Arch::Rv32 => {
+            vec!["-machine", "virt", "-bios", "default", "-global", "virtio-mmio.force-legacy=false"]
+        }
+        Arch::X86_64 => vec!["-machine", "q35", "-accel", "tcg"],
+        Arch::Aarch64 => {
+            vec!["-machine", "virt", "-cpu", "max", "-accel", "tcg", "-global", "virtio-mmio.force-legacy=false"]
+        }
+    }
+}
 
 #[test]
 #[ignore = "downloads Debian packages and boots QEMU"]
@@ -42,9 +58,9 @@ fn boot_devices(image: &testbench_recipe::Image, append: &str, devices: &[String
     let out = Command::new("timeout")
         .arg("300")
         .arg(image.arch.qemu())
-        .args(["-machine", "virt", "-bios", "default", "-m", "512", "-smp", "1", "-nodefaults"])
+        .args(machine(image.arch))
+        .args(["-m", "512", "-smp", "1", "-nodefaults"])
         .args(["-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot"])
-        .args(["-global", "virtio-mmio.force-legacy=false"])
         .arg("-kernel")
         .arg(&image.kernel)
         .arg("-initrd")
@@ -62,13 +78,18 @@ fn boot_devices(image: &testbench_recipe::Image, append: &str, devices: &[String
 }
 
 fn disk(slot: u32, id: &str, path: &std::path::Path, readonly: bool) -> Vec<String> {
+    disk_on(Arch::Rv64, slot, id, path, readonly)
+}
+
+/// A disk on slot N: virtio-mmio transport N, or on x86_64 PCI device 0x10 + N of the
+/// root bus.
+fn disk_on(arch: Arch, slot: u32, id: &str, path: &std::path::Path, readonly: bool) -> Vec<String> {
     let ro = if readonly { ",readonly=on" } else { "" };
-    vec![
-        "-drive".into(),
-        format!("if=none,id={id},file={},format=raw{ro}", path.display()),
-        "-device".into(),
-        format!("virtio-blk-device,drive={id},bus=virtio-mmio-bus.{slot}"),
-    ]
+    let device = match arch {
+        Arch::X86_64 => format!("virtio-blk-pci,drive={id},bus=pcie.0,addr={:#x}", 0x10 + slot),
+        _ => format!("virtio-blk-device,drive={id},bus=virtio-mmio-bus.{slot}"),
+    };
+    vec!["-drive".into(), format!("if=none,id={id},file={},format=raw{ro}", path.display()), "-device".into(), device]
 }
 
 /// guests/debian-devices.toml: a disk on slot 0 kept across two boots (the second finds
@@ -113,4 +134,36 @@ fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
     assert!(serial.contains("testbench-guest: done ro-write"), "{serial}");
     assert!(std::fs::read(&ro).unwrap() == ro_bytes, "the read-only image changed");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The x86_64 and aarch64 devices guests: a disk on slot 0 kept across two boots, found
+/// at the width's own slot path, with the same lines as on riscv64.
+#[test]
+#[ignore = "downloads Debian packages and boots QEMU"]
+fn debian_devices_on_x86_64_and_aarch64_keep_a_disk() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cache =
+        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    for (file, machine) in [("debian-devices-x86_64.toml", "x86_64"), ("debian-devices-aarch64.toml", "aarch64")] {
+        let recipe = testbench_recipe::load(&root.join("guests").join(file)).unwrap();
+        let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
+        let dir = std::env::temp_dir().join(format!("testbench-devices-{machine}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kept = dir.join("kept.img");
+        std::fs::write(&kept, vec![0u8; 1 << 20]).unwrap();
+        let devices = disk_on(image.arch, 0, "disk0", &kept, false);
+        let first = boot_devices(&image, "tb.do=disk-keep", &devices);
+        assert!(first.contains("testbench-guest: kernel 6.12.117+deb13-"), "{first}");
+        assert!(first.contains(&format!(" on {machine}")), "{first}");
+        assert!(
+            first.contains("testbench-guest: disk-keep: found nothing, wrote generation 1 on vda (slot 0)"),
+            "{first}"
+        );
+        let second = boot_devices(&image, "tb.do=disk-keep", &devices);
+        assert!(
+            second.contains("testbench-guest: disk-keep: found generation 1, wrote generation 2 on vda (slot 0)"),
+            "{second}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
