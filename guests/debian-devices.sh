@@ -306,6 +306,12 @@ poke)
   sleep 0.2
   say "poke: received '$(cat /tmp/poke)'"
   ;;
+rng)
+  # 16 bytes from the kernel's random pool, in hex: what a boot draws from its entropy
+  # (the seed QEMU hands the kernel, RDRAND/RNDR, timings). Under icount with a pinned
+  # -seed the line repeats; with QEMU's seed drawn from host entropy it does not.
+  say "rng: $(head -c 16 /dev/urandom | hexdump -v -e '16/1 "%02x"')"
+  ;;
 ram-secret)
   # A secret made at run time (nothing in this script or on the command line spells it
   # out), written by a subshell to a file in RAM; the subshell exits and the file is
