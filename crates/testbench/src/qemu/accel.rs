@@ -69,16 +69,27 @@ pub fn probe_kvm(arch: Arch, dir: &Path) -> KvmProbe {
         return Err(format!("/dev/kvm cannot be opened for reading and writing: {error}"));
     }
     let image = dir.join("kvm-probe.bin");
-    std::fs::write(&image, probe_image()).map_err(|e| format!("writing {}: {e}", image.display()))?;
+    std::fs::write(&image, probe_image(PROBE_BYTE)).map_err(|e| format!("writing {}: {e}", image.display()))?;
+    boot_probe(arch, "kvm", &image)
+}
+
+/// Boot the probe image under `accel`: how long it took, or what went wrong.
+fn boot_probe(arch: Arch, accel: &str, image: &Path) -> KvmProbe {
     let qemu = super::qemu_binary(arch);
     let start = Instant::now();
-    let output = Cmd::new(&qemu, format!("{qemu} to boot the KVM probe"), PROBE_DEADLINE)
-        .args(["-accel", "kvm", "-machine", "q35", "-m", "16M", "-nodefaults", "-display", "none"])
+    let output = Cmd::new(&qemu, format!("{qemu} to boot the {accel} probe"), PROBE_DEADLINE)
+        .args(["-accel", accel, "-machine", "q35", "-m", "16M", "-nodefaults", "-display", "none"])
         .arg("-bios")
-        .arg(&image)
+        .arg(image)
         .args(["-device", &format!("isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=1"), "-no-reboot"])
         .output()
-        .map_err(|e| format!("the probe boot under KVM did not end: {e}"))?;
+        .map_err(|e| match e {
+            testbench_process::CmdError::Deadline { after, .. } => format!(
+                "the probe guest did not reach long mode under {accel} within {} s; QEMU was killed",
+                after.as_secs()
+            ),
+            other => format!("the probe boot under {accel} failed: {other}"),
+        })?;
     let took = start.elapsed();
     let want = i32::from(PROBE_BYTE) << 1 | 1;
     match output.status.code() {
@@ -87,7 +98,7 @@ pub fn probe_kvm(arch: Arch, dir: &Path) -> KvmProbe {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let said = super::last_lines(&stderr, 2).join(" | ");
             Err(format!(
-                "the probe guest did not report from long mode under KVM ({}, wanted exit status {want}){}",
+                "the probe guest did not report from long mode under {accel} ({}, wanted exit status {want}){}",
                 output.status,
                 if said.is_empty() { String::new() } else { format!(": {said}") }
             ))
@@ -121,8 +132,9 @@ pub fn choose(accel: Accel, icount: bool, arch: Arch, probe: Option<&KvmProbe>) 
 }
 
 /// The probe's firmware image: 64 KiB (the size QEMU's x86 `-bios` takes), its code at
-/// the top, the reset vector jumping back to it.
-pub fn probe_image() -> Vec<u8> {
+/// the top, the reset vector jumping back to it; `byte` is what it writes to the
+/// debug-exit port once in long mode.
+pub fn probe_image(byte: u8) -> Vec<u8> {
     const SIZE: usize = 64 * 1024;
     // Everything below runs from the image's last 4 KiB, mapped at 0xffff_f000 (and, in
     // real mode, at 0xf000:0xf000). Tables live at fixed addresses in the image.
@@ -194,7 +206,7 @@ pub fn probe_image() -> Vec<u8> {
     // mov esp, 0x8000; xor eax, eax; cpuid; test ebx, ebx; jz hang
     code.extend([0xbc, 0x00, 0x80, 0x00, 0x00, 0x31, 0xc0, 0x0f, 0xa2, 0x85, 0xdb, 0x74, 0x04]);
     // mov al, PROBE_BYTE; out DEBUG_EXIT_PORT, al
-    code.extend([0xb0, PROBE_BYTE, 0xe6, DEBUG_EXIT_PORT as u8]);
+    code.extend([0xb0, byte, 0xe6, DEBUG_EXIT_PORT as u8]);
     // hang: hlt; jmp hang
     code.extend([0xf4, 0xeb, 0xfd]);
     image[CODE..CODE + code.len()].copy_from_slice(&code);
@@ -231,13 +243,22 @@ mod tests {
         assert!(refused.contains("not usable here: no"), "{refused}");
     }
 
+    /// The probe guest is right: under TCG it reaches long mode and reports, so a probe
+    /// that fails under KVM is KVM's failure. A guest that reports another byte is told
+    /// apart from one that reports the expected one.
     #[test]
-    fn the_probe_image_is_64_kib_with_its_reset_vector_at_the_top() {
-        let image = probe_image();
+    fn the_probe_guest_reports_from_long_mode_under_tcg_and_a_wrong_report_is_refused() {
+        let image = probe_image(PROBE_BYTE);
         assert_eq!(image.len(), 64 * 1024);
         assert_eq!(image[image.len() - 16], 0xe9);
-        if let Some(path) = std::env::var_os("TESTBENCH_WRITE_KVM_PROBE") {
-            std::fs::write(path, &image).unwrap();
-        }
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.bin");
+        std::fs::write(&good, &image).unwrap();
+        let took = boot_probe(Arch::X86_64, "tcg", &good).unwrap();
+        assert!(took < PROBE_DEADLINE);
+        let wrong = dir.path().join("wrong.bin");
+        std::fs::write(&wrong, probe_image(PROBE_BYTE + 1)).unwrap();
+        let refused = boot_probe(Arch::X86_64, "tcg", &wrong).unwrap_err();
+        assert!(refused.contains("wanted exit status 85"), "{refused}");
     }
 }
