@@ -53,7 +53,8 @@ pub(crate) const PATH: &str = "a path, relative to the workspace root";
 pub(crate) const SESSIONS: &str = "[[session]] tables, each with user and steps";
 
 /// Fields that several kinds take, each defined once.
-pub(crate) const ARCH: Field = field("arch", Shape::StrList, "a list of widths: \"rv64\", \"rv32\", \"x86_64\", \"aarch64\"");
+pub(crate) const ARCH: Field =
+    field("arch", Shape::StrList, "a list of widths: \"rv64\", \"rv32\", \"x86_64\", \"aarch64\"");
 pub(crate) const TIMEOUT_SECS: Field = field("timeout_secs", Shape::Seconds, SECONDS);
 pub(crate) const FEATURES: Field = field("features", Shape::StrList, FEATURE_NAMES);
 pub(crate) const TOOLS: Field = field("tools", Shape::StrList, "a list of program names on the path, such as [\"sh\"]");

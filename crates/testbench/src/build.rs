@@ -138,16 +138,7 @@ impl Builder {
             .cwd(&self.root)
             .args(["build", "--manifest-path"])
             .arg(self.root.join(GUEST_MANIFEST))
-            .args([
-                "--target",
-                triple,
-                "--profile",
-                key.profile.name(),
-                "-p",
-                &key.package,
-                "--bin",
-                &key.bin,
-            ])
+            .args(["--target", triple, "--profile", key.profile.name(), "-p", &key.package, "--bin", &key.bin])
             .args(["--message-format", "json-render-diagnostics", "--target-dir"])
             .arg(&target_dir)
             // The bench's own `cargo run` must not steer the guest's build.

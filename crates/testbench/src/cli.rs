@@ -148,9 +148,10 @@ impl Flags {
     pub fn validate(self) -> Result<Options, String> {
         let arch = match self.arch.as_deref() {
             None => None,
-            Some(name) => {
-                Some(Arch::from_name(name).ok_or_else(|| format!("--arch {name:?} is not accepted: rv64, rv32, x86_64 or aarch64"))?)
-            }
+            Some(name) => Some(
+                Arch::from_name(name)
+                    .ok_or_else(|| format!("--arch {name:?} is not accepted: rv64, rv32, x86_64 or aarch64"))?,
+            ),
         };
         let format = match self.message_format.as_str() {
             "human" => MessageFormat::Human,

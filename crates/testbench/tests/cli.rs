@@ -1250,8 +1250,10 @@ append = "console={console} panic=-1 quiet tb.do=rng"
         );
         let dir = cases_dir(&[("swept", &case)]);
         let cases = dir.path().to_str().unwrap();
-        let run =
-            bench(&["--cases", cases, "--exact", "swept", "--sweep", "7,2,4", "--jobs", "2", "--message-format", "json"], &[]);
+        let run = bench(
+            &["--cases", cases, "--exact", "swept", "--sweep", "7,2,4", "--jobs", "2", "--message-format", "json"],
+            &[],
+        );
         run.expect_status(0);
         let events = run.events();
         let seeds: Vec<u64> =

@@ -36,7 +36,10 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBuild) -> Result<BuildCase, CaseError>
     if let Some(index) = arch.iter().position(|a| !a.has_reference_guest()) {
         return Err(ctx.err(
             format!("arch[{index}]"),
-            format!("{:?} is not accepted here: the guest workspace builds for \"rv64\" and \"rv32\" only", arch[index].name()),
+            format!(
+                "{:?} is not accepted here: the guest workspace builds for \"rv64\" and \"rv32\" only",
+                arch[index].name()
+            ),
         ));
     }
     let package = raw

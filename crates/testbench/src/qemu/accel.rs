@@ -122,9 +122,7 @@ pub fn choose(accel: Accel, icount: bool, arch: Arch, probe: Option<&KvmProbe>) 
         }
         Accel::Auto if icount => Ok((Chosen::Tcg, "auto: icount runs only under TCG".into())),
         Accel::Auto => match probe {
-            Some(Ok(took)) => {
-                Ok((Chosen::Kvm, format!("auto: the probe booted under KVM in {} ms", took.as_millis())))
-            }
+            Some(Ok(took)) => Ok((Chosen::Kvm, format!("auto: the probe booted under KVM in {} ms", took.as_millis()))),
             Some(Err(why)) => Ok((Chosen::Tcg, format!("auto: KVM is not usable ({why})"))),
             None => Ok((Chosen::Tcg, format!("auto: no KVM probe ran for {arch}"))),
         },
@@ -187,7 +185,7 @@ pub fn probe_image(byte: u8) -> Vec<u8> {
     store(&mut code, 0x3000, 0x0000_0083); // PD low[0]: 0..2 MiB, large page
     store(&mut code, 0x3008, 0x0020_0083); // PD low[1]: 2..4 MiB
     store(&mut code, 0x4000 + 511 * 8, 0xffe0_0083); // PD high[511]: 0xffe00000..
-    // mov eax, cr4; or eax, 0x20 (PAE); mov cr4, eax
+                                                     // mov eax, cr4; or eax, 0x20 (PAE); mov cr4, eax
     code.extend([0x0f, 0x20, 0xe0, 0x83, 0xc8, 0x20, 0x0f, 0x22, 0xe0]);
     // mov eax, 0x1000; mov cr3, eax
     code.extend([0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8]);

@@ -99,9 +99,12 @@ impl BootSpec {
             (Firmware::Default | Firmware::None, false) => None,
             (Firmware::Path(path), _) => Some(root.join(path).display().to_string()),
         };
-        let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout)
-            .cwd(root)
-            .args(["-machine", machine, "-accel", self.accel.name()]);
+        let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout).cwd(root).args([
+            "-machine",
+            machine,
+            "-accel",
+            self.accel.name(),
+        ]);
         let cpu_given = self.extra_args.iter().any(|arg| arg == "-cpu" || arg == "--cpu");
         if let Some(cpu) = self.arch.default_cpu().filter(|_| !cpu_given) {
             cmd = cmd.args(["-cpu", cpu]);

@@ -255,7 +255,10 @@ mod tests {
         assert_eq!(Slot::Net.address(Arch::Rv32), Some(0x1000_3000));
         assert_eq!(Slot::Net.address(Arch::Aarch64), Some(0x0a00_0400));
         assert_eq!(Slot::Vault.address(Arch::X86_64), None);
-        assert_eq!(Slot::Disk.device(Arch::Aarch64, "blk", "drive=d"), "virtio-blk-device,drive=d,bus=virtio-mmio-bus.0");
+        assert_eq!(
+            Slot::Disk.device(Arch::Aarch64, "blk", "drive=d"),
+            "virtio-blk-device,drive=d,bus=virtio-mmio-bus.0"
+        );
         assert_eq!(
             Slot::Net.device(Arch::X86_64, "net", "netdev=n"),
             "virtio-net-pci,netdev=n,bus=pcie.0,addr=0x12,disable-legacy=on"
