@@ -135,6 +135,40 @@ pub fn apply(tree: &mut [u8], edit: &DtEdit) -> Result<(), String> {
     Ok(())
 }
 
+/// Cut the free space off the tree's end: its size becomes the end of its last block.
+/// QEMU dumps `virt`'s tree with a 1 MiB `totalsize`, mostly free space; booted as it is
+/// with `-dtb`, QEMU grows it further, and Debian's arm64 kernel then starts and prints
+/// nothing (the same tree packed boots). Only the header's `totalsize` changes and the
+/// free tail goes: no block moves.
+pub fn pack(tree: &mut Vec<u8>) -> Result<(), String> {
+    if be32(tree, 0)? != MAGIC {
+        return Err("not a flattened device tree (bad magic)".into());
+    }
+    let field = |at: usize| be32(tree, at).map(|v| v as usize);
+    let (off_struct, off_strings, off_rsvmap) = (field(8)?, field(12)?, field(16)?);
+    let (size_strings, size_struct) = (field(32)?, field(36)?);
+    // The memory reservation block: 16-byte entries up to the one of two zeros.
+    let mut rsvmap_end = off_rsvmap;
+    loop {
+        let entry = tree.get(rsvmap_end..rsvmap_end + 16).ok_or("the memory reservation block runs past the tree")?;
+        rsvmap_end += 16;
+        if entry.iter().all(|&b| b == 0) {
+            break;
+        }
+    }
+    let end = [off_struct.checked_add(size_struct), off_strings.checked_add(size_strings), Some(rsvmap_end)]
+        .into_iter()
+        .try_fold(0usize, |end, block| block.map(|b| end.max(b)))
+        .ok_or("a block's end overflows")?;
+    let end = (end + 7) & !7;
+    if end > tree.len() {
+        return Err(format!("the tree's blocks end at {end:#x}, past its {:#x} bytes", tree.len()));
+    }
+    tree.truncate(end);
+    tree[4..8].copy_from_slice(&(end as u32).to_be_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +224,27 @@ mod tests {
         t.extend_from_slice(&s);
         t.extend_from_slice(&strings);
         t
+    }
+
+    #[test]
+    fn a_packed_tree_loses_its_free_tail_and_keeps_every_block() {
+        let mut t = tree();
+        // The test tree's reservation block sits at offset 0 (inside the header, whose
+        // words 0..4 are not zero), so give it a real one: 16 zero bytes after the
+        // strings, as QEMU's order puts it first; here it is simply last.
+        let rsv = t.len();
+        t.extend_from_slice(&[0; 16]);
+        t[16..20].copy_from_slice(&(rsv as u32).to_be_bytes());
+        let used = t.len();
+        t.resize(used + 4096, 0);
+        t[4..8].copy_from_slice(&((used + 4096) as u32).to_be_bytes());
+        pack(&mut t).unwrap();
+        let packed = (used + 7) & !7;
+        assert_eq!(t.len(), packed);
+        assert_eq!(be32(&t, 4).unwrap() as usize, packed);
+        apply(&mut t, &DtEdit::Set { path: "/cpus/timebase-frequency".into(), words: vec![1] }).unwrap();
+        let mut short = t[..t.len() - 8].to_vec();
+        assert!(pack(&mut short).unwrap_err().contains("past"), "a tree cut inside its blocks is refused");
     }
 
     #[test]

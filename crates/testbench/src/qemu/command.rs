@@ -74,6 +74,7 @@ impl BootSpec {
         for (index, edit) in self.dt_edits.iter().enumerate() {
             crate::fdt_edit::apply(&mut tree, edit).map_err(|e| format!("device_tree[{index}]: {e}"))?;
         }
+        crate::fdt_edit::pack(&mut tree).map_err(|e| format!("device_tree: packing QEMU's tree: {e}"))?;
         let edited = self.dir.join("edited.dtb");
         std::fs::write(&edited, &tree).map_err(|e| format!("failed to write {}: {e}", edited.display()))?;
         Ok(edited)
