@@ -1300,3 +1300,60 @@ fn auto_says_which_accelerator_it_chose_and_why_and_boots_with_it() {
         assert_eq!(chosen, "tcg", "no usable /dev/kvm, yet KVM was chosen");
     }
 }
+
+/// Rerun alone (scripts/fake-qemu-console in its "crowd" mode stands in for QEMU: a boot
+/// hangs when another runs at the same time). Two boots at once both run out of their
+/// deadline; the one whose failure is only that is booted again alone and passes, with
+/// both results said; the self-check whose expected failure is its deadline is not
+/// booted again. One at a time, nothing times out and nothing is rerun.
+#[test]
+fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = image.path().join("kernel");
+    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+    let case = |extra: &str, append: &str| {
+        format!(
+            "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 3\nexpect = ['^fake-qemu-console: done$']\npoweroff = true\n{extra}[guest]\nkernel = \"{}\"\nfirmware = \"none\"\nappend = \"{append}\"\n",
+            kernel.display()
+        )
+    };
+    let evidence = case("must_fail = '^timed out after 3s waiting for expect'\n", "tb.hang");
+    let starved = case("", "x");
+    let dir = cases_dir(&[("a-deadline-is-evidence", &evidence), ("b-starved", &starved)]);
+    let cases = dir.path().to_str().unwrap();
+    let fake = root().join("scripts/fake-qemu-console");
+    let crowd = tempfile::tempdir().unwrap();
+    let mode = format!("crowd:{}", crowd.path().display());
+    let env = [("TESTBENCH_QEMU_RV64", fake.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", mode.as_str())];
+
+    let run = bench(&["--cases", cases, "--jobs", "2", "--message-format", "json"], &env);
+    run.expect_status(0);
+    let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    assert_eq!(finished.len(), 2, "{}", run.explain());
+    let notes = |e: &serde_json::Value| e["notes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(finished[0]["case"], "a-deadline-is-evidence");
+    assert!(notes(&finished[0]).is_empty(), "the deadline is the self-check's evidence: no rerun\n{}", run.explain());
+    assert_eq!(finished[1]["case"], "b-starved");
+    assert_eq!(finished[1]["verdict"], "pass", "{}", run.explain());
+    let said = notes(&finished[1]).first().and_then(|n| n.as_str().map(String::from)).unwrap_or_default();
+    assert!(
+        said.starts_with(
+            "timed out beside other work; passed alone (the first boot: timed out after 3s waiting for expect[0]"
+        ),
+        "{}",
+        run.explain()
+    );
+    let first = run.run_dir().join("b-starved/rv64-smp1.beside-others/console.log");
+    let first = std::fs::read_to_string(&first).unwrap();
+    assert!(first.contains("fake-qemu-console: starved"), "the first boot's files are kept: {first}");
+    let alone = std::fs::read_to_string(run.run_dir().join("b-starved/rv64-smp1/console.log")).unwrap();
+    assert!(alone.contains("fake-qemu-console: done"), "{alone}");
+
+    // One at a time: the starved case is never beside another, so it passes at once.
+    let single = bench(&["--cases", cases, "--jobs", "1", "--message-format", "json"], &env);
+    single.expect_status(0);
+    let finished: Vec<serde_json::Value> =
+        single.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    assert!(finished.iter().all(|e| notes(e).is_empty()), "{}", single.explain());
+    assert!(!single.run_dir().join("b-starved/rv64-smp1.beside-others").exists());
+}

@@ -12,6 +12,7 @@ use super::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
 use crate::command::Cmd;
 
 /// Everything one boot needs; built by the runner.
+#[derive(Clone)]
 pub struct BootSpec {
     pub arch: Arch,
     pub machine: String,

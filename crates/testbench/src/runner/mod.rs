@@ -8,8 +8,10 @@
 //! The steps, each in its module: `intake` (the cases, the selection, every refusal),
 //! `plan` (the boots and host runs, their replay lines), `prepare` (builds, probes,
 //! firmware, each boot's `BootSpec`), `pool` (boots at once, results in order),
-//! `outcome` (a verdict's worth and its report).
+//! `alone` (a boot that timed out beside others, booted again alone), `outcome` (a
+//! verdict's worth and its report).
 
+mod alone;
 mod intake;
 mod outcome;
 mod plan;
@@ -153,10 +155,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(first) = boots.first() {
         reporter.boot_started(&starting(first), first.seed);
     }
-    let boot = |job| match job {
-        Err(blocked) => outcome::Booted::blocked(blocked),
-        Ok((spec, repeat_exactly)) => outcome::boot_once_or_twice(spec, &ws.root, repeat_exactly),
+    let crowd = alone::Crowd::default();
+    let boot = |(index, job): (usize, _)| {
+        let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
+        alone::boot(&crowd, index, job, &ws.root, must_fail)
     };
+    let jobs: Vec<_> = jobs.into_iter().enumerate().collect();
     pool::run_in_order(jobs, options.jobs, boot, |index, result, took| {
         let planned = &boots[index];
         reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));

@@ -65,12 +65,20 @@ pub struct Booted {
     pub result: CaseResult,
     pub console: Option<PathBuf>,
     pub notes: Vec<String>,
+    /// The failure is a deadline that passed (an expect or the power-off never came):
+    /// what other work beside the boot can cause on its own ([`super::alone`]).
+    pub deadline: bool,
 }
 
 impl Booted {
     pub fn blocked(blocked: Blocked) -> Booted {
-        Booted { result: Err(blocked), console: None, notes: Vec::new() }
+        Booted { result: Err(blocked), console: None, notes: Vec::new(), deadline: false }
     }
+}
+
+/// Whether a verdict is a deadline that passed while the bench waited for the guest.
+fn deadline_passed(verdict: &Verdict) -> bool {
+    matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff))
 }
 
 /// One boot, or two when the case asks for captures that differ across boots or for
@@ -87,11 +95,17 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
     let mut notes = first.notes.clone();
     if let Some(Rr::Replay(recording)) = &spec.rr {
         let tail = console(&spec.dir, &first.verdict);
-        return Booted { result: Ok(replayed(recording, &spec.dir, first.verdict)), console: tail, notes };
+        return Booted {
+            result: Ok(replayed(recording, &spec.dir, first.verdict)),
+            console: tail,
+            notes,
+            deadline: false,
+        };
     }
     if (spec.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
-        return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes };
+        let deadline = deadline_passed(&first.verdict);
+        return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes, deadline };
     }
     let first_dir = spec.dir.clone();
     let second_spec = BootSpec { dir: spec.dir.join("second-boot"), first_boot: Some(first_dir.clone()), ..spec };
@@ -108,10 +122,13 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
         result: Ok(result),
         console,
         notes,
+        deadline: false,
     };
     if second.verdict != Verdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
-        return done(verdict_result(second.verdict).map_err(|m| format!("second boot: {m}")), tail, notes);
+        let deadline = deadline_passed(&second.verdict);
+        let result = verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"));
+        return Booted { deadline, ..done(result, tail, notes) };
     }
     if repeat_exactly {
         let read = |dir: &Path| std::fs::read(dir.join("console.log")).unwrap_or_default();
@@ -293,7 +310,7 @@ pub fn host_report(
 pub fn boot_report(
     case: &Case,
     boot: &PlannedBoot,
-    Booted { result, console: timed_out_console, notes }: Booted,
+    Booted { result, console: timed_out_console, notes, .. }: Booted,
     took: Duration,
     ws: &Workspace,
     options: &Options,

@@ -1,0 +1,164 @@
+//! Rerun alone: a boot that ran out of its deadline while another boot of the run ran
+//! beside it (`--jobs` above 1) has no verdict yet, since the other work may have taken
+//! the time it needed. The bench boots it again with nothing else running, and its
+//! result is that second boot's, with a note that says what happened to the first
+//! ("timed out beside other work; passed alone", or "...; failed alone too") and where
+//! the first one's files are. A boot that failed otherwise, or that timed out with the
+//! machine to itself, is not rerun; nor is a self-check whose expected failure is its
+//! deadline (`must_fail` matching the timeout): that timeout is its evidence.
+//!
+//! Every boot holds the run's gate shared while it runs; a rerun takes it exclusively,
+//! so it waits for the boots running then and holds back the ones not started (a
+//! waiting writer blocks new readers in std's lock on Linux, so a stream of boots does
+//! not starve it). Whether another boot ran beside one is known exactly: each boot
+//! joins the set of running boots when it starts, and marks itself and every boot in
+//! the set as having run beside another.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+use super::outcome::{boot_once_or_twice, Booted};
+use super::prepare::BootJob;
+use crate::case_result::Blocked;
+
+/// The boots of one run, as far as running beside each other goes.
+#[derive(Default)]
+pub struct Crowd {
+    state: Mutex<State>,
+    gate: RwLock<()>,
+}
+
+#[derive(Default)]
+struct State {
+    running: BTreeSet<usize>,
+    beside: BTreeSet<usize>,
+}
+
+impl Crowd {
+    /// Run boot `index` among the others: the result, and whether another boot ran at
+    /// any moment while it did.
+    fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (R, bool) {
+        let _shared = self.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        {
+            let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !state.running.is_empty() {
+                let others: Vec<usize> = state.running.iter().copied().collect();
+                state.beside.extend(others);
+                state.beside.insert(index);
+            }
+            state.running.insert(index);
+        }
+        let result = work();
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.running.remove(&index);
+        (result, state.beside.remove(&index))
+    }
+
+    /// Run `work` with no boot running beside it.
+    fn alone<R>(&self, work: impl FnOnce() -> R) -> R {
+        let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        work()
+    }
+}
+
+/// Where a rerun boot's first attempt is kept: beside its directory, `.beside-others`
+/// appended.
+pub fn first_attempt_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".beside-others");
+    dir.with_file_name(name)
+}
+
+/// Boot planned boot `index`, and boot it again alone when it ran out of its deadline
+/// beside other boots and its deadline is not what its `must_fail` wants.
+pub fn boot(
+    crowd: &Crowd,
+    index: usize,
+    job: Result<BootJob, Blocked>,
+    root: &Path,
+    must_fail: Option<&regex::Regex>,
+) -> Booted {
+    let (spec, repeat_exactly) = match job {
+        Err(blocked) => return Booted::blocked(blocked),
+        Ok(job) => job,
+    };
+    let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
+    let reason = match &first.result {
+        Ok(Err(reason)) if first.deadline && beside => reason.clone(),
+        _ => return first,
+    };
+    if must_fail.is_some_and(|pattern| pattern.is_match(&reason)) {
+        return first;
+    }
+    let aside = first_attempt_dir(&spec.dir);
+    let _ = std::fs::remove_dir_all(&aside);
+    if let Err(error) = std::fs::rename(&spec.dir, &aside) {
+        let mut first = first;
+        first.notes.push(format!(
+            "timed out beside other work, and not rerun alone: keeping its files ({} to {}) failed: {error}",
+            spec.dir.display(),
+            aside.display()
+        ));
+        return first;
+    }
+    let mut alone = crowd.alone(|| boot_once_or_twice(spec, root, repeat_exactly));
+    let how = match &alone.result {
+        Ok(Ok(())) => "passed alone".to_string(),
+        Ok(Err(_)) if alone.deadline => "timed out alone too".to_string(),
+        Ok(Err(_)) => "failed alone too".to_string(),
+        Err(_) => "could not boot alone".to_string(),
+    };
+    let mut notes =
+        vec![format!("timed out beside other work; {how} (the first boot: {reason}; its files: {})", aside.display())];
+    notes.extend(first.notes.into_iter().map(|note| format!("beside other work: {note}")));
+    notes.append(&mut alone.notes);
+    alone.notes = notes;
+    alone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn a_boot_knows_whether_another_ran_beside_it_and_alone_runs_with_none() {
+        let crowd = Crowd::default();
+        // One after another: never beside.
+        assert!(!crowd.shared(0, || ()).1);
+        assert!(!crowd.shared(1, || ()).1);
+        // Two at once: both beside, whichever ends first.
+        let running = AtomicUsize::new(0);
+        let most_alone = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let a = scope.spawn(|| crowd.shared(2, || std::thread::sleep(Duration::from_millis(100))).1);
+            std::thread::sleep(Duration::from_millis(20));
+            let b = scope.spawn(|| crowd.shared(3, || std::thread::sleep(Duration::from_millis(10))).1);
+            assert!(b.join().unwrap(), "the second saw the first running");
+            assert!(a.join().unwrap(), "the first was marked by the second");
+            // A rerun alone waits for the running boot and holds the next back.
+            let long = scope.spawn(|| {
+                crowd.shared(4, || {
+                    running.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(80));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                })
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            crowd.alone(|| {
+                most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(30));
+                most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
+            });
+            long.join().unwrap();
+        });
+        assert_eq!(most_alone.load(Ordering::SeqCst), 0, "nothing ran beside the boot run alone");
+    }
+
+    #[test]
+    fn the_first_attempt_is_kept_beside_the_boots_directory() {
+        assert_eq!(first_attempt_dir(Path::new("/r/case/rv64-smp1")), PathBuf::from("/r/case/rv64-smp1.beside-others"));
+    }
+}
