@@ -373,3 +373,113 @@ script = "#!/bin/sh"
     let err = load(text).unwrap_err().to_string();
     assert!(err.contains("field `package`"), "{err}");
 }
+
+/// The OpenSSH guests (riscv64, x86_64, aarch64; one /init, debian-openssh.sh): each
+/// validates, boots its width's console, names its loader, ships every module its /init
+/// loads on that width (`load` lines, with `$TRANSPORT` as the script's `uname -m`
+/// branch sets it) and no other, and takes the same packages at the same versions and
+/// the same library files (the DT_NEEDED closure is the same on the three widths).
+#[test]
+fn openssh_recipes_validate_and_agree_across_widths() {
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests");
+    let mut packages = Vec::new();
+    for (file, arch, machine, console, transport, multiarch, loader) in [
+        (
+            "debian-openssh.toml",
+            Arch::Rv64,
+            "riscv64",
+            "ttyS0",
+            "virtio_mmio",
+            "riscv64-linux-gnu",
+            "lib/ld-linux-riscv64-lp64d.so.1",
+        ),
+        (
+            "debian-openssh-x86_64.toml",
+            Arch::X86_64,
+            "x86_64",
+            "ttyS0",
+            "",
+            "x86_64-linux-gnu",
+            "lib64/ld-linux-x86-64.so.2",
+        ),
+        (
+            "debian-openssh-aarch64.toml",
+            Arch::Aarch64,
+            "aarch64",
+            "ttyAMA0",
+            "virtio_mmio",
+            "aarch64-linux-gnu",
+            "lib/ld-linux-aarch64.so.1",
+        ),
+    ] {
+        let r = testbench_recipe::load(&guests.join(file)).unwrap();
+        assert_eq!(r.arch, arch, "{file}");
+        assert!(r.append.starts_with(&format!("console={console} ")), "{file}: append {:?}", r.append);
+        assert!(r.append.contains("tb.sshd=net"), "{file}: append {:?}", r.append);
+        assert_eq!(r.init.script_file.as_deref(), Some(guests.join("debian-openssh.sh").as_path()), "{file}");
+        assert!(r.init.symlinks.iter().any(|s| s.path == loader), "{file}: no {loader} symlink");
+        let script = &r.init.script;
+        let mut branch = "";
+        let mut set = None;
+        for line in script.lines() {
+            if !line.starts_with(' ') && line.ends_with(')') {
+                branch = line.trim_end_matches(')');
+            } else if branch == machine {
+                if let Some(rest) = line.trim().strip_prefix("BUS=") {
+                    set = rest.split_once("TRANSPORT=").map(|(_, t)| t.trim());
+                }
+            }
+        }
+        assert_eq!(set, Some(transport), "{file}: the {machine} branch sets TRANSPORT={set:?}");
+        let initramfs: Vec<&str> = r
+            .packages
+            .iter()
+            .flat_map(|p| &p.files)
+            .filter_map(|f| match &f.to {
+                Target::Initramfs(to) => Some(to.as_str()),
+                Target::Kernel => None,
+            })
+            .collect();
+        let shipped: Vec<&str> = initramfs.iter().copied().filter(|to| to.starts_with("lib/modules/")).collect();
+        let mut loaded = Vec::new();
+        for line in script.lines() {
+            let Some(rest) = line.trim().strip_prefix("load ") else { continue };
+            for module in rest.split_whitespace() {
+                let module = if module == "$TRANSPORT" { transport } else { module };
+                if module.is_empty() {
+                    continue;
+                }
+                let file = format!("lib/modules/{module}.ko.xz");
+                assert!(shipped.contains(&file.as_str()), "{file}: /init loads {module} but the recipe has no {file}");
+                loaded.push(file);
+            }
+        }
+        assert!(loaded.len() >= 3, "found only {} modules in the load lines", loaded.len());
+        for s in &shipped {
+            assert!(loaded.iter().any(|l| l == s), "{file} ships {s}, which /init never loads on {machine}");
+        }
+        // The libraries, by name under the multiarch folder (the loader's name is the
+        // width's own, checked above through its symlink).
+        let prefix = format!("usr/lib/{multiarch}/");
+        let mut libraries: Vec<&str> = initramfs
+            .iter()
+            .filter_map(|to| to.strip_prefix(prefix.as_str()))
+            .filter(|name| !name.starts_with("ld-linux-"))
+            .collect();
+        libraries.sort_unstable();
+        let mut pins: Vec<(String, String)> = r
+            .packages
+            .iter()
+            .filter(|p| !p.name.starts_with("linux-image-"))
+            .map(|p| (p.name.clone(), p.version.clone()))
+            .collect();
+        pins.sort();
+        packages.push((file, pins, libraries.iter().map(|l| l.to_string()).collect::<Vec<_>>()));
+    }
+    let (first, pins, libraries) = &packages[0];
+    assert!(libraries.len() >= 20, "{first}: only {} libraries", libraries.len());
+    for (file, other_pins, other_libraries) in &packages[1..] {
+        assert_eq!(other_pins, pins, "{file} and {first} pin different packages or versions");
+        assert_eq!(other_libraries, libraries, "{file} and {first} take different library files");
+    }
+}
