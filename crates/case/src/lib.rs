@@ -260,6 +260,9 @@ pub struct HostTestsCase {
     pub timeout: Duration,
     /// Values known to pass only past the deadline; reported, never hidden.
     pub late: Vec<String>,
+    /// Run the tests under Miri (`cargo +nightly miri test`), which stops at the first
+    /// undefined behaviour a test reaches and names it.
+    pub miri: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -112,10 +112,18 @@ pub fn failures_block(stdout: &str, stderr: &str) -> String {
     } else if let Some(result) = lines.iter().rev().find(|l| l.starts_with("test result:")) {
         block.push(result);
     }
-    for line in stderr.lines() {
-        let line = line.trim();
+    let err: Vec<&str> = stderr.lines().map(str::trim).collect();
+    for (index, line) in err.iter().enumerate() {
         if line.starts_with("error: test failed") || line.contains("process didn't exit successfully") {
             block.push(line);
+        }
+        // Miri's verdict on a test (undefined behaviour, or an operation it cannot run),
+        // with the line of the test's code it stopped at.
+        if line.starts_with("error: Undefined Behavior:") || line.starts_with("error: unsupported operation:") {
+            block.push(line);
+            if let Some(at) = err[index + 1..].iter().take(3).find(|l| l.starts_with("--> ")) {
+                block.push(at);
+            }
         }
     }
     block.join("\n")
@@ -139,6 +147,9 @@ pub fn run_host_tests(
     let workspace = ctx.root.join(&host.workspace);
     let features: Vec<String> =
         if host.features.is_empty() { Vec::new() } else { vec!["--features".into(), host.features.join(",")] };
+    if host.miri {
+        return run_under_miri(case_name, host, ctx, &workspace, &features, log);
+    }
 
     // Build every test once, first.
     let start = Instant::now();
@@ -259,6 +270,102 @@ pub fn run_host_tests(
             }
         }
     }
+    judge_jobs(case_name, &jobs, host, ctx, log)
+}
+
+/// Under Miri (`miri = true`): check that the nightly toolchain has Miri, build the tests
+/// (and Miri's sysroot) once, then run `cargo +nightly miri test` once, or once per test
+/// target of `fanout = "file"`. Miri stops a test at the first undefined behaviour it
+/// reaches and names it; that message is the job's failure.
+fn run_under_miri(
+    case_name: &str,
+    host: &HostTestsCase,
+    ctx: &HostContext,
+    workspace: &Path,
+    features: &[String],
+    log: &mut dyn FnMut(&str),
+) -> HostResult {
+    const INSTALL: &str = "rustup component add miri rust-src --toolchain nightly";
+    // The rustup proxy picks the toolchain from +nightly; what the bench's own cargo run
+    // set for its toolchain must not reach it.
+    let miri_cmd = |what: String, deadline: Duration| {
+        Cmd::new("cargo", what, deadline)
+            .cwd(workspace)
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .env_remove("RUSTC")
+            .env_remove("RUSTDOC")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .args(["+nightly", "miri"])
+    };
+    let probe = miri_cmd("cargo +nightly miri --version".into(), VALUES_DEADLINE).arg("--version").output();
+    match probe {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            return Err(Blocked::HostLack(format!(
+                "Miri is not installed for the nightly toolchain ({}: {}); run: {INSTALL}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim()
+            )))
+        }
+        Err(error) => {
+            return Err(Blocked::HostLack(format!("cargo +nightly miri cannot run ({error}); run: {INSTALL}")))
+        }
+    }
+    let start = Instant::now();
+    let build = miri_cmd(format!("cargo miri to build the tests of {}", host.workspace.display()), TEST_BUILD_DEADLINE)
+        .args(["test", "--no-run"])
+        .args(features);
+    if let Some(run_dir) = ctx.dir.parent() {
+        crate::build::record_build(run_dir, &format!("build: {}", build.display()));
+    }
+    let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
+    if !output.status.success() {
+        return Err(Blocked::Build(format!(
+            "cargo miri failed to build the tests of {} ({}):\n{}",
+            host.workspace.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        )));
+    }
+    log(&format!(
+        "{case_name}: built the tests of {} for Miri in {:.1}s",
+        host.workspace.display(),
+        start.elapsed().as_secs_f64()
+    ));
+    let job = |value: &str, target: &[&str]| {
+        let mut args: Vec<String> = ["+nightly", "miri", "test", "--quiet"].map(String::from).to_vec();
+        args.extend(features.iter().cloned());
+        args.extend(target.iter().map(|a| a.to_string()));
+        Job {
+            value: value.to_string(),
+            binary: TestBinary {
+                target: value.to_string(),
+                executable: "cargo".into(),
+                package_dir: workspace.to_path_buf(),
+            },
+            args,
+            env: Vec::new(),
+            late: false,
+        }
+    };
+    let jobs: Vec<Job> = match &host.fanout {
+        None => vec![job("miri", &[])],
+        Some(Fanout::File { tests }) => tests.iter().map(|t| job(t, &["--test", t])).collect(),
+        Some(_) => unreachable!("the case refuses miri with another fanout"),
+    };
+    judge_jobs(case_name, &jobs, host, ctx, log)
+}
+
+/// Run the jobs and make the case's result: every failure, every job past its deadline,
+/// every stale `late` entry.
+fn judge_jobs(
+    case_name: &str,
+    jobs: &[Job],
+    host: &HostTestsCase,
+    ctx: &HostContext,
+    log: &mut dyn FnMut(&str),
+) -> HostResult {
+    let mut jobs = jobs.to_vec();
     let mut problems = Vec::new();
     for late in &host.late {
         match jobs.iter_mut().find(|j| j.value == *late) {
@@ -554,6 +661,16 @@ mod tests {
         assert!(block.ends_with("error: test failed, to rerun pass `-p x --lib`"), "{block}");
         assert!(!block.contains("warning"), "{block}");
         assert!(!block.contains("test a ... ok"), "{block}");
+    }
+
+    #[test]
+    fn a_failures_block_keeps_miris_verdict_and_where_it_stopped() {
+        let stdout = "running 2 tests\n.";
+        let stderr = "error: Undefined Behavior: Data race detected between (1) retag write on thread `a` and (2) retag write on thread `b` at alloc1+0x20\n  --> tests/lock.rs:36:21\n   |\n   = help: this indicates a bug\nerror: test failed, to rerun pass `--test lock`\n";
+        let block = failures_block(stdout, stderr);
+        assert!(block.contains("error: Undefined Behavior: Data race detected between (1)"), "{block}");
+        assert!(block.contains("--> tests/lock.rs:36:21"), "{block}");
+        assert!(!block.contains("help"), "{block}");
     }
 
     #[test]

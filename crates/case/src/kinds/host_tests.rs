@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use crate::common::{below_root, features, is_feature_name, names, Ctx, HOST_TIMEOUT_SECS};
-use crate::fields::{field, Field, Shape, FEATURES, PATH, TIMEOUT_SECS, TOOLS};
+use crate::fields::{field, Field, Shape, BOOL, FEATURES, PATH, TIMEOUT_SECS, TOOLS};
 use crate::{CaseError, Fanout, HostTestsCase};
 
 /// The fields of kind "host-tests" besides the common ones, in the order messages name them.
@@ -24,6 +24,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("cores", Shape::Integer, "a whole number of cores, such as 2"),
     TIMEOUT_SECS,
     field("late", Shape::StrList, "a list of jobs' values or test names"),
+    field("miri", Shape::Bool, BOOL),
 ];
 
 /// Kind "host-tests" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -44,6 +45,7 @@ pub(crate) struct RawHostTests {
     pub cores: Option<i64>,
     pub timeout_secs: Option<f64>,
     pub late: Option<Vec<String>>,
+    pub miri: Option<bool>,
 }
 
 /// The most cores one job may ask for.
@@ -132,6 +134,13 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawHostTests) -> Result<HostTestsCase, Ca
         n => return Err(ctx.err("cores", format!("{n} is not accepted: 1 to {CORES_MAX}"))),
     };
     let late = names(ctx, "late", raw.late.as_deref().unwrap_or(&[]), "a job's value or test name")?;
+    let miri = raw.miri.unwrap_or(false);
+    if miri && matches!(fanout, Some(Fanout::Value { .. } | Fanout::Test { .. })) {
+        return Err(ctx.err(
+            "miri",
+            "true only without a fanout or with fanout = \"file\": under Miri a job is `cargo miri test` of one test target, not a test binary run with a value or a test name",
+        ));
+    }
     Ok(HostTestsCase {
         workspace,
         features: features(ctx, raw.features.as_ref())?,
@@ -141,6 +150,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawHostTests) -> Result<HostTestsCase, Ca
         cores,
         timeout: ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(HOST_TIMEOUT_SECS))?,
         late,
+        miri,
     })
 }
 
