@@ -45,6 +45,14 @@ pub struct Flags {
     /// names) and compare the replayed console with the recorded one byte for byte.
     #[arg(long, value_name = "PATH")]
     pub rr_replay: Option<PathBuf>,
+    /// Build every selected boot case's pieces once per width into DIR (with the bench
+    /// and an index of the tree they were built from), and boot nothing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["prebuilt", "list", "sweep", "rr_replay"])]
+    pub prebuild: Option<PathBuf>,
+    /// Boot from DIR's prebuilt pieces (DIR/testbench --prebuilt DIR): no cargo, no
+    /// packing; refused when DIR was made for another workspace or before a change.
+    #[arg(long, value_name = "DIR")]
+    pub prebuilt: Option<PathBuf>,
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
@@ -95,6 +103,10 @@ pub struct Options {
     pub no_tests: NoTests,
     /// A recording to replay (`--rr-replay`).
     pub rr_replay: Option<PathBuf>,
+    /// `--prebuild DIR`.
+    pub prebuild: Option<PathBuf>,
+    /// `--prebuilt DIR`.
+    pub prebuilt: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,6 +212,14 @@ impl Flags {
             rr_replay: self
                 .rr_replay
                 .map(|path| std::path::absolute(&path).map_err(|e| format!("--rr-replay {}: {e}", path.display())))
+                .transpose()?,
+            prebuild: self
+                .prebuild
+                .map(|path| std::path::absolute(&path).map_err(|e| format!("--prebuild {}: {e}", path.display())))
+                .transpose()?,
+            prebuilt: self
+                .prebuilt
+                .map(|path| std::path::absolute(&path).map_err(|e| format!("--prebuilt {}: {e}", path.display())))
                 .transpose()?,
         })
     }

@@ -20,6 +20,7 @@ mod host;
 mod loopback;
 mod oracles;
 mod pack;
+mod prebuilt;
 mod qemu;
 mod report;
 mod rundir;

@@ -1357,3 +1357,77 @@ fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said
     assert!(finished.iter().all(|e| notes(e).is_empty()), "{}", single.explain());
     assert!(!single.run_dir().join("b-starved/rv64-smp1.beside-others").exists());
 }
+
+/// `--prebuild DIR` builds every case once per width into DIR; `DIR/testbench --prebuilt
+/// DIR` boots from it running no cargo, keeps a failed build as its case's result, and
+/// refuses a DIR made for another workspace or before a change, saying why.
+#[test]
+fn a_prebuilt_directory_boots_without_cargo_and_is_refused_when_it_is_not_this_trees() {
+    // The broken case's build fails in a cargo that refuses the smoke program with echo
+    // (an unknown feature is refused before anything builds).
+    let broken = smoke_with("\"echo\"");
+    let two_widths = SMOKE_DONE.replace("arch = [\"rv64\"]", "arch = [\"rv64\", \"rv32\"]");
+    let dir = cases_dir(&[("good", &two_widths), ("broken", &broken)]);
+    let cases = dir.path().to_str().unwrap();
+    let pre = tempfile::tempdir().unwrap();
+    let pre_dir = pre.path().join("pre");
+    let tools = tempfile::tempdir().unwrap();
+    let failing = "case \"$*\" in *build*--features\\ echo*) echo 'error: the feature echo cannot build here' >&2; exit 101;; esac";
+    let cargo = logging_cargo(tools.path(), &tools.path().join("cargo.log"), failing);
+    let made =
+        bench(&["--cases", cases, "--prebuild", pre_dir.to_str().unwrap()], &[("CARGO", cargo.to_str().unwrap())]);
+    made.expect_status(0);
+    assert!(made.stdout.contains("prebuilt 2 (case, width) pair(s), 1 failed"), "{}", made.explain());
+    for piece in ["index.json", "testbench", "rv64/files", "rv32/files"] {
+        assert!(pre_dir.join(piece).exists(), "{piece}\n{}", made.explain());
+    }
+
+    // From the directory: the bench copy, no cargo at all (the one it is given logs every
+    // call), the failed build reported.
+    let copy = pre_dir.join("testbench");
+    let watched = tempfile::tempdir().unwrap();
+    let calls = watched.path().join("cargo.log");
+    let watching = logging_cargo(watched.path(), &calls, "exit 101");
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(&copy);
+        cmd.args(["--cases", cases, "--prebuilt", pre_dir.to_str().unwrap()]).args(extra);
+        cmd.env("CARGO", &watching).env("TESTBENCH_NO_SETUP", "1");
+        cmd.output().unwrap()
+    };
+    let out = run(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("good rv64 smp1") && stdout.contains("good rv32 smp1"), "{stdout}");
+    assert_eq!(stdout.matches(" PASS ").count(), 2, "{stdout}");
+    assert!(stdout.contains("the feature echo cannot build here") && stdout.contains("failed when"), "{stdout}");
+    assert!(!calls.exists(), "a prebuilt run ran cargo: {:?}", std::fs::read_to_string(&calls));
+
+    // Another workspace's directory, and one made before a change, are refused in words.
+    let index_path = pre_dir.join("index.json");
+    let original = std::fs::read_to_string(&index_path).unwrap();
+    let mut index: serde_json::Value = serde_json::from_str(&original).unwrap();
+    index["workspace"] = "/some/other/checkout".into();
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("made from the workspace /some/other/checkout, not this one"), "{said}");
+    let mut index: serde_json::Value = serde_json::from_str(&original).unwrap();
+    index["fingerprint"]["commit"] = "0000000000000000000000000000000000000000".into();
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("made from commit 000000000000")
+            && said.contains("the commit moved from 0000000000000000000000000000000000000000 to "),
+        "{said}"
+    );
+    // An edited case file (outside the tree here) boots nothing old.
+    std::fs::write(&index_path, &original).unwrap();
+    std::fs::write(dir.path().join("good.toml"), two_widths.replace("smoke\"\narch", "smoke, edited\"\narch")).unwrap();
+    let out = run(&["--exact", "good"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("was edited since"), "{stdout}");
+}

@@ -308,8 +308,10 @@ pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result
         }
     };
     refusals.extend(selected.iter().flat_map(|c| check_inputs(c, &ws.root)));
-    // The guest workspace's names, once, only when a case names some of them.
-    if selected.iter().any(|c| crate::guest_names::needed(c)) {
+    // The guest workspace's names, once, only when a case names some of them; not from a
+    // prebuilt directory, which runs no cargo (its prebuild checked them, and a tree or
+    // case file changed since refuses it).
+    if options.prebuilt.is_none() && selected.iter().any(|c| crate::guest_names::needed(c)) {
         match crate::guest_names::read(&ws.root) {
             Ok(names) => refusals.extend(selected.iter().flat_map(|c| names.check(c))),
             Err(error) => refusals.push(error),

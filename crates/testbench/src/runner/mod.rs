@@ -16,6 +16,7 @@ mod intake;
 mod outcome;
 mod plan;
 mod pool;
+mod prebuild;
 mod prepare;
 
 use std::path::Path;
@@ -62,6 +63,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.list(&loaded.cases);
         return Ok(Finished::Passed);
     }
+    // A prebuilt directory is checked before anything else: another workspace's, or one
+    // made before a change to this tree, is refused saying why.
+    let prebuilt = match &options.prebuilt {
+        Some(dir) => Some(crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?),
+        None => None,
+    };
     let intake::Taken { selected, env_seed } = intake::take(&loaded, ws, options)?;
     if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
         return match options.no_tests {
@@ -72,6 +79,10 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
             }
             NoTests::Pass => Ok(Finished::Passed),
         };
+    }
+
+    if let Some(dir) = &options.prebuild {
+        return prebuild::prebuild(dir, ws, &selected, options, reporter);
     }
 
     // The run's private directory for QMP sockets (qmp.rs), made before anything builds
@@ -146,7 +157,10 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
 
     // Build what the boots need, each distinct build once, while the probes run; then a
     // width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
-    let mut prepared = prepare::prepare_all(&boots, &selected, ws, &run_dir, &mut builder, reporter);
+    let mut prepared = match (&prebuilt, &options.prebuilt) {
+        (Some(index), Some(dir)) => prepare::from_index(&boots, &selected, index, dir),
+        _ => prepare::prepare_all(&boots, &selected, ws, &run_dir, &mut builder, reporter),
+    };
     prepare::block_on_host_lacks(&mut prepared, probes, &selected, ws, reporter);
 
     // Boot, up to --jobs at once; report in the planned order.

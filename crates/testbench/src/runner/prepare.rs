@@ -37,6 +37,48 @@ pub struct Prepared {
     extra_args: Vec<String>,
 }
 
+impl Prepared {
+    /// What a prebuilt directory keeps of it: its files stored in the width's directory
+    /// (`width_dir`, named `width` in DIR), the rest as it is.
+    pub fn to_entry(&self, width_dir: &Path, width: &str) -> Result<crate::prebuilt::Entry, String> {
+        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path);
+        Ok(crate::prebuilt::Entry::Ready {
+            kernel: store(&self.kernel)?,
+            initrd: self.initrd.as_deref().map(store).transpose()?,
+            append: self.append.clone(),
+            firmware: match &self.firmware {
+                Firmware::Default => "default".into(),
+                Firmware::None => "none".into(),
+                Firmware::Path(path) => format!("path:{}", path.display()),
+            },
+            machine: self.machine.clone(),
+            extra_args: self.extra_args.clone(),
+        })
+    }
+
+    /// A prebuilt directory's entry as the boots take it (its paths below `dir`).
+    pub fn from_entry(entry: &crate::prebuilt::Entry, dir: &Path) -> Result<Prepared, Blocked> {
+        match entry {
+            crate::prebuilt::Entry::Failed { why } => {
+                Err(Blocked::Build(format!("{why}\n(this build failed when {} was prebuilt)", dir.display())))
+            }
+            crate::prebuilt::Entry::Ready { kernel, initrd, append, firmware, machine, extra_args } => Ok(Prepared {
+                kernel: dir.join(kernel),
+                initrd: initrd.as_ref().map(|i| dir.join(i)),
+                append: append.clone(),
+                firmware: match firmware.as_str() {
+                    "default" => Firmware::Default,
+                    "none" => Firmware::None,
+                    other => Firmware::Path(other.strip_prefix("path:").unwrap_or(other).into()),
+                },
+                machine: machine.clone(),
+                accel: Chosen::Tcg,
+                extra_args: extra_args.clone(),
+            }),
+        }
+    }
+}
+
 /// The place the log server gives a program: 2 for the first it starts, and so on.
 fn place_of(programs: &[ProgramEntry], name: &str) -> Option<u32> {
     programs.iter().skip(1).position(|p| p.program.entry_name() == name).map(|i| i as u32 + 2)
@@ -102,7 +144,7 @@ pub fn boot_of(case: &Case) -> &BootCase {
 }
 
 /// Build (or take from this run's builds) what one case boots on one width.
-fn prepare(
+pub fn prepare(
     case: &Case,
     arch: Arch,
     ws: &Workspace,
@@ -203,6 +245,38 @@ fn with_overlay(
     let path = dir.join(format!("{}-{arch}.cpio", case.name));
     std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// What the boots need, from a prebuilt directory's index (`--prebuilt`): nothing is
+/// built or packed; a (case, width) the directory does not hold cannot boot, saying so.
+pub fn from_index(
+    boots: &[PlannedBoot],
+    selected: &[&Case],
+    index: &crate::prebuilt::Index,
+    dir: &Path,
+) -> HashMap<(usize, Arch), Result<Prepared, Blocked>> {
+    let mut prepared = HashMap::new();
+    for boot in boots {
+        let case = selected[boot.case];
+        let entry = index.widths.get(boot.arch.name()).and_then(|cases| cases.get(&case.name));
+        let edited = index.cases.get(&case.name).is_some_and(|d| *d != crate::prebuilt::case_digest(&case.file));
+        let ready = match entry {
+            Some(_) if edited => Err(Blocked::Build(format!(
+                "not prebuilt: {} was edited since {} was prebuilt: prebuild again",
+                case.file.display(),
+                dir.display()
+            ))),
+            Some(entry) => Prepared::from_entry(entry, dir),
+            None => Err(Blocked::Build(format!(
+                "not prebuilt: {} holds no {} build of {} (it was prebuilt without it: prebuild again with it selected)",
+                dir.display(),
+                boot.arch,
+                case.name
+            ))),
+        };
+        prepared.insert((boot.case, boot.arch), ready);
+    }
+    prepared
 }
 
 /// Build what the boots need, each (case, width) once and each distinct build once.

@@ -1,0 +1,353 @@
+//! Building once: `--prebuild DIR` builds every selected case's pieces for each width
+//! into DIR, and `DIR/testbench --prebuilt DIR` boots from them, running no cargo and
+//! packing nothing for its boots.
+//!
+//! DIR holds one directory per width (each built in `.<width>.tmp` and renamed into
+//! place when done, so a width is there whole or not at all), the bench binary, and
+//! `index.json`: the workspace it was made from, the tree's fingerprint, and for every
+//! (width, case) what its boots take (the kernel, the initramfs, the command line) or
+//! the build's failure, which every run from DIR reports as that case's result.
+//!
+//! The fingerprint is the commit, every change git sees against it (staged or not) and
+//! every untracked file git does not ignore, each with its content's hash. It is taken
+//! at the start and again before each width is put in place: a tree that changed during
+//! the build fails the build, naming what changed. A run from DIR takes it again and
+//! refuses DIR when it differs, or when DIR was made for another workspace, saying why:
+//! never a silent test of old code.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::command::Cmd;
+
+/// The index's file name in DIR.
+pub const INDEX: &str = "index.json";
+/// The bench's copy in DIR.
+pub const BENCH: &str = "testbench";
+/// The content-addressed store of a width's files, inside its directory.
+const FILES: &str = "files";
+/// git answers at once; a minute is a git that is stuck.
+const GIT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What the tree was when a prebuilt directory was made.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// `git rev-parse HEAD`.
+    pub commit: String,
+    /// Paths git reports changed against the commit (staged or not, deleted included).
+    pub changed: Vec<String>,
+    /// Untracked paths git does not ignore.
+    pub untracked: Vec<String>,
+    /// Each of those paths' content hash (sha256; a word for a deleted path or a symlink).
+    pub contents: BTreeMap<String, String>,
+    /// sha256 over the commit and every path above with its content.
+    pub digest: String,
+}
+
+impl Fingerprint {
+    /// In words, for messages: `commit 1a2b3c4 with 2 changed and 1 untracked files`.
+    pub fn describe(&self) -> String {
+        let short: String = self.commit.chars().take(12).collect();
+        format!(
+            "commit {short} with {} changed and {} untracked file(s){}",
+            self.changed.len(),
+            self.untracked.len(),
+            if self.changed.is_empty() && self.untracked.is_empty() { " (clean)".to_string() } else { String::new() }
+        )
+    }
+
+    /// What differs between an earlier fingerprint and this one, in words.
+    pub fn difference(&self, earlier: &Fingerprint) -> String {
+        let mut said = Vec::new();
+        if self.commit != earlier.commit {
+            said.push(format!("the commit moved from {} to {}", earlier.commit, self.commit));
+        }
+        let listed = |now: &[String], then: &[String], what: &str, said: &mut Vec<String>| {
+            let new: Vec<&String> = now.iter().filter(|p| !then.contains(p)).collect();
+            let gone: Vec<&String> = then.iter().filter(|p| !now.contains(p)).collect();
+            if !new.is_empty() {
+                said.push(format!("{what} now: {}", shown(&new)));
+            }
+            if !gone.is_empty() {
+                said.push(format!("no longer {what}: {}", shown(&gone)));
+            }
+        };
+        listed(&self.changed, &earlier.changed, "changed", &mut said);
+        listed(&self.untracked, &earlier.untracked, "untracked", &mut said);
+        let again: Vec<&String> = self
+            .contents
+            .iter()
+            .filter(|(path, hash)| earlier.contents.get(*path).is_some_and(|then| then != *hash))
+            .map(|(path, _)| path)
+            .collect();
+        if !again.is_empty() {
+            said.push(format!("changed again: {}", shown(&again)));
+        }
+        said.join("; ")
+    }
+}
+
+fn shown(paths: &[&String]) -> String {
+    let mut words: Vec<&str> = paths.iter().take(5).map(|p| p.as_str()).collect();
+    let more = paths.len().saturating_sub(5);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    words.sort_unstable();
+    format!("{}{more}", words.join(", "))
+}
+
+/// The tree's fingerprint at `root`, leaving out `exclude` (the prebuilt directory, when
+/// it is inside the tree and not ignored).
+pub fn fingerprint(root: &Path, exclude: Option<&Path>) -> Result<Fingerprint, String> {
+    let git = |args: &[&str]| -> Result<Vec<u8>, String> {
+        let out = Cmd::new("git", format!("git {}", args.join(" ")), GIT_DEADLINE)
+            .cwd(root)
+            .args(args)
+            .output()
+            .map_err(|e| format!("the tree's fingerprint needs git: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git {} failed in {} ({}): {}",
+                args.join(" "),
+                root.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(out.stdout)
+    };
+    let commit = String::from_utf8_lossy(&git(&["rev-parse", "HEAD"])?).trim().to_string();
+    let status = git(&["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"])?;
+    let excluded = exclude.and_then(|dir| dir.canonicalize().ok());
+    let (mut changed, mut untracked) = (Vec::new(), Vec::new());
+    for entry in status.split(|&b| b == 0).filter(|e| e.len() > 3) {
+        let code = &entry[..2];
+        let path = String::from_utf8_lossy(&entry[3..]).into_owned();
+        let full = root.join(&path);
+        if let Some(dir) = &excluded {
+            if full.canonicalize().is_ok_and(|p| p.starts_with(dir)) || full.starts_with(dir) {
+                continue;
+            }
+        }
+        if code == b"??" {
+            untracked.push(path);
+        } else {
+            changed.push(path);
+        }
+    }
+    changed.sort();
+    untracked.sort();
+    let mut hash = Sha256::new();
+    hash.update(commit.as_bytes());
+    let mut contents = BTreeMap::new();
+    for (kind, paths) in [("changed", &changed), ("untracked", &untracked)] {
+        for path in paths {
+            let mut one = Sha256::new();
+            hash_content(&mut one, &root.join(path));
+            let content = hex(&one.finalize());
+            for part in [kind, path, &content] {
+                hash.update([0]);
+                hash.update(part.as_bytes());
+            }
+            contents.insert(path.clone(), content);
+        }
+    }
+    Ok(Fingerprint { commit, changed, untracked, contents, digest: hex(&hash.finalize()) })
+}
+
+/// A path's content into the hash: a file's bytes, a symlink's target, or a word for
+/// what is not there.
+fn hash_content(hash: &mut Sha256, path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => hash.update(b"<deleted>"),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            hash.update(b"<symlink>");
+            hash.update(std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default().as_bytes());
+        }
+        Ok(meta) if meta.is_file() => {
+            if let Ok(mut file) = std::fs::File::open(path) {
+                let mut buffer = vec![0u8; 1 << 16];
+                while let Ok(n @ 1..) = file.read(&mut buffer) {
+                    hash.update(&buffer[..n]);
+                }
+            }
+        }
+        Ok(_) => hash.update(b"<other>"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What one (width, case) boots from a prebuilt directory, or why it cannot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Entry {
+    Ready {
+        /// Paths relative to DIR.
+        kernel: String,
+        initrd: Option<String>,
+        append: Option<String>,
+        /// `default`, `none`, or `path:<path>`.
+        firmware: String,
+        machine: String,
+        extra_args: Vec<String>,
+    },
+    /// The build failed (or the host lacked a tool for it): every run reports this.
+    Failed { why: String },
+}
+
+/// `index.json`.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Index {
+    /// The workspace root it was made from (canonical).
+    pub workspace: PathBuf,
+    pub fingerprint: Fingerprint,
+    /// Each prebuilt case file's content hash: a case file outside the tree (`--cases`)
+    /// is not in the fingerprint, and an edit of it must not boot old pieces either.
+    pub cases: BTreeMap<String, String>,
+    /// Width name, then case name.
+    pub widths: BTreeMap<String, BTreeMap<String, Entry>>,
+}
+
+/// A case file's content hash, for [`Index::cases`].
+pub fn case_digest(path: &Path) -> String {
+    let mut hash = Sha256::new();
+    hash_content(&mut hash, path);
+    hex(&hash.finalize())
+}
+
+/// Store `source` in a width's content-addressed store (`<width dir>/files/<sha256>`,
+/// hard-linked when it can be, copied otherwise): its path relative to DIR.
+pub fn store(width_dir: &Path, width_name: &str, source: &Path) -> Result<String, String> {
+    let mut hash = Sha256::new();
+    let mut file = std::fs::File::open(source).map_err(|e| format!("{}: {e}", source.display()))?;
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| format!("{}: {e}", source.display()))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buffer[..n]);
+    }
+    let name = hex(&hash.finalize());
+    let files = width_dir.join(FILES);
+    std::fs::create_dir_all(&files).map_err(|e| format!("{}: {e}", files.display()))?;
+    let target = files.join(&name);
+    if !target.exists() && std::fs::hard_link(source, &target).is_err() {
+        std::fs::copy(source, &target)
+            .map_err(|e| format!("copying {} to {}: {e}", source.display(), target.display()))?;
+    }
+    Ok(format!("{width_name}/{FILES}/{name}"))
+}
+
+/// Read DIR's index and check it is this workspace's and this tree's: the index, or the
+/// refusal naming why.
+pub fn open(dir: &Path, root: &Path) -> Result<Index, String> {
+    let path = dir.join(INDEX);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "--prebuilt {}: no index ({}: {e}); make one with --prebuild {}",
+            dir.display(),
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let index: Index = serde_json::from_str(&text)
+        .map_err(|e| format!("--prebuilt {}: {} is not an index: {e}", dir.display(), path.display()))?;
+    let here = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if index.workspace != here {
+        return Err(format!(
+            "--prebuilt {}: made from the workspace {}, not this one ({}): prebuild it here",
+            dir.display(),
+            index.workspace.display(),
+            here.display()
+        ));
+    }
+    let now = fingerprint(root, Some(dir))?;
+    if now != index.fingerprint {
+        return Err(format!(
+            "--prebuilt {}: made from {}, and the tree has changed since ({}): run --prebuild {} again",
+            dir.display(),
+            index.fingerprint.describe(),
+            now.difference(&index.fingerprint),
+            dir.display()
+        ));
+    }
+    Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn the_fingerprint_sees_changes_and_untracked_files_but_not_ignored_ones_or_the_prebuilt_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("a.rs"), "one").unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        git(root, &["add", "."]);
+        git(root, &["commit", "-qm", "first"]);
+        let clean = fingerprint(root, None).unwrap();
+        assert!(clean.describe().ends_with("(clean)"), "{}", clean.describe());
+
+        std::fs::create_dir(root.join("target")).unwrap();
+        std::fs::write(root.join("target/x"), "ignored").unwrap();
+        std::fs::create_dir(root.join("pre")).unwrap();
+        std::fs::write(root.join("pre/index.json"), "{}").unwrap();
+        assert_eq!(fingerprint(root, Some(&root.join("pre"))).unwrap(), clean, "ignored files and DIR do not count");
+        std::fs::remove_dir_all(root.join("pre")).unwrap();
+
+        std::fs::write(root.join("a.rs"), "two").unwrap();
+        let edited = fingerprint(root, None).unwrap();
+        assert_eq!(edited.changed, ["a.rs"]);
+        assert!(edited.difference(&clean).contains("changed now: a.rs"), "{}", edited.difference(&clean));
+        std::fs::write(root.join("a.rs"), "three").unwrap();
+        let again = fingerprint(root, None).unwrap();
+        assert_ne!(again.digest, edited.digest, "the same file changed again is another tree");
+        assert_eq!(again.difference(&edited), "changed again: a.rs");
+
+        std::fs::write(root.join("a.rs"), "one").unwrap();
+        std::fs::write(root.join("new.rs"), "n").unwrap();
+        let untracked = fingerprint(root, None).unwrap();
+        assert_eq!(untracked.untracked, ["new.rs"]);
+        assert_ne!(untracked, clean);
+
+        std::fs::remove_file(root.join("new.rs")).unwrap();
+        git(root, &["commit", "-qm", "second", "--allow-empty"]);
+        let moved = fingerprint(root, None).unwrap();
+        assert!(moved.difference(&clean).starts_with("the commit moved from "), "{}", moved.difference(&clean));
+    }
+
+    #[test]
+    fn stored_files_are_kept_once_by_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::write(&a, "same").unwrap();
+        std::fs::write(&b, "same").unwrap();
+        let width = tmp.path().join("rv64");
+        let first = store(&width, "rv64", &a).unwrap();
+        assert_eq!(first, store(&width, "rv64", &b).unwrap());
+        assert!(first.starts_with("rv64/files/"));
+        assert_eq!(std::fs::read_dir(width.join(FILES)).unwrap().count(), 1);
+    }
+}
