@@ -1431,3 +1431,41 @@ fn a_prebuilt_directory_boots_without_cargo_and_is_refused_when_it_is_not_this_t
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("was edited since"), "{stdout}");
 }
+
+/// QEMU's probe (`-version`, `-L help`) is kept per width, keyed by the binary's path,
+/// size, time and inode: the next run starts no QEMU to ask again, and a changed binary
+/// is asked again.
+#[test]
+fn the_qemu_probe_is_kept_until_the_binary_changes() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = image.path().join("kernel");
+    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+        kernel.display()
+    );
+    let dir = cases_dir(&[("probed", &case)]);
+    let tools = tempfile::tempdir().unwrap();
+    let calls = tools.path().join("calls");
+    let wrapper = tools.path().join("qemu");
+    let write_wrapper = |marker: &str| {
+        let fake = root().join("scripts/fake-qemu-console");
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\n# {marker}\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n", calls.display(), fake.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    let probes = || std::fs::read_to_string(&calls).unwrap_or_default().lines().filter(|l| *l == "-version").count();
+    write_wrapper("first");
+    let env = [("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap())];
+    let cases = dir.path().to_str().unwrap();
+    bench(&["--cases", cases], &env).expect_status(0);
+    assert_eq!(probes(), 1);
+    bench(&["--cases", cases], &env).expect_status(0);
+    assert_eq!(probes(), 1, "the second run asked QEMU again");
+    write_wrapper("a changed binary, one byte longer");
+    bench(&["--cases", cases], &env).expect_status(0);
+    assert_eq!(probes(), 2, "a changed binary must be asked again");
+}

@@ -76,6 +76,54 @@ pub fn probe(arch: Arch) -> Probe {
     Probe { version, firmware_dirs, kvm: None }
 }
 
+/// What a probe that succeeded is kept as, in `cache/<arch>.json`.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+struct CachedProbe {
+    /// The binary the answers are of: its resolved path, size, modification time and
+    /// inode. Any change (an upgrade, another `TESTBENCH_QEMU_*`) misses the cache.
+    key: String,
+    version: String,
+    firmware_dirs: Vec<PathBuf>,
+}
+
+/// The probe's key: the width's QEMU binary as resolved now, with what tells one build
+/// of a file from another.
+fn probe_key(arch: Arch) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let qemu = qemu_binary(arch);
+    let path = if qemu.contains('/') { PathBuf::from(&qemu) } else { crate::command::on_path(&qemu)? };
+    let real = path.canonicalize().ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    Some(format!("{} {} {} {} {}", real.display(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()))
+}
+
+/// [`probe`], answered from `cache` (a directory) when the width's QEMU binary is the one
+/// a successful probe saw: a run from a prebuilt directory then starts no QEMU before
+/// its boot's. A failed probe is never kept.
+pub fn probe_cached(arch: Arch, cache: &Path) -> Probe {
+    let key = probe_key(arch);
+    let file = cache.join(format!("{arch}.json"));
+    if let Some(key) = &key {
+        let cached: Option<CachedProbe> =
+            std::fs::read_to_string(&file).ok().and_then(|text| serde_json::from_str(&text).ok());
+        if let Some(cached) = cached.filter(|c| c.key == *key) {
+            return Probe { version: Ok(cached.version), firmware_dirs: Ok(cached.firmware_dirs), kvm: None };
+        }
+    }
+    let probe = probe(arch);
+    if let (Some(key), Ok(version), Ok(firmware_dirs)) = (key, &probe.version, &probe.firmware_dirs) {
+        let kept = CachedProbe { key, version: version.clone(), firmware_dirs: firmware_dirs.clone() };
+        let tmp = cache.join(format!(".{arch}.json.{}", std::process::id()));
+        let written = std::fs::create_dir_all(cache)
+            .and_then(|()| std::fs::write(&tmp, serde_json::to_string(&kept).expect("a probe serializes")))
+            .and_then(|()| std::fs::rename(&tmp, &file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    probe
+}
+
 fn probe_version(arch: Arch) -> Result<String, String> {
     let qemu = qemu_binary(arch);
     let cmd = Cmd::new(&qemu, format!("{qemu} -version"), PROBE_DEADLINE).arg("-version");

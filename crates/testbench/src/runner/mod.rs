@@ -55,7 +55,12 @@ pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchE
 /// The run proper: every case's verdict reported, or why the bench stopped.
 pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result<Finished, BenchError> {
     let started = Instant::now();
-    let loaded = intake::load_cases(&ws.cases_dir);
+    let loaded = match (&options.prebuilt, &options.filter) {
+        (Some(_), crate::cli::Filter::Exact(name)) if ws.cases_dir.join(format!("{name}.toml")).is_file() => {
+            intake::load_cases_named(&ws.cases_dir, Some(name))
+        }
+        _ => intake::load_cases(&ws.cases_dir),
+    };
     if options.list {
         if !loaded.refusals.is_empty() {
             return Err(BenchError::Refused(loaded.refusals.clone()));

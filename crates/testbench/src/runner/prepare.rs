@@ -321,7 +321,11 @@ pub fn start_probes(
             probe_threads.push((
                 arch,
                 std::thread::spawn(move || {
-                    let mut probe = crate::qemu::probe(arch);
+                    let cache = dir.parent().map(|testbench| testbench.join("qemu-probes"));
+                    let mut probe = match &cache {
+                        Some(cache) => crate::qemu::probe_cached(arch, cache),
+                        None => crate::qemu::probe(arch),
+                    };
                     if kvm && probe.version.is_ok() {
                         probe.kvm = Some(crate::qemu::accel::probe_kvm(arch, &dir));
                     }
