@@ -158,18 +158,7 @@ pub fn run_host_tests(
             .cwd(&workspace)
             .args(["test", "--no-run", "--message-format", "json-render-diagnostics"])
             .args(&features);
-    if let Some(run_dir) = ctx.dir.parent() {
-        crate::build::record_build(run_dir, &format!("build: {}", build.display()));
-    }
-    let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
-    if !output.status.success() {
-        return Err(Blocked::Build(format!(
-            "cargo failed to build the tests of {} ({}):\n{}",
-            host.workspace.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        )));
-    }
+    let output = build_tests(build, "cargo", host, ctx)?;
     let binaries = test_binaries(&output.stdout);
     let built = format!("built the tests of {} in {:.1}s", host.workspace.display(), start.elapsed().as_secs_f64());
     if crate::build::compiled_anything(&output.stdout) {
@@ -273,6 +262,29 @@ pub fn run_host_tests(
     judge_jobs(case_name, &jobs, host, ctx, log)
 }
 
+/// Run the build of a case's tests, its command line recorded in the run's build log:
+/// cargo's output, or the build's failure with its stderr (`tool` names who failed).
+fn build_tests(
+    build: Cmd,
+    tool: &str,
+    host: &HostTestsCase,
+    ctx: &HostContext,
+) -> Result<crate::command::Output, Blocked> {
+    if let Some(run_dir) = ctx.dir.parent() {
+        crate::build::record_build(run_dir, &format!("build: {}", build.display()));
+    }
+    let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
+    if !output.status.success() {
+        return Err(Blocked::Build(format!(
+            "{tool} failed to build the tests of {} ({}):\n{}",
+            host.workspace.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        )));
+    }
+    Ok(output)
+}
+
 /// Under Miri (`miri = true`): check that the nightly toolchain has Miri, build the tests
 /// (and Miri's sysroot) once, then run `cargo +nightly miri test` once, or once per test
 /// target of `fanout = "file"`. Miri stops a test at the first undefined behaviour it
@@ -315,18 +327,7 @@ fn run_under_miri(
     let build = miri_cmd(format!("cargo miri to build the tests of {}", host.workspace.display()), TEST_BUILD_DEADLINE)
         .args(["test", "--no-run"])
         .args(features);
-    if let Some(run_dir) = ctx.dir.parent() {
-        crate::build::record_build(run_dir, &format!("build: {}", build.display()));
-    }
-    let output = build.output().map_err(|e| Blocked::Build(e.to_string()))?;
-    if !output.status.success() {
-        return Err(Blocked::Build(format!(
-            "cargo miri failed to build the tests of {} ({}):\n{}",
-            host.workspace.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        )));
-    }
+    build_tests(build, "cargo miri", host, ctx)?;
     log(&format!(
         "{case_name}: built the tests of {} for Miri in {:.1}s",
         host.workspace.display(),
