@@ -442,6 +442,21 @@ impl Reporter {
             bar.finish_and_clear();
         }
         let s = self.summary;
+        if self.format == MessageFormat::Human {
+            // A long run's failures scroll away, and CI logs keep only the tail: the end
+            // names each failure again, with the line that replays it.
+            for report in &self.reports {
+                if let Outcome::Fail(reason) = &report.outcome {
+                    let first = reason.lines().next().unwrap_or_default();
+                    let seed = seed_text(report.seed, report.smp.is_some());
+                    self.line(&format!(
+                        "failed: {} {seed}: {first}\n    replay: {}",
+                        report.label(),
+                        report.replay_shown()
+                    ));
+                }
+            }
+        }
         match self.format {
             MessageFormat::Human => self.line(&format!(
                 "testbench: {} passed, {} failed, {} skipped in {} (logs: {})",
