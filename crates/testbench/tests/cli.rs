@@ -1053,7 +1053,8 @@ fn what_a_person_sees_is_what_it_was() {
     );
 
     // A boot that times out, under icount with a pinned seed so its console is the same
-    // every time: the verdict, the console's last lines, the replay line.
+    // every time: the verdict, the console's last lines, the replay line, and the failure
+    // named again just before the summary.
     let hangs = smoke_with("\"no-poweroff\"")
         .replace("timeout_secs = 30", "timeout_secs = 2\nicount = \"shift=3,sleep=off\"\nqemu_seed = 7");
     let dir = cases_dir(&[("hangs", &hangs)]);
@@ -1308,23 +1309,13 @@ fn auto_says_which_accelerator_it_chose_and_why_and_boots_with_it() {
 /// booted again. One at a time, nothing times out and nothing is rerun.
 #[test]
 fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said() {
-    let image = tempfile::tempdir().unwrap();
-    let kernel = image.path().join("kernel");
-    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
-    let case = |extra: &str, append: &str| {
-        format!(
-            "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 3\nexpect = ['^fake-qemu-console: done$']\npoweroff = true\n{extra}[guest]\nkernel = \"{}\"\nfirmware = \"none\"\nappend = \"{append}\"\n",
-            kernel.display()
-        )
-    };
-    let evidence = case("must_fail = '^timed out after 3s waiting for expect'\n", "tb.hang");
-    let starved = case("", "x");
+    let crowd = Crowd::new();
+    let evidence = crowd.case("must_fail = '^timed out after 3s waiting for expect'\n", "tb.hang");
+    let starved = crowd.case("", "x");
     let dir = cases_dir(&[("a-deadline-is-evidence", &evidence), ("b-starved", &starved)]);
     let cases = dir.path().to_str().unwrap();
-    let fake = root().join("scripts/fake-qemu-console");
-    let crowd = tempfile::tempdir().unwrap();
-    let mode = format!("crowd:{}", crowd.path().display());
-    let env = [("TESTBENCH_QEMU_RV64", fake.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", mode.as_str())];
+    let env = crowd.env();
+    let env = env.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>();
 
     let run = bench(&["--cases", cases, "--jobs", "2", "--message-format", "json"], &env);
     run.expect_status(0);
@@ -1356,6 +1347,64 @@ fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said
         single.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
     assert!(finished.iter().all(|e| notes(e).is_empty()), "{}", single.explain());
     assert!(!single.run_dir().join("b-starved/rv64-smp1.beside-others").exists());
+}
+
+/// The fake QEMU of the rerun-alone tests, in its "crowd" mode, and the cases it boots.
+struct Crowd {
+    image: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Crowd {
+    fn new() -> Crowd {
+        let image = tempfile::tempdir().unwrap();
+        std::fs::write(image.path().join("kernel"), "not a kernel: the fake QEMU never reads it\n").unwrap();
+        Crowd { image, dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// A case of a 3 s deadline that expects the fake's `done`, with `extra` lines.
+    fn case(&self, extra: &str, append: &str) -> String {
+        format!(
+            "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 3\nexpect = ['^fake-qemu-console: done$']\npoweroff = true\n{extra}[guest]\nkernel = \"{}\"\nfirmware = \"none\"\nappend = \"{append}\"\n",
+            self.image.path().join("kernel").display()
+        )
+    }
+
+    fn env(&self) -> [(&'static str, String); 2] {
+        let fake = root().join("scripts/fake-qemu-console");
+        [
+            ("TESTBENCH_QEMU_RV64", fake.to_str().unwrap().to_string()),
+            ("FAKE_QEMU_CONSOLE", format!("crowd:{}", self.dir.path().display())),
+        ]
+    }
+}
+
+/// A boot on the host's clock (no icount) whose failure beside another boot is not a
+/// deadline (here a forbidden line the starved fake prints) has no verdict either: it is
+/// rerun alone and passes. The same failure under icount is a verdict, never rerun.
+#[test]
+fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one_is_not() {
+    let crowd = Crowd::new();
+    let host_clock = crowd.case("forbid = ['starved']\n", "x");
+    let guest_clock = crowd.case("forbid = ['starved']\nicount = \"shift=3\"\n", "x");
+    let dir = cases_dir(&[("a-host-clock", &host_clock), ("b-guest-clock", &guest_clock)]);
+    let env = crowd.env();
+    let env = env.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>();
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--jobs", "2", "--message-format", "json"], &env);
+    run.expect_status(1);
+    let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    assert_eq!(finished.len(), 2, "{}", run.explain());
+    let notes = |e: &serde_json::Value| e["notes"].as_array().cloned().unwrap_or_default();
+    assert_eq!((&finished[0]["case"], &finished[0]["verdict"]), (&"a-host-clock".into(), &"pass".into()));
+    let said = notes(&finished[0]).first().and_then(|n| n.as_str().map(String::from)).unwrap_or_default();
+    assert!(
+        said.starts_with("failed beside other work on the host's clock; passed alone (the first boot: forbidden line"),
+        "{}",
+        run.explain()
+    );
+    assert_eq!((&finished[1]["case"], &finished[1]["verdict"]), (&"b-guest-clock".into(), &"fail".into()));
+    assert!(notes(&finished[1]).is_empty(), "an icount boot's failure is a verdict\n{}", run.explain());
+    assert!(!run.run_dir().join("b-guest-clock/rv64-smp1.beside-others").exists());
 }
 
 /// `--prebuild DIR` builds every case once per width into DIR; `DIR/testbench --prebuilt

@@ -1,11 +1,19 @@
-//! Rerun alone: a boot that ran out of its deadline while another boot of the run ran
-//! beside it (`--jobs` above 1) has no verdict yet, since the other work may have taken
-//! the time it needed. The bench boots it again with nothing else running, and its
+//! Rerun alone: a boot that failed while another boot of the run ran beside it
+//! (`--jobs` above 1) may have failed for the other work, and has no verdict yet when
+//! its failure is one the host's load can cause:
+//!
+//! - a deadline that passed (an expect or the power-off never came), on any clock: the
+//!   bench's `timeout_secs` is always the host's;
+//! - any failure of a boot on the host's clock (no `icount`): the guest's every wait,
+//!   and every bound the case holds a session or a dial to, stretch with the load.
+//!
+//! A boot under icount measures in guest time, so its other failures are verdicts
+//! wherever it ran. The bench boots such a boot again with nothing else running, and its
 //! result is that second boot's, with a note that says what happened to the first
-//! ("timed out beside other work; passed alone", or "...; failed alone too") and where
-//! the first one's files are. A boot that failed otherwise, or that timed out with the
-//! machine to itself, is not rerun; nor is a self-check whose expected failure is its
-//! deadline (`must_fail` matching the timeout): that timeout is its evidence.
+//! ("timed out beside other work; passed alone", "failed beside other work on the
+//! host's clock; failed alone too") and where the first one's files are. A boot that
+//! failed with the machine to itself is not rerun; nor is a self-check whose expected
+//! failure is what it got (`must_fail` matching the reason): that is its evidence.
 //!
 //! Every boot holds the run's gate shared while it runs; a rerun takes it exclusively,
 //! so it waits for the boots running then and holds back the ones not started (a
@@ -70,8 +78,9 @@ pub fn first_attempt_dir(dir: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
-/// Boot planned boot `index`, and boot it again alone when it ran out of its deadline
-/// beside other boots and its deadline is not what its `must_fail` wants.
+/// Boot planned boot `index`, and boot it again alone when it failed beside other boots
+/// in a way the load can cause (the module's docs) and its failure is not what its
+/// `must_fail` wants.
 pub fn boot(
     crowd: &Crowd,
     index: usize,
@@ -83,11 +92,14 @@ pub fn boot(
         Err(blocked) => return Booted::blocked(blocked),
         Ok(job) => job,
     };
+    let host_clock = spec.icount.is_none();
     let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
     let reason = match &first.result {
-        Ok(Err(reason)) if first.deadline && beside => reason.clone(),
+        Ok(Err(reason)) if beside && (first.deadline || host_clock) => reason.clone(),
         _ => return first,
     };
+    let what =
+        if first.deadline { "timed out beside other work" } else { "failed beside other work on the host's clock" };
     if must_fail.is_some_and(|pattern| pattern.is_match(&reason)) {
         return first;
     }
@@ -96,7 +108,7 @@ pub fn boot(
     if let Err(error) = std::fs::rename(&spec.dir, &aside) {
         let mut first = first;
         first.notes.push(format!(
-            "timed out beside other work, and not rerun alone: keeping its files ({} to {}) failed: {error}",
+            "{what}, and not rerun alone: keeping its files ({} to {}) failed: {error}",
             spec.dir.display(),
             aside.display()
         ));
@@ -109,8 +121,7 @@ pub fn boot(
         Ok(Err(_)) => "failed alone too".to_string(),
         Err(_) => "could not boot alone".to_string(),
     };
-    let mut notes =
-        vec![format!("timed out beside other work; {how} (the first boot: {reason}; its files: {})", aside.display())];
+    let mut notes = vec![format!("{what}; {how} (the first boot: {reason}; its files: {})", aside.display())];
     notes.extend(first.notes.into_iter().map(|note| format!("beside other work: {note}")));
     notes.append(&mut alone.notes);
     alone.notes = notes;
