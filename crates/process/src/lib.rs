@@ -1,6 +1,7 @@
 //! The one wrapper for every child process the repository starts: the bench's (setup,
 //! cargo, QEMU), the gates' (git, `cargo fmt`, `patch`, the docs checker's test listing),
-//! the recipes' (`dpkg-deb`) and hostfuzz's (the mutants' builds and runs).
+//! the recipes' (`dpkg-deb`), hostfuzz's (the mutants' builds and runs) and q's (the
+//! command a lease runs).
 //!
 //! Every child gets a printed command line, an explicit working directory, and a
 //! deadline that says what it waited for when it passes. Every child also asks Linux for
@@ -196,11 +197,18 @@ impl Cmd {
     /// Run to the end with stdin closed and the child's streams on the bench's own
     /// (for the setup script, whose messages are for the person at the terminal).
     pub fn status_inherit(&self) -> Result<ExitStatus, CmdError> {
+        self.status_inherit_told(|_| ())
+    }
+
+    /// [`Cmd::status_inherit`], telling `started` the child's PID once it runs (q tells
+    /// its daemon which process holds the lease).
+    pub fn status_inherit_told(&self, started: impl FnOnce(u32)) -> Result<ExitStatus, CmdError> {
         let mut child = self
             .command()
             .stdin(Stdio::null())
             .spawn()
             .map_err(|source| CmdError::Spawn { command: self.display(), source })?;
+        started(child.id());
         self.finish(&mut child)
     }
 

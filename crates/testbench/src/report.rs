@@ -146,6 +146,39 @@ impl BootReport {
     }
 }
 
+/// What a scheduler (q, through scripts/jobs) leases for one run of a case by name.
+pub struct JobClass {
+    /// A core per guest hart (the most any of its boots takes); two for host tests,
+    /// whose harness runs tests on threads; one for the rest.
+    pub cores: u32,
+    /// Host-clock work, run on q's quiet set: a boot without icount held to a bound on a
+    /// time (a session's `within`), or a self-check whose evidence is a deadline.
+    pub quiet: bool,
+    /// Host ports one boot forwards (its lease's size).
+    pub ports: usize,
+}
+
+pub fn job_class(case: &testbench_case::Case) -> JobClass {
+    use testbench_case::{Kind, Step};
+    let deadline_is_evidence = case.must_fail.as_ref().is_some_and(|p| {
+        let text = p.source();
+        text.contains("timed out") || text.contains("deadline") || text.contains("within")
+    });
+    match &case.kind {
+        Kind::Boot(boot) => {
+            let bounded = boot.sessions.iter().any(|s| s.steps.iter().any(|step| matches!(step, Step::Within(_))));
+            JobClass {
+                cores: boot.smp.iter().flat_map(|(_, counts)| counts.iter().copied()).max().unwrap_or(1),
+                quiet: boot.icount.is_none() && (bounded || deadline_is_evidence),
+                ports: crate::devices::host_ports(boot),
+            }
+        }
+        Kind::HostTests(_) => JobClass { cores: 2, quiet: deadline_is_evidence, ports: 0 },
+        Kind::SshLoopback(_) => JobClass { cores: 1, quiet: deadline_is_evidence, ports: 0 },
+        Kind::Build(_) | Kind::Scripts(_) | Kind::Gate(_) => JobClass { cores: 1, quiet: false, ports: 0 },
+    }
+}
+
 /// One row the run will print, known before it starts (to size the columns).
 pub struct Row {
     pub label: String,
@@ -268,10 +301,14 @@ impl Reporter {
                         case.description
                     ));
                 }
-                MessageFormat::Json => self.emit_json(json!({
-                    "event": "case", "name": case.name, "kind": case.kind.name(), "arch": arch,
-                    "description": case.description, "whole_run": case.whole_run, "file": case.file,
-                })),
+                MessageFormat::Json => {
+                    let class = job_class(case);
+                    self.emit_json(json!({
+                        "event": "case", "name": case.name, "kind": case.kind.name(), "arch": arch,
+                        "description": case.description, "whole_run": case.whole_run, "file": case.file,
+                        "cores": class.cores, "quiet": class.quiet, "ports": class.ports,
+                    }))
+                }
             }
         }
     }
@@ -536,6 +573,19 @@ impl Reporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cases_job_class_is_a_core_per_hart_and_the_quiet_set_for_host_clock_evidence() {
+        let class = |text: &str| job_class(&testbench_case::parse("tests/c.toml", text).unwrap());
+        let boot = "description = \"d\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\n";
+        let plain = class(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\nicount = \"shift=3\"\n"));
+        assert_eq!((plain.cores, plain.quiet, plain.ports), (4, false, 0));
+        let deadline = format!("{boot}must_fail = '^timed out after'\n");
+        assert!(class(&deadline).quiet, "a host-clock self-check whose evidence is its deadline");
+        assert!(!class(&format!("{deadline}icount = \"shift=3\"\n")).quiet, "under icount it measures guest time");
+        let host = class("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n");
+        assert_eq!((host.cores, host.quiet), (2, false));
+    }
 
     #[test]
     fn the_console_tail_is_the_last_shown_lines_read_from_the_end() {

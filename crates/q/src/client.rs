@@ -1,0 +1,195 @@
+//! The client side: `q run` asks for a lease, waits for it (printing what it waits
+//! for), pins itself to the granted cores so the command inherits them, runs the
+//! command with the lease in its environment, and exits with its status. The lease
+//! ends when this process does, by any exit.
+
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::sched::{cores_text, Ask, Grant, JobId};
+use crate::{place, read_line, Answer, Report, Request};
+
+/// The environment a job gets, beside its own.
+pub fn lease_env(job: JobId, grant: &Grant, locks: &[String], shares: &[String], dir: &Path) -> Vec<(String, String)> {
+    let mut env = vec![("Q_JOB".to_string(), job.to_string()), ("Q_DIR".to_string(), dir.display().to_string())];
+    if !grant.cores.is_empty() {
+        let n = grant.cores.len().to_string();
+        env.push(("Q_CORES".into(), cores_text(&grant.cores)));
+        env.push(("CARGO_BUILD_JOBS".into(), n.clone()));
+        env.push(("RUST_TEST_THREADS".into(), n));
+    }
+    if let Some((lo, hi)) = grant.ports {
+        env.push(("TESTBENCH_PORTS".into(), format!("{lo}-{hi}")));
+    }
+    env.push(("Q_LOCK".into(), locks.join(",")));
+    env.push(("Q_SHARE".into(), shares.join(",")));
+    env
+}
+
+/// The locks this process's own lease holds (a job running `q run` again), from its
+/// environment: exclusive, shared.
+fn held_locks() -> (Vec<String>, Vec<String>) {
+    let list = |var: &str| -> Vec<String> {
+        std::env::var(var).unwrap_or_default().split(',').filter(|s| !s.is_empty()).map(String::from).collect()
+    };
+    (list("Q_LOCK"), list("Q_SHARE"))
+}
+
+/// Drop from `ask` the locks the enclosing lease already holds: a whole bench holding
+/// `qemu` runs its cases under it, and they must not wait for their own holder. An
+/// exclusive ask of a lock the enclosing lease only shares can never be granted.
+pub fn inherit_locks(ask: &mut Ask, held: (&[String], &[String])) -> Result<(), String> {
+    let (held_excl, held_shared) = held;
+    if let Some(name) = ask.locks.iter().find(|l| held_shared.contains(l) && !held_excl.contains(l)) {
+        return Err(format!(
+            "--lock {name}: this job runs under a lease that holds {name} shared, so it can never take it exclusively"
+        ));
+    }
+    ask.locks.retain(|l| !held_excl.contains(l));
+    ask.shares.retain(|l| !held_excl.contains(l) && !held_shared.contains(l));
+    Ok(())
+}
+
+fn connect(dir: &Path) -> Result<UnixStream, String> {
+    place::private(dir)?;
+    let socket = place::socket(dir);
+    UnixStream::connect(&socket).map_err(|e| {
+        format!("no q daemon answers at {} ({e}): start one with `q daemon &` (same Q_DIR)", socket.display())
+    })
+}
+
+fn say(stream: &mut UnixStream, line: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(line).map_err(std::io::Error::other)?;
+    text.push('\n');
+    stream.write_all(text.as_bytes())
+}
+
+/// `q ls` and `q log`: the daemon's text.
+pub fn ask_text(dir: &Path, request: Request) -> Result<String, String> {
+    let mut stream = connect(dir)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    say(&mut stream, &request).map_err(|e| format!("cannot ask the daemon: {e}"))?;
+    let mut reader = BufReader::new(stream);
+    match read_line(&mut reader) {
+        Ok(Some(line)) => match serde_json::from_str(&line) {
+            Ok(Answer::Text(text)) => Ok(text),
+            Ok(Answer::Refused(why)) => Err(why),
+            _ => Err(format!("the daemon answered what q does not read: {line}")),
+        },
+        Ok(None) => Err("the daemon closed the connection without an answer".into()),
+        Err(e) => Err(format!("no answer from the daemon within 10 s: {e}")),
+    }
+}
+
+pub struct RunArgs {
+    pub name: String,
+    pub ask: Ask,
+    pub command: Vec<String>,
+    /// How long to wait for the lease.
+    pub wait: Duration,
+    /// How long the command may run.
+    pub timeout: Duration,
+}
+
+/// `q run`: the command's exit code, or why there is none.
+pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
+    let (held_excl, held_shared) = held_locks();
+    inherit_locks(&mut args.ask, (&held_excl, &held_shared))?;
+    let mut stream = connect(dir)?;
+    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let request = Request::Run { name: args.name.clone(), cwd, ask: args.ask.clone() };
+    say(&mut stream, &request).map_err(|e| format!("cannot ask the daemon: {e}"))?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+    let asked = Instant::now();
+    let mut last_wait = String::new();
+    let (job, grant) = loop {
+        let left = args.wait.checked_sub(asked.elapsed()).unwrap_or_default();
+        if left.is_zero() {
+            return Err(format!("no lease within {}s (--wait); it waited for {last_wait}", args.wait.as_secs()));
+        }
+        stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        let line = match read_line(&mut reader) {
+            Ok(Some(line)) => line,
+            Ok(None) => return Err("the daemon went away before granting the lease; run again".into()),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e) => return Err(format!("reading the daemon's answer: {e}")),
+        };
+        match serde_json::from_str(&line) {
+            Ok(Answer::Wait(why)) => {
+                eprintln!("q: waiting for {why}");
+                last_wait = why;
+            }
+            Ok(Answer::Granted { job, grant, waited_ms }) => {
+                if waited_ms >= 1000 {
+                    eprintln!("q: job {job} waited {:.1}s", waited_ms as f64 / 1000.0);
+                }
+                break (job, grant);
+            }
+            Ok(Answer::Refused(why)) => return Err(format!("refused: {why}")),
+            _ => return Err(format!("the daemon answered what q does not read: {line}")),
+        }
+    };
+    if !grant.cores.is_empty() {
+        let mut set = rustix::thread::CpuSet::new();
+        for &core in &grant.cores {
+            set.set(core);
+        }
+        rustix::thread::sched_setaffinity(None, &set)
+            .map_err(|e| format!("cannot pin to cores {}: {e}", cores_text(&grant.cores)))?;
+    }
+    let locks: Vec<String> = args.ask.locks.iter().chain(&held_excl).cloned().collect();
+    let shares: Vec<String> = args.ask.shares.iter().chain(&held_shared).cloned().collect();
+    let (program, rest) = args.command.split_first().ok_or("no command to run")?;
+    let mut cmd = testbench_process::Cmd::new(program, format!("the command of q's job {job}"), args.timeout)
+        .args(rest)
+        .cwd(std::env::current_dir().map_err(|e| e.to_string())?)
+        .process_group();
+    for (key, value) in lease_env(job, &grant, &locks, &shares, dir) {
+        cmd = cmd.env(key, value);
+    }
+    let status = cmd
+        .status_inherit_told(|pid| {
+            let _ = say(&mut stream, &Report::Started(pid as i32));
+        })
+        .map_err(|e| e.to_string())?;
+    let code =
+        status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+    let _ = say(&mut stream, &Report::Exit(code));
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_inside_a_lease_takes_none_of_the_locks_its_lease_holds() {
+        let held = (vec!["qemu".to_string()], vec!["net".to_string()]);
+        let mut ask = Ask {
+            locks: vec!["qemu".into(), "disk".into()],
+            shares: vec!["qemu".into(), "net".into(), "x".into()],
+            ..Ask::default()
+        };
+        inherit_locks(&mut ask, (&held.0, &held.1)).unwrap();
+        assert_eq!((ask.locks, ask.shares), (vec!["disk".to_string()], vec!["x".to_string()]));
+        let mut exclusive = Ask { locks: vec!["net".into()], ..Ask::default() };
+        assert!(inherit_locks(&mut exclusive, (&held.0, &held.1))
+            .unwrap_err()
+            .contains("can never take it exclusively"));
+    }
+
+    #[test]
+    fn the_lease_reaches_the_job_as_its_environment() {
+        let grant = Grant { cores: vec![2, 3], ports: Some((23000, 23003)) };
+        let env = lease_env(7, &grant, &["qemu".into()], &[], Path::new("/q"));
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("Q_CORES"), Some("2-3"));
+        assert_eq!(get("CARGO_BUILD_JOBS"), Some("2"));
+        assert_eq!(get("RUST_TEST_THREADS"), Some("2"));
+        assert_eq!(get("TESTBENCH_PORTS"), Some("23000-23003"));
+        assert_eq!(get("Q_LOCK"), Some("qemu"));
+        assert_eq!(get("Q_JOB"), Some("7"));
+    }
+}

@@ -1,0 +1,136 @@
+//! `q`: see docs/q.md.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use testbench_q::sched::{parse_cores, Ask, Machine};
+use testbench_q::{client, daemon, place, Request};
+
+#[derive(Parser)]
+#[command(name = "q", about = "The one-machine scheduler: leases of cores, ports and locks for the commands it runs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon in the foreground (its directory: $Q_DIR, else
+    /// $XDG_RUNTIME_DIR/testbench-q, else /tmp/testbench-q-<uid>).
+    Daemon {
+        /// The cores it hands out (such as 0-7); default: every core this process may use.
+        #[arg(long)]
+        cores: Option<String>,
+        /// The quiet set, for host-clock work, out of --cores ("" for none); default: the
+        /// last four cores on a machine of eight or more, none below.
+        #[arg(long)]
+        quiet: Option<String>,
+        /// The host port pool, LO-HI.
+        #[arg(long, default_value = "23000-23999")]
+        ports: String,
+    },
+    /// Wait for a lease, run COMMAND pinned to its cores, exit with its status.
+    Run {
+        /// Cores to lease (0: a lease of locks or ports alone).
+        #[arg(long, default_value_t = 1)]
+        cores: usize,
+        /// Run on the quiet set, one quiet job at a time.
+        #[arg(long)]
+        quiet: bool,
+        /// Host ports to lease, handed over as TESTBENCH_PORTS=lo-hi.
+        #[arg(long, default_value_t = 0)]
+        ports: u16,
+        /// Take the named lock exclusively.
+        #[arg(long = "lock", value_name = "NAME")]
+        locks: Vec<String>,
+        /// Take the named lock shared.
+        #[arg(long = "share", value_name = "NAME")]
+        shares: Vec<String>,
+        /// The job's name in `q ls` and `q log` (default: the command line).
+        #[arg(long)]
+        name: Option<String>,
+        /// Seconds to wait for the lease.
+        #[arg(long, default_value_t = 86_400)]
+        wait: u64,
+        /// Seconds the command may run; past them it is killed with its process group.
+        #[arg(long, default_value_t = 86_400)]
+        timeout: u64,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// The core map, the locks, the running jobs and the queue.
+    Ls,
+    /// The jobs that ended recently, with their waits and run times.
+    Log,
+}
+
+fn machine(cores: Option<String>, quiet: Option<String>, ports: &str) -> Result<Machine, String> {
+    let online =
+        rustix::thread::sched_getaffinity(None).map_err(|e| format!("cannot read this process's cores: {e}"))?;
+    let limit = rustix::thread::CpuSet::MAX_CPU;
+    let mine: Vec<usize> = (0..limit).filter(|&c| online.is_set(c)).collect();
+    let all = match cores {
+        Some(text) => parse_cores(&text, limit).map_err(|e| format!("--cores: {e}"))?,
+        None => mine.clone(),
+    };
+    if let Some(c) = all.iter().find(|c| !mine.contains(c)) {
+        return Err(format!(
+            "--cores: core {c} is not one this process may run on ({})",
+            testbench_q::sched::cores_text(&mine)
+        ));
+    }
+    let quiet = match quiet {
+        Some(text) => parse_cores(&text, limit).map_err(|e| format!("--quiet: {e}"))?,
+        None if all.len() >= 8 => all[all.len() - 4..].to_vec(),
+        None => Vec::new(),
+    };
+    if let Some(c) = quiet.iter().find(|c| !all.contains(c)) {
+        return Err(format!("--quiet: core {c} is not one of --cores"));
+    }
+    let general: Vec<usize> = all.iter().copied().filter(|c| !quiet.contains(c)).collect();
+    let bad = || format!("--ports {ports:?}: it takes LO-HI, two ports from 1 to 65535 with LO <= HI");
+    let (lo, hi) = ports.split_once('-').ok_or_else(bad)?;
+    let (lo, hi): (u16, u16) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok(Machine { general, quiet, ports: (lo, hi) })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let dir = place::dir();
+    let result = match cli.command {
+        Command::Daemon { cores, quiet, ports } => {
+            machine(cores, quiet, &ports).and_then(|m| daemon::serve(&dir, m)).map(|()| 0)
+        }
+        Command::Run { cores, quiet, ports, locks, shares, name, wait, timeout, command } => {
+            let name = name.unwrap_or_else(|| command.join(" "));
+            let ask = Ask { cores, quiet, ports, locks, shares };
+            let args = client::RunArgs {
+                name,
+                ask,
+                command,
+                wait: Duration::from_secs(wait),
+                timeout: Duration::from_secs(timeout),
+            };
+            client::run(&dir, args)
+        }
+        Command::Ls => client::ask_text(&dir, Request::Ls).map(|t| {
+            print!("{t}");
+            0
+        }),
+        Command::Log => client::ask_text(&dir, Request::Log).map(|t| {
+            print!("{t}");
+            0
+        }),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(why) => {
+            eprintln!("q: {why}");
+            ExitCode::from(125)
+        }
+    }
+}

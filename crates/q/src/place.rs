@@ -1,0 +1,105 @@
+//! Where the daemon lives and who may talk to it.
+//!
+//! The daemon's directory is `$Q_DIR`, else `$XDG_RUNTIME_DIR/testbench-q`, else
+//! `/tmp/testbench-q-<uid>`. It holds the socket, the lock that keeps one daemon per
+//! directory, and the saved state. It must be a real directory (not a link) owned by
+//! the user and closed to everyone else (no group or other bits): another local user
+//! could otherwise plant a socket of their own there and answer for the daemon. The
+//! daemon checks each peer's user too (SO_PEERCRED), so a socket reached some other
+//! way still answers its owner alone.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The daemon's directory, as the environment names it.
+pub fn dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("Q_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&runtime).join("testbench-q");
+    }
+    PathBuf::from(format!("/tmp/testbench-q-{}", rustix::process::getuid().as_raw()))
+}
+
+/// Make `dir` if it is missing (0700), and refuse it unless it is a directory of this
+/// user's that nobody else may enter.
+pub fn private(dir: &Path) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make q's directory {}: {e}", dir.display())),
+    }
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read q's directory {}: {e}", dir.display()))?;
+    let me = rustix::process::getuid().as_raw();
+    if !meta.is_dir() {
+        return Err(format!("q's directory {} is not a directory (a link or a file is never followed)", dir.display()));
+    }
+    if meta.uid() != me {
+        return Err(format!("q's directory {} belongs to uid {}, not to you (uid {me})", dir.display(), meta.uid()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "q's directory {} has mode {:o}: others may enter it; it must be 0700 (chmod 700 {})",
+            dir.display(),
+            meta.mode() & 0o777,
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+pub fn socket(dir: &Path) -> PathBuf {
+    dir.join("sock")
+}
+
+/// A process's start time in clock ticks after boot (field 22 of /proc/PID/stat), or
+/// `None` when it no longer runs. With the PID it names one process for good.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything: count from
+    // the last ')'. Field 3 is the first after it; field 22 is the 20th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let field = rest.split_whitespace().nth(19)?;
+    field.parse().ok()
+}
+
+/// Whether the process `pid` that started at `start` still runs (a zombie counts as
+/// ended: it holds nothing any more).
+pub fn alive(pid: i32, start: u64) -> bool {
+    if start_time(pid) != Some(start) {
+        return false;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+    state != Some("Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_directory_others_may_enter_or_a_link_is_refused() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("q");
+        private(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(private(&dir).unwrap_err().contains("has mode 755: others may enter it"));
+        let link = top.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(private(&link).unwrap_err().contains("is not a directory"));
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = std::process::id() as i32;
+        let start = start_time(me).expect("this process has a start time");
+        assert!(alive(me, start));
+        assert!(!alive(me, start + 1));
+        assert_eq!(start_time(i32::MAX), None);
+    }
+}
