@@ -12,7 +12,18 @@ use crate::sched::{cores_text, Ask, Grant, JobId};
 use crate::{place, read_line, Answer, Report, Request};
 
 /// The environment a job gets, beside its own.
-pub fn lease_env(job: JobId, grant: &Grant, locks: &[String], shares: &[String], dir: &Path) -> Vec<(String, String)> {
+/// The locks of a lease, as its job sees them: its own and those it inherited from an
+/// enclosing lease ([`inherit_locks`]), exclusive and shared.
+pub struct HeldLocks<'a> {
+    pub locks: &'a [String],
+    pub shares: &'a [String],
+    pub inherited: &'a [String],
+}
+
+/// The environment a job gets, beside its own: `Q_LOCK` and `Q_SHARE` name every lock it
+/// holds, `Q_INHERITED` those an enclosing lease took for it (a whole set's `qemu`, which
+/// tells the bench that other targets of the set boot beside it).
+pub fn lease_env(job: JobId, grant: &Grant, held: HeldLocks, dir: &Path) -> Vec<(String, String)> {
     let mut env = vec![("Q_JOB".to_string(), job.to_string()), ("Q_DIR".to_string(), dir.display().to_string())];
     if !grant.cores.is_empty() {
         let n = grant.cores.len().to_string();
@@ -23,8 +34,9 @@ pub fn lease_env(job: JobId, grant: &Grant, locks: &[String], shares: &[String],
     if let Some((lo, hi)) = grant.ports {
         env.push(("TESTBENCH_PORTS".into(), format!("{lo}-{hi}")));
     }
-    env.push(("Q_LOCK".into(), locks.join(",")));
-    env.push(("Q_SHARE".into(), shares.join(",")));
+    env.push(("Q_LOCK".into(), held.locks.join(",")));
+    env.push(("Q_SHARE".into(), held.shares.join(",")));
+    env.push(("Q_INHERITED".into(), held.inherited.join(",")));
     env
 }
 
@@ -141,12 +153,14 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
     }
     let locks: Vec<String> = args.ask.locks.iter().chain(&held_excl).cloned().collect();
     let shares: Vec<String> = args.ask.shares.iter().chain(&held_shared).cloned().collect();
+    let inherited: Vec<String> = held_excl.iter().chain(&held_shared).cloned().collect();
     let (program, rest) = args.command.split_first().ok_or("no command to run")?;
     let mut cmd = testbench_process::Cmd::new(program, format!("the command of q's job {job}"), args.timeout)
         .args(rest)
         .cwd(std::env::current_dir().map_err(|e| e.to_string())?)
         .process_group();
-    for (key, value) in lease_env(job, &grant, &locks, &shares, dir) {
+    let held = HeldLocks { locks: &locks, shares: &shares, inherited: &inherited };
+    for (key, value) in lease_env(job, &grant, held, dir) {
         cmd = cmd.env(key, value);
     }
     let status = cmd
@@ -183,13 +197,15 @@ mod tests {
     #[test]
     fn the_lease_reaches_the_job_as_its_environment() {
         let grant = Grant { cores: vec![2, 3], ports: Some((23000, 23003)) };
-        let env = lease_env(7, &grant, &["qemu".into()], &[], Path::new("/q"));
+        let held = HeldLocks { locks: &["qemu".into()], shares: &[], inherited: &["net".into()] };
+        let env = lease_env(7, &grant, held, Path::new("/q"));
         let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         assert_eq!(get("Q_CORES"), Some("2-3"));
         assert_eq!(get("CARGO_BUILD_JOBS"), Some("2"));
         assert_eq!(get("RUST_TEST_THREADS"), Some("2"));
         assert_eq!(get("TESTBENCH_PORTS"), Some("23000-23003"));
         assert_eq!(get("Q_LOCK"), Some("qemu"));
+        assert_eq!(get("Q_INHERITED"), Some("net"));
         assert_eq!(get("Q_JOB"), Some("7"));
     }
 }

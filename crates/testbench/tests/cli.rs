@@ -1518,3 +1518,44 @@ fn the_qemu_probe_is_kept_until_the_binary_changes() {
     bench(&["--cases", cases], &env).expect_status(0);
     assert_eq!(probes(), 2, "a changed binary must be asked again");
 }
+
+/// Two benches at once, each with one boot, in the fake QEMU's crowd mode: each boot
+/// starves the other's. Alone, neither bench knows the other ran: both time out and
+/// fail. Under q, sharing the lock `qemu` (Q_DIR, Q_JOB, Q_SHARE as `q run --share qemu`
+/// sets them), every boot counts as beside other work: each is rerun with every bench's
+/// boots shut out (q's lock files), one after the other, and both pass, saying so.
+#[test]
+fn under_a_shared_q_lease_a_boot_that_timed_out_is_rerun_alone_of_every_bench() {
+    let crowd = Crowd::new();
+    let dir = cases_dir(&[("starved", &crowd.case("", "x"))]);
+    let cases = dir.path().to_str().unwrap();
+    let q_dir = tempfile::tempdir().unwrap();
+    let q = q_dir.path().to_str().unwrap();
+    let env = crowd.env();
+    let two_at_once = |under_q: bool| -> Vec<Run> {
+        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        if under_q {
+            env.extend([("Q_DIR", q), ("Q_JOB", "1"), ("Q_SHARE", "qemu")]);
+        }
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..2)
+                .map(|_| {
+                    let env = env.clone();
+                    scope.spawn(move || bench(&["--cases", cases, "--message-format", "json"], &env))
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        })
+    };
+    for run in two_at_once(false) {
+        run.expect_status(1);
+    }
+    for run in two_at_once(true) {
+        run.expect_status(0);
+        let finished: Vec<serde_json::Value> =
+            run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+        let said = finished[0]["notes"][0].as_str().unwrap_or_default().to_string();
+        assert!(said.starts_with("timed out beside other work; passed alone"), "{}", run.explain());
+    }
+    assert!(q_dir.path().join("boots.lock").exists() && q_dir.path().join("turnstile.lock").exists());
+}

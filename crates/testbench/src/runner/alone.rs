@@ -26,6 +26,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
+use super::company::Company;
 use super::outcome::{boot_once_or_twice, Booted};
 use super::prepare::BootJob;
 use crate::case_result::Blocked;
@@ -35,6 +36,8 @@ use crate::case_result::Blocked;
 pub struct Crowd {
     state: Mutex<State>,
     gate: RwLock<()>,
+    /// Other benches' boots under q, when this run shares `qemu` with them.
+    company: Option<Company>,
 }
 
 #[derive(Default)]
@@ -44,10 +47,20 @@ struct State {
 }
 
 impl Crowd {
+    /// The boots of a run; with `company`, beside other benches' boots too.
+    pub fn new(company: Option<Company>) -> Crowd {
+        Crowd { company, ..Crowd::default() }
+    }
+
     /// Run boot `index` among the others: the result, and whether another boot ran at
-    /// any moment while it did.
-    fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (R, bool) {
+    /// any moment while it did (always, under q beside other benches: no bench can know
+    /// that none did). A lock file that cannot be taken is said in the result.
+    fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (Result<R, String>, bool) {
         let _shared = self.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _company = match self.company.as_ref().map(Company::boot).transpose() {
+            Ok(held) => held,
+            Err(why) => return (Err(why), false),
+        };
         {
             let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if !state.running.is_empty() {
@@ -60,13 +73,15 @@ impl Crowd {
         let result = work();
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.running.remove(&index);
-        (result, state.beside.remove(&index))
+        (Ok(result), state.beside.remove(&index) || self.company.is_some())
     }
 
-    /// Run `work` with no boot running beside it.
-    fn alone<R>(&self, work: impl FnOnce() -> R) -> R {
+    /// Run `work` with no boot running beside it, of this run or, under q, of another
+    /// bench.
+    fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, String> {
         let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        work()
+        let _company = self.company.as_ref().map(Company::alone).transpose()?;
+        Ok(work())
     }
 }
 
@@ -94,6 +109,10 @@ pub fn boot(
     };
     let host_clock = spec.icount.is_none();
     let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
+    let first = match first {
+        Ok(first) => first,
+        Err(why) => return Booted::blocked(Blocked::Build(format!("the bench could not boot: {why}"))),
+    };
     let reason = match &first.result {
         Ok(Err(reason)) if beside && (first.deadline || host_clock) => reason.clone(),
         _ => return first,
@@ -114,7 +133,14 @@ pub fn boot(
         ));
         return first;
     }
-    let mut alone = crowd.alone(|| boot_once_or_twice(spec, root, repeat_exactly));
+    let mut alone = match crowd.alone(|| boot_once_or_twice(spec, root, repeat_exactly)) {
+        Ok(alone) => alone,
+        Err(why) => {
+            let mut first = first;
+            first.notes.push(format!("{what}, and not rerun alone: {why} (its files: {})", aside.display()));
+            return first;
+        }
+    };
     let how = match &alone.result {
         Ok(Ok(())) => "passed alone".to_string(),
         Ok(Err(_)) if alone.deadline => "timed out alone too".to_string(),
@@ -158,12 +184,14 @@ mod tests {
                 })
             });
             std::thread::sleep(Duration::from_millis(20));
-            crowd.alone(|| {
-                most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(30));
-                most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
-            });
-            long.join().unwrap();
+            crowd
+                .alone(|| {
+                    most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(30));
+                    most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
+                })
+                .expect("no company: nothing to lock");
+            long.join().unwrap().0.expect("no company: nothing to lock");
         });
         assert_eq!(most_alone.load(Ordering::SeqCst), 0, "nothing ran beside the boot run alone");
     }

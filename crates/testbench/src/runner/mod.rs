@@ -12,6 +12,7 @@
 //! verdict's worth and its report).
 
 mod alone;
+mod company;
 mod intake;
 mod outcome;
 mod plan;
@@ -105,6 +106,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     let per_boot = selected.iter().filter_map(|c| c.as_boot()).map(crate::devices::host_ports).max().unwrap_or(0);
     let ports = crate::devices::net::Ports::from_env(options.jobs, per_boot)
         .map_err(|error| BenchError::Refused(vec![error]))?;
+    // Under q beside other benches: their boots count as beside this run's.
+    let company = company::Company::from_env().map_err(|error| BenchError::Refused(vec![error]))?;
 
     let run_dir = crate::rundir::create(&ws.root)?;
     let boots = plan::plan(&selected, options, &run_dir, env_seed);
@@ -174,7 +177,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(first) = boots.first() {
         reporter.boot_started(&starting(first), first.seed);
     }
-    let crowd = alone::Crowd::default();
+    let crowd = alone::Crowd::new(company);
     let boot = |(index, job): (usize, _)| {
         let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
         alone::boot(&crowd, index, job, &ws.root, must_fail)
