@@ -1472,6 +1472,10 @@ fn a_prebuilt_directory_boots_without_cargo_and_is_refused_when_it_is_not_this_t
             && said.contains("the commit moved from 0000000000000000000000000000000000000000 to "),
         "{said}"
     );
+    // The check runs beside the first boots: whatever they did, no verdict of old pieces
+    // is reported.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(" PASS ") && !stdout.contains(" FAIL "), "{stdout}");
     // An edited case file (outside the tree here) boots nothing old.
     std::fs::write(&index_path, &original).unwrap();
     std::fs::write(dir.path().join("good.toml"), two_widths.replace("smoke\"\narch", "smoke, edited\"\narch")).unwrap();
@@ -1517,6 +1521,16 @@ fn the_qemu_probe_is_kept_until_the_binary_changes() {
     write_wrapper("a changed binary, one byte longer");
     bench(&["--cases", cases], &env).expect_status(0);
     assert_eq!(probes(), 2, "a changed binary must be asked again");
+    // A second binary of the width, the two used in turn: each is kept apart, so
+    // neither is asked again (one file per width once made them ask each other's turn).
+    let other = tools.path().join("qemu-other");
+    std::fs::copy(&wrapper, &other).unwrap();
+    let env_other = [("TESTBENCH_QEMU_RV64", other.to_str().unwrap())];
+    bench(&["--cases", cases], &env_other).expect_status(0);
+    assert_eq!(probes(), 3, "another binary is asked once");
+    bench(&["--cases", cases], &env).expect_status(0);
+    bench(&["--cases", cases], &env_other).expect_status(0);
+    assert_eq!(probes(), 3, "two binaries used in turn are each asked once");
 }
 
 /// Two benches at once, each with one boot, in the fake QEMU's crowd mode: each boot

@@ -76,7 +76,9 @@ pub fn probe(arch: Arch) -> Probe {
     Probe { version, firmware_dirs, kvm: None }
 }
 
-/// What a probe that succeeded is kept as, in `cache/<arch>.json`.
+/// What a probe that succeeded is kept as, in `cache/<arch>-<path hash>.json`: one file
+/// per binary, so a run that alternates two QEMUs of a width (`TESTBENCH_QEMU_*` set for
+/// some runs) finds both kept.
 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
 struct CachedProbe {
     /// The binary the answers are of: its resolved path, size, modification time and
@@ -88,32 +90,36 @@ struct CachedProbe {
 
 /// The probe's key: the width's QEMU binary as resolved now, with what tells one build
 /// of a file from another.
-fn probe_key(arch: Arch) -> Option<String> {
+fn probe_key(arch: Arch) -> Option<(PathBuf, String)> {
     use std::os::unix::fs::MetadataExt;
     let qemu = qemu_binary(arch);
     let path = if qemu.contains('/') { PathBuf::from(&qemu) } else { crate::command::on_path(&qemu)? };
     let real = path.canonicalize().ok()?;
     let meta = std::fs::metadata(&real).ok()?;
-    Some(format!("{} {} {} {} {}", real.display(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()))
+    let key = format!("{} {} {} {} {}", real.display(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino());
+    Some((real, key))
 }
 
 /// [`probe`], answered from `cache` (a directory) when the width's QEMU binary is the one
 /// a successful probe saw: a run from a prebuilt directory then starts no QEMU before
 /// its boot's. A failed probe is never kept.
 pub fn probe_cached(arch: Arch, cache: &Path) -> Probe {
-    let key = probe_key(arch);
-    let file = cache.join(format!("{arch}.json"));
-    if let Some(key) = &key {
-        let cached: Option<CachedProbe> =
-            std::fs::read_to_string(&file).ok().and_then(|text| serde_json::from_str(&text).ok());
-        if let Some(cached) = cached.filter(|c| c.key == *key) {
-            return Probe { version: Ok(cached.version), firmware_dirs: Ok(cached.firmware_dirs), kvm: None };
-        }
+    let Some((real, key)) = probe_key(arch) else { return probe(arch) };
+    let named = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(real.as_os_str().as_encoded_bytes());
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let file = cache.join(format!("{arch}-{named}.json"));
+    let cached: Option<CachedProbe> =
+        std::fs::read_to_string(&file).ok().and_then(|text| serde_json::from_str(&text).ok());
+    if let Some(cached) = cached.filter(|c| c.key == key) {
+        return Probe { version: Ok(cached.version), firmware_dirs: Ok(cached.firmware_dirs), kvm: None };
     }
     let probe = probe(arch);
-    if let (Some(key), Ok(version), Ok(firmware_dirs)) = (key, &probe.version, &probe.firmware_dirs) {
+    if let (Ok(version), Ok(firmware_dirs)) = (&probe.version, &probe.firmware_dirs) {
         let kept = CachedProbe { key, version: version.clone(), firmware_dirs: firmware_dirs.clone() };
-        let tmp = cache.join(format!(".{arch}.json.{}", std::process::id()));
+        let tmp = cache.join(format!(".{arch}-{named}.json.{}", std::process::id()));
         let written = std::fs::create_dir_all(cache)
             .and_then(|()| std::fs::write(&tmp, serde_json::to_string(&kept).expect("a probe serializes")))
             .and_then(|()| std::fs::rename(&tmp, &file));

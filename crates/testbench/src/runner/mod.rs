@@ -69,12 +69,17 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.list(&loaded.cases);
         return Ok(Finished::Passed);
     }
-    // A prebuilt directory is checked before anything else: another workspace's, or one
-    // made before a change to this tree, is refused saying why.
-    let prebuilt = match &options.prebuilt {
-        Some(dir) => Some(crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?),
-        None => None,
+    // A prebuilt directory is checked before anything else: another workspace's is
+    // refused saying why. Whether the tree changed since it was made is asked on a
+    // thread of its own (`tree`), and answered before any result is reported.
+    let (prebuilt, tree) = match &options.prebuilt {
+        Some(dir) => {
+            let (index, tree) = crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?;
+            (Some(index), Some(tree))
+        }
+        None => (None, None),
     };
+    let tree_ok = || tree.as_ref().map_or(Ok(()), |tree| tree.result());
     let intake::Taken { selected, env_seed } = intake::take(&loaded, ws, options)?;
     if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
         return match options.no_tests {
@@ -135,6 +140,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     // The cases that boot nothing run first, one after another, in name order; the
     // ssh-loopback cases among them share the run's loopback server (its probe, once).
     let mut loopback = crate::loopback::Loopback::default();
+    if !host_runs.is_empty() {
+        tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
+    }
     for &(index, arch) in &host_runs {
         let case = selected[index];
         let label = match arch {
@@ -179,17 +187,32 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     }
     let crowd = alone::Crowd::new(company);
     let boot = |(index, job): (usize, _)| {
+        // The first --jobs boots start beside the tree's check; no later one starts once
+        // it has refused the run.
+        if index >= options.jobs {
+            if let Err(why) = tree_ok() {
+                return outcome::Booted::blocked(crate::case_result::Blocked::Build(why));
+            }
+        }
         let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
         alone::boot(&crowd, index, job, &ws.root, must_fail)
     };
     let jobs: Vec<_> = jobs.into_iter().enumerate().collect();
+    let mut refused = None;
     pool::run_in_order(jobs, options.jobs, boot, |index, result, took| {
+        if let Err(why) = tree_ok() {
+            refused.get_or_insert(why);
+            return;
+        }
         let planned = &boots[index];
         reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));
         if let Some(next) = boots.get(index + 1) {
             reporter.boot_started(&starting(next), next.seed);
         }
     });
+    if let Some(why) = refused {
+        return Err(BenchError::Refused(vec![why]));
+    }
     if let (Some(seeds), Some(case)) = (&options.sweep, selected.first()) {
         reporter.sweep_summary(&case.name, seeds);
     }
