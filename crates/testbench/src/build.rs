@@ -149,8 +149,15 @@ impl Builder {
         if !key.features.is_empty() {
             cmd = cmd.args(["--features", &key.features.join(",")]);
         }
-        self.record(&format!("build: {}", cmd.display()));
+        let command = cmd.display();
+        let env = crate::fresh::build_env();
+        self.record(&format!("build: {command}"));
+        if let Some(executable) = crate::fresh::check(&target_dir, &command, &env) {
+            self.record("  fresh by the bench's stamp (nothing changed since cargo's last build): cargo not run");
+            return self.take(key, &executable);
+        }
         self.cargo_runs += 1;
+        let started = std::time::SystemTime::now();
         let output = cmd.output().inspect_err(|error| self.record(&format!("  failed: {error}")))?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
@@ -163,11 +170,10 @@ impl Builder {
         }
         let executable = executable_from_messages(&output.stdout, &key.bin)
             .ok_or_else(|| BenchError::NoExecutable { what: key.describe(), bin: key.bin.clone() })?;
-        let dir = self.run_dir.join("build").join(key.arch.name()).join(key.slug());
-        std::fs::create_dir_all(&dir).map_err(|e| BenchError::at("create", &dir, e))?;
-        let copy = dir.join(&key.bin);
-        std::fs::copy(&executable, &copy)
-            .map_err(|e| BenchError::io(format!("failed to copy {} to {}", executable.display(), copy.display()), e))?;
+        let guest = self.root.join(GUEST_MANIFEST);
+        let guest = guest.parent().unwrap_or(&self.root);
+        crate::fresh::write(&target_dir, &self.root, guest, &command, &env, &executable, started);
+        let artifact = self.take(key, &executable)?;
         let took = start.elapsed().as_secs_f64();
         if compiled_anything(&output.stdout) {
             self.record(&format!("  built in {took:.1}s"));
@@ -175,6 +181,16 @@ impl Builder {
         } else {
             self.record(&format!("  fresh (nothing to compile), {took:.1}s"));
         }
+        Ok(artifact)
+    }
+
+    /// Copy the build's executable into the run's own directory.
+    fn take(&self, key: &BuildKey, executable: &Path) -> Result<Artifact, BenchError> {
+        let dir = self.run_dir.join("build").join(key.arch.name()).join(key.slug());
+        std::fs::create_dir_all(&dir).map_err(|e| BenchError::at("create", &dir, e))?;
+        let copy = dir.join(&key.bin);
+        std::fs::copy(executable, &copy)
+            .map_err(|e| BenchError::io(format!("failed to copy {} to {}", executable.display(), copy.display()), e))?;
         Ok(Artifact { path: copy })
     }
 

@@ -14,6 +14,7 @@ mod config;
 mod devices;
 mod error;
 mod fdt_edit;
+mod fresh;
 mod gates;
 mod guest_names;
 mod host;

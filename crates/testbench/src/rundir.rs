@@ -21,12 +21,21 @@ pub const MIN_AGE: Duration = Duration::from_secs(3600);
 
 /// Make this run's directory, its `invocation.json` and `last`, and prune the old ones.
 pub fn create(root: &Path) -> Result<PathBuf, BenchError> {
+    let (dir, prune) = create_pruning_aside(root)?;
+    let _ = prune.join();
+    Ok(dir)
+}
+
+/// [`create`], pruning the old runs on a thread of its own, which the run joins before
+/// it ends: removing a run's files (its builds' copies among them) is work a boot need
+/// not wait for.
+pub fn create_pruning_aside(root: &Path) -> Result<(PathBuf, std::thread::JoinHandle<()>), BenchError> {
     make(root).map_err(|error| {
         BenchError::io(format!("failed to create a run directory under {}/target/testbench", root.display()), error)
     })
 }
 
-fn make(root: &Path) -> std::io::Result<PathBuf> {
+fn make(root: &Path) -> std::io::Result<(PathBuf, std::thread::JoinHandle<()>)> {
     let base = root.join("target/testbench");
     std::fs::create_dir_all(&base)?;
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -45,8 +54,9 @@ fn make(root: &Path) -> std::io::Result<PathBuf> {
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(dir.file_name().unwrap(), &tmp)?;
     std::fs::rename(&tmp, base.join("last"))?;
-    prune(&base, &dir, secs);
-    Ok(dir)
+    let own = dir.clone();
+    let prune = std::thread::spawn(move || prune(&base, &own, secs));
+    Ok((dir, prune))
 }
 
 pub fn pid_alive(pid: i32) -> bool {

@@ -233,7 +233,11 @@ impl QmpListener {
                             strangers_note(seen)
                         ));
                     }
-                    std::thread::sleep(Duration::from_millis(2));
+                    // Woken at once by a connection (the guest waits for it), else
+                    // every 10 ms to look at QEMU and the deadline again.
+                    let mut fds = [rustix::event::PollFd::new(&self.listener, rustix::event::PollFlags::IN)];
+                    let nap = rustix::event::Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+                    let _ = rustix::event::poll(&mut fds, Some(&nap));
                 }
                 Err(error) => return Err(format!("failed to accept QEMU's QMP connection: {error}")),
             }
@@ -388,9 +392,13 @@ impl QmpClient {
     /// to reach the end of the connection).
     pub fn finish(&self, bound: Duration) -> Shutdown {
         if let Some(handle) = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // The reader ends within microseconds of QEMU's exit: look often at first
+            // (a boot's end waits for this), then every 2 ms.
             let start = Instant::now();
+            let mut nap = Duration::from_micros(50);
             while !handle.is_finished() && start.elapsed() < bound {
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(2));
             }
         }
         shutdown_from_reason(lock(&self.seen).shutdown.as_deref())

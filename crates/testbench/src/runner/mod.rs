@@ -114,7 +114,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     // Under q beside other benches: their boots count as beside this run's.
     let company = company::Company::from_env().map_err(|error| BenchError::Refused(vec![error]))?;
 
-    let run_dir = crate::rundir::create(&ws.root)?;
+    let (run_dir, pruning) = crate::rundir::create_pruning_aside(&ws.root)?;
     let boots = plan::plan(&selected, options, &run_dir, env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
@@ -217,6 +217,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.sweep_summary(&case.name, seeds);
     }
     reporter.run_finished(started.elapsed(), &run_dir);
+    let _ = pruning.join();
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
     }
