@@ -152,29 +152,23 @@ impl Sched {
         for id in waiting {
             let ask = self.jobs[&id].ask.clone();
             // Locks first: a job that cannot have them waits for them alone.
-            let mut lock_wait = None;
-            for name in &ask.locks {
-                if let Some(holder) = self.holder_of(name, false) {
-                    lock_wait = Some(holder);
-                } else if let Some(ahead) = any_waiting.get(name) {
-                    lock_wait = Some(format!("the lock {name}: job {ahead} waits ahead for it"));
-                }
-                if lock_wait.is_some() {
-                    break;
-                }
-            }
-            if lock_wait.is_none() {
-                for name in &ask.shares {
-                    if let Some(holder) = self.holder_of(name, true) {
-                        lock_wait = Some(holder);
-                    } else if let Some(ahead) = excl_waiting.get(name) {
-                        lock_wait = Some(format!("the lock {name}: job {ahead} waits ahead to take it exclusively"));
-                    }
-                    if lock_wait.is_some() {
-                        break;
-                    }
-                }
-            }
+            let lock_wait = ask
+                .locks
+                .iter()
+                .find_map(|name| {
+                    self.holder_of(name, false).or_else(|| {
+                        any_waiting.get(name).map(|ahead| format!("the lock {name}: job {ahead} waits ahead for it"))
+                    })
+                })
+                .or_else(|| {
+                    ask.shares.iter().find_map(|name| {
+                        self.holder_of(name, true).or_else(|| {
+                            excl_waiting
+                                .get(name)
+                                .map(|ahead| format!("the lock {name}: job {ahead} waits ahead to take it exclusively"))
+                        })
+                    })
+                });
             let pool = self.pool_of(machine, &ask);
             let cores = match (ask.cores, cores_blocked.get(pool.0)) {
                 (0, _) if !ask.quiet => Ok(Vec::new()),
