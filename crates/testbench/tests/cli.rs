@@ -1419,6 +1419,26 @@ fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one
     assert_eq!((&finished[1]["case"], &finished[1]["verdict"]), (&"b-guest-clock".into(), &"fail".into()));
     assert!(notes(&finished[1]).is_empty(), "an icount boot's failure is a verdict\n{}", run.explain());
     assert!(!run.run_dir().join("b-guest-clock/rv64-smp1.beside-others").exists());
+
+    // A self-check that passed beside another boot fails as a case, which on the host's
+    // clock is no verdict either: here it sees the starved line only beside another, and
+    // alone fails as it must.
+    let self_check = crowd.case("must_fail = 'waiting for expect.0. .\\^fake-qemu-console: starved'\n", "x").replace(
+        "expect = ['^fake-qemu-console: done$']\npoweroff = true\n",
+        "expect = ['^fake-qemu-console: starved$']\n",
+    );
+    let dir = cases_dir(&[("c-self-check", &self_check), ("d-starved", &crowd.case("", "x"))]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--jobs", "2", "--message-format", "json"], &env);
+    run.expect_status(0);
+    let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+    let said = notes(&finished[0]).first().and_then(|n| n.as_str().map(String::from)).unwrap_or_default();
+    assert!(
+        said.starts_with(
+            "failed beside other work on the host's clock; failed alone, as it must (the first boot: it passed, and must fail"
+        ),
+        "{}",
+        run.explain()
+    );
 }
 
 /// `--prebuild DIR` builds every case once per width into DIR; `DIR/testbench --prebuilt
