@@ -1,4 +1,4 @@
-//! A guest build known fresh without asking cargo: cargo takes about 40 ms to say a
+//! A guest build known fresh without asking cargo (the checks are `crates/fresh`'s): cargo takes about 40 ms to say a
 //! build of the guest workspace has nothing to do, three of them for a reference boot,
 //! which was most of `cargo testbench`'s start with nothing changed.
 //!
@@ -21,128 +21,41 @@
 //! otherwise. A stamp is never written when an input changed while cargo ran (its time
 //! is not before the build's start): the build may have read the old content.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
+pub use testbench_fresh::build_env;
 
-/// The stamps' file names, in the build's own target directory: `<PREFIX><key>.json`,
+/// The stamps' file names, in the build's own target directory: `<PREFIX><key>.stamp`,
 /// one per command line and environment, so a bench started by `cargo run` (whose
 /// environment cargo fills) and the same binary started by hand each keep theirs.
 pub const STAMP_PREFIX: &str = "testbench-fresh-";
 
-fn stamp_path(target_dir: &Path, command: &str, env: &[(String, String)]) -> PathBuf {
+fn key_lines(command: &str, env: &[(String, String)]) -> Vec<String> {
+    std::iter::once(command.to_string()).chain(env.iter().map(|(k, v)| format!("{k}={v}"))).collect()
+}
+
+fn stamp_path(target_dir: &Path, key: &[String]) -> PathBuf {
     use sha2::Digest;
     let mut hash = sha2::Sha256::new();
-    hash.update(command.as_bytes());
-    for (key, value) in env {
+    for line in key {
+        hash.update(line.as_bytes());
         hash.update([0]);
-        hash.update(key.as_bytes());
-        hash.update([0]);
-        hash.update(value.as_bytes());
     }
-    let key: String = hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    target_dir.join(format!("{STAMP_PREFIX}{key}.json"))
+    let name: String = hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    target_dir.join(format!("{STAMP_PREFIX}{name}.stamp"))
 }
 
-/// One input as it was seen: a path and its size, modification time and inode.
-#[derive(Serialize, Deserialize, PartialEq, Eq, Debug, Clone)]
-pub struct Input {
-    path: PathBuf,
-    /// `None`: the file was absent (a configuration file that may appear).
-    seen: Option<(u64, i64, i64, u64)>,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-struct Stamp {
-    command: String,
-    env: Vec<(String, String)>,
-    executable: PathBuf,
-    inputs: Vec<Input>,
-}
-
-fn seen(path: &Path) -> Option<(u64, i64, i64, u64)> {
-    std::fs::metadata(path).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
-}
-
-/// Each path as it is now, or `None` when one of them changed at or after `started`
-/// (what read it then may have read the old content).
-pub fn snapshot(paths: Vec<PathBuf>, started: SystemTime, written_by_the_work: Option<&Path>) -> Option<Vec<Input>> {
-    let start = started.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let mut inputs = Vec::with_capacity(paths.len());
-    for path in paths {
-        let seen = seen(&path);
-        if let Some((_, secs, nanos, _)) = seen {
-            let changed = std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
-            if changed >= start && Some(path.as_path()) != written_by_the_work {
-                return None;
-            }
-        }
-        inputs.push(Input { path, seen });
-    }
-    Some(inputs)
-}
-
-/// Whether every input is still as it was seen.
-pub fn unchanged(inputs: &[Input]) -> bool {
-    inputs.iter().all(|input| seen(&input.path) == input.seen)
-}
-
-/// The cargo configuration and toolchain files cargo reads from `dirs` (each may be
-/// absent: one that appears is a change).
-pub fn cargo_config_files(dirs: &[&Path]) -> Vec<PathBuf> {
-    let names = [".cargo/config.toml", ".cargo/config", "rust-toolchain", "rust-toolchain.toml"];
-    dirs.iter().flat_map(|dir| names.iter().map(move |name| dir.join(name))).collect()
-}
-
-/// The environment cargo and rustc read, sorted.
-pub fn build_env() -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-        .filter(|(k, _)| k.starts_with("CARGO") || k.starts_with("RUST"))
-        .collect();
-    env.sort();
-    env
-}
-
-/// The files of a dep-info file's first rule (`target: dep dep ...`, `\ ` an escaped
-/// space).
-fn dep_info(text: &str) -> Vec<PathBuf> {
-    let Some(line) = text.lines().next() else { return Vec::new() };
-    let Some((_, deps)) = line.split_once(": ") else { return Vec::new() };
-    let mut files = Vec::new();
-    let mut current = String::new();
-    let mut chars = deps.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&' ') => {
-                current.push(' ');
-                chars.next();
-            }
-            ' ' => {
-                if !current.is_empty() {
-                    files.push(PathBuf::from(std::mem::take(&mut current)));
-                }
-            }
-            c => current.push(c),
-        }
-    }
-    if !current.is_empty() {
-        files.push(PathBuf::from(current));
-    }
-    files
-}
-
-/// Every path whose change can change the build (the module's list), or `None` when the
-/// executable's dep-info cannot be read.
+/// Every path whose change can change the build (the module's list), the executable
+/// first, or `None` when the executable's dep-info cannot be read.
 fn inputs(root: &Path, guest: &Path, executable: &Path) -> Option<Vec<PathBuf>> {
-    let mut paths = dep_info(&std::fs::read_to_string(executable.with_extension("d")).ok()?);
-    if paths.is_empty() {
+    let sources = testbench_fresh::dep_info(&std::fs::read_to_string(executable.with_extension("d")).ok()?);
+    if sources.is_empty() {
         return None;
     }
-    paths.push(executable.to_path_buf());
-    paths.extend(cargo_config_files(&[root, guest]));
+    let mut paths = vec![executable.to_path_buf()];
+    paths.extend(sources);
+    paths.extend(testbench_fresh::cargo_config_files(&[root, guest]));
     paths.push(guest.join("Cargo.toml"));
     paths.push(guest.join("Cargo.lock"));
     // Every member's manifest: a new dependency or feature is a change there.
@@ -152,38 +65,24 @@ fn inputs(root: &Path, guest: &Path, executable: &Path) -> Option<Vec<PathBuf>> 
             paths.push(manifest);
         }
     }
-    let rustup = std::env::var_os("RUSTUP_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".rustup")));
-    if let Some(rustup) = rustup {
-        paths.push(rustup.join("settings.toml"));
-        let toolchains = rustup.join("toolchains");
-        paths.push(toolchains.clone());
-        if let Ok(entries) = std::fs::read_dir(&toolchains) {
-            let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            dirs.sort();
-            for dir in dirs {
-                paths.push(dir.join("bin/rustc"));
-                paths.push(dir);
-            }
-        }
-    }
+    paths.extend(testbench_fresh::toolchain_files());
     Some(paths)
 }
 
 /// The executable a stamp in `target_dir` vouches for, if `command` in this environment
 /// would find nothing to do by the stamp's account.
 pub fn check(target_dir: &Path, command: &str, env: &[(String, String)]) -> Option<PathBuf> {
-    let path = stamp_path(target_dir, command, env);
-    let stamp: Stamp = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    if stamp.command != command || stamp.env != env {
+    let key = key_lines(command, env);
+    let text = std::fs::read_to_string(stamp_path(target_dir, &key)).ok()?;
+    let (kept, seen) = testbench_fresh::parse_stamp(&text)?;
+    if kept != key || !testbench_fresh::unchanged(seen.iter().map(|(p, s)| (p.as_path(), s))) {
         return None;
     }
-    unchanged(&stamp.inputs).then_some(stamp.executable)
+    seen.first().map(|(executable, _)| executable.clone())
 }
 
 /// Write the stamp for a build cargo just made, unless an input changed after `started`
-/// or cannot be listed; any earlier stamp is removed first, so a stale one never stands.
+/// or cannot be listed; its earlier stamp is removed first, so a stale one never stands.
 pub fn write(
     target_dir: &Path,
     root: &Path,
@@ -193,18 +92,13 @@ pub fn write(
     executable: &Path,
     started: SystemTime,
 ) {
-    let path = stamp_path(target_dir, command, env);
+    let key = key_lines(command, env);
+    let path = stamp_path(target_dir, &key);
     let _ = std::fs::remove_file(&path);
     let Some(paths) = inputs(root, guest, executable) else { return };
     // The executable is written by the build itself.
-    let Some(inputs) = snapshot(paths, started, Some(executable)) else { return };
-    let stamp = Stamp { command: command.into(), env: env.to_vec(), executable: executable.into(), inputs };
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    if let Ok(text) = serde_json::to_string(&stamp) {
-        if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-    }
+    let Some(seen) = testbench_fresh::snapshot(paths, started, Some(executable)) else { return };
+    testbench_fresh::write_atomically(&path, &testbench_fresh::stamp_text(&key, &seen));
 }
 
 #[cfg(test)]
@@ -234,7 +128,7 @@ mod tests {
 
     /// A build start after every file the test wrote.
     fn after_the_writes() -> SystemTime {
-        SystemTime::now() + std::time::Duration::from_secs(1)
+        SystemTime::now() + testbench_fresh::CLOCK_SLACK + std::time::Duration::from_secs(1)
     }
 
     #[test]
@@ -270,15 +164,7 @@ mod tests {
         // The sources were written after this build started: the old stamp goes too.
         let started = SystemTime::now() - std::time::Duration::from_secs(5);
         write(target, &root, &guest, "c", &[], &exe, started);
-        assert!(!stamp_path(target, "c", &[]).exists());
+        assert!(!stamp_path(target, &key_lines("c", &[])).exists());
         assert_eq!(check(target, "c", &[]), None);
-    }
-
-    #[test]
-    fn dep_info_reads_escaped_spaces() {
-        assert_eq!(
-            dep_info("/t/k: /s/a.rs /s/b\\ c.rs\n\n/s/a.rs:\n"),
-            [PathBuf::from("/s/a.rs"), PathBuf::from("/s/b c.rs")]
-        );
     }
 }

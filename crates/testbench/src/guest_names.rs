@@ -42,7 +42,7 @@ const CACHE: &str = "target/testbench/guest-names.json";
 struct Kept {
     command: String,
     env: Vec<(String, String)>,
-    inputs: Vec<crate::fresh::Input>,
+    inputs: Vec<(std::path::PathBuf, testbench_fresh::Stat)>,
     json: String,
 }
 
@@ -66,7 +66,7 @@ fn metadata_inputs(root: &Path) -> Vec<std::path::PathBuf> {
         ]);
         paths.push(member);
     }
-    paths.extend(crate::fresh::cargo_config_files(&[root, &guest]));
+    paths.extend(testbench_fresh::cargo_config_files(&[root, &guest]));
     paths
 }
 
@@ -78,9 +78,10 @@ pub fn read(root: &Path) -> Result<GuestNames, String> {
         .args(["metadata", "--manifest-path"])
         .arg(root.join(GUEST_MANIFEST))
         .args(["--no-deps", "--format-version", "1", "--offline"]);
-    let (command, env, cache) = (cmd.display(), crate::fresh::build_env(), root.join(CACHE));
+    let (command, env, cache) = (cmd.display(), testbench_fresh::build_env(), root.join(CACHE));
     let kept: Option<Kept> = std::fs::read_to_string(&cache).ok().and_then(|t| serde_json::from_str(&t).ok());
-    if let Some(kept) = kept.filter(|k| k.command == command && k.env == env && crate::fresh::unchanged(&k.inputs)) {
+    let unchanged = |k: &Kept| testbench_fresh::unchanged(k.inputs.iter().map(|(p, s)| (p.as_path(), s)));
+    if let Some(kept) = kept.filter(|k| k.command == command && k.env == env && unchanged(k)) {
         if let Ok(names) = parse(kept.json.as_bytes()) {
             return Ok(names);
         }
@@ -98,7 +99,7 @@ pub fn read(root: &Path) -> Result<GuestNames, String> {
     let names =
         parse(&output.stdout).map_err(|error| format!("the guest workspace's names: `{}`: {error}", cmd.display()))?;
     if let (Some(inputs), Ok(json)) =
-        (crate::fresh::snapshot(metadata_inputs(root), started, None), String::from_utf8(output.stdout))
+        (testbench_fresh::snapshot(metadata_inputs(root), started, None), String::from_utf8(output.stdout))
     {
         let kept = Kept { command, env, inputs, json };
         let tmp = cache.with_extension(format!("tmp.{}", std::process::id()));
@@ -286,8 +287,11 @@ mod tests {
         std::fs::write(root.join("guest/Cargo.toml"), "[workspace]").unwrap();
         std::fs::write(member.join("Cargo.toml"), "[package]").unwrap();
         std::fs::write(member.join("src/main.rs"), "").unwrap();
-        let later = std::time::SystemTime::now() + Duration::from_secs(1);
-        let seen = || crate::fresh::snapshot(metadata_inputs(root), later, None).unwrap();
+        let later = std::time::SystemTime::now() + testbench_fresh::CLOCK_SLACK + Duration::from_secs(1);
+        let seen = || testbench_fresh::snapshot(metadata_inputs(root), later, None).unwrap();
+        let unchanged = |seen: &[(std::path::PathBuf, testbench_fresh::Stat)]| {
+            testbench_fresh::unchanged(seen.iter().map(|(p, s)| (p.as_path(), s)))
+        };
         let changes: [&dyn Fn(); 4] = [
             &|| std::fs::create_dir_all(member.join("src/bin")).unwrap(),
             &|| std::fs::write(member.join("src/bin/x.rs"), "").unwrap(),
@@ -299,9 +303,9 @@ mod tests {
         ];
         for (i, change) in changes.iter().enumerate() {
             let before = seen();
-            assert!(crate::fresh::unchanged(&before));
+            assert!(unchanged(&before));
             change();
-            assert!(!crate::fresh::unchanged(&before), "change {i} was missed");
+            assert!(!unchanged(&before), "change {i} was missed");
         }
     }
 
