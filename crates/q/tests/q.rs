@@ -274,4 +274,49 @@ exit 0
     );
     let log = String::from_utf8_lossy(&d.cmd(&["log"]).output().unwrap().stdout).into_owned();
     assert!(log.lines().last().is_some_and(|l| l.contains("cores none") && l.ends_with("exit 1  all")), "{log}");
+
+    // A prebuilt directory that holds a boot target's width and case: the target boots
+    // from it; refused (exit 2), the target runs as usual, and its log says so.
+    let pre = top.join("prebuilt");
+    std::fs::create_dir_all(pre.join("rv64")).unwrap();
+    std::fs::write(pre.join("index.json"), r#"{"widths": {"rv64": {"b": {}}}}"#).unwrap();
+    let pre_bench = pre.join("testbench");
+    let refuse = top.join("refuse");
+    std::fs::write(
+        &pre_bench,
+        format!(
+            "#!/bin/sh\necho \"prebuilt $*\" >> {}\n[ -e {} ] && exit 2\nexit 0\n",
+            record.display(),
+            refuse.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&pre_bench, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::remove_file(&record).unwrap();
+    let front_pre = |args: &[&str]| {
+        let out = Command::new(&jobs)
+            .args(args)
+            .env("Q", Q)
+            .env("Q_DIR", d.q_dir())
+            .env("JOBS_TESTBENCH", &fake)
+            .env("JOBS_LOGS", top.join("logs"))
+            .env("JOBS_PREBUILT", &pre)
+            .env_remove("Q_LOCK")
+            .env_remove("Q_SHARE")
+            .output()
+            .unwrap();
+        out.status.code()
+    };
+    assert_eq!(front_pre(&["rv64/b", "host/h"]), Some(1));
+    let seen = std::fs::read_to_string(&record).unwrap();
+    assert!(seen.contains(&format!("prebuilt --prebuilt {} --exact b --arch rv64\n", pre.display())), "{seen}");
+    assert!(!seen.contains("b cores="), "the prebuilt run was the target's: {seen}");
+    assert!(seen.contains("h cores="), "a case that boots nothing runs as usual: {seen}");
+    std::fs::write(&refuse, "").unwrap();
+    std::fs::remove_file(&record).unwrap();
+    assert_eq!(front_pre(&["rv64/b"]), Some(0));
+    let seen = std::fs::read_to_string(&record).unwrap();
+    assert!(seen.starts_with("prebuilt ") && seen.contains("\nb cores="), "{seen}");
+    let log = std::fs::read_to_string(top.join("logs/rv64-b.log")).unwrap();
+    assert!(log.contains("was refused (exit 2); running the case as usual"), "{log}");
 }
