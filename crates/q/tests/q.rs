@@ -231,6 +231,9 @@ exit 0
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/jobs");
+    // The front over the fake bench, with a prebuilt directory of the test's own (not
+    // there at first): never the checkout's own target/prebuilt.
+    let pre = top.join("prebuilt");
     let front = |args: &[&str]| {
         let out = Command::new(&jobs)
             .args(args)
@@ -238,6 +241,7 @@ exit 0
             .env("Q_DIR", d.q_dir())
             .env("JOBS_TESTBENCH", &fake)
             .env("JOBS_LOGS", top.join("logs"))
+            .env("JOBS_PREBUILT", &pre)
             .env_remove("Q_LOCK")
             .env_remove("Q_SHARE")
             .output()
@@ -277,7 +281,6 @@ exit 0
 
     // A prebuilt directory that holds a boot target's width and case: the target boots
     // from it; refused (exit 2), the target runs as usual, and its log says so.
-    let pre = top.join("prebuilt");
     std::fs::create_dir_all(pre.join("rv64")).unwrap();
     std::fs::write(pre.join("index.json"), r#"{"widths": {"rv64": {"b": {}}}}"#).unwrap();
     let pre_bench = pre.join("testbench");
@@ -293,28 +296,14 @@ exit 0
     .unwrap();
     std::fs::set_permissions(&pre_bench, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::remove_file(&record).unwrap();
-    let front_pre = |args: &[&str]| {
-        let out = Command::new(&jobs)
-            .args(args)
-            .env("Q", Q)
-            .env("Q_DIR", d.q_dir())
-            .env("JOBS_TESTBENCH", &fake)
-            .env("JOBS_LOGS", top.join("logs"))
-            .env("JOBS_PREBUILT", &pre)
-            .env_remove("Q_LOCK")
-            .env_remove("Q_SHARE")
-            .output()
-            .unwrap();
-        out.status.code()
-    };
-    assert_eq!(front_pre(&["rv64/b", "host/h"]), Some(1));
+    assert_eq!(front(&["rv64/b", "host/h"]).0, Some(1));
     let seen = std::fs::read_to_string(&record).unwrap();
     assert!(seen.contains(&format!("prebuilt --prebuilt {} --exact b --arch rv64\n", pre.display())), "{seen}");
     assert!(!seen.contains("b cores="), "the prebuilt run was the target's: {seen}");
     assert!(seen.contains("h cores="), "a case that boots nothing runs as usual: {seen}");
     std::fs::write(&refuse, "").unwrap();
     std::fs::remove_file(&record).unwrap();
-    assert_eq!(front_pre(&["rv64/b"]), Some(0));
+    assert_eq!(front(&["rv64/b"]).0, Some(0));
     let seen = std::fs::read_to_string(&record).unwrap();
     assert!(seen.starts_with("prebuilt ") && seen.contains("\nb cores="), "{seen}");
     let log = std::fs::read_to_string(top.join("logs/rv64-b.log")).unwrap();
