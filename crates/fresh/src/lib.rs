@@ -142,6 +142,34 @@ pub fn manifests_of(files: &[PathBuf]) -> Vec<PathBuf> {
     manifests
 }
 
+/// The members of the workspace at `workspace`: each directory in it holding a
+/// `Cargo.toml`, sorted.
+pub fn members(workspace: &Path) -> Vec<PathBuf> {
+    let mut members: Vec<PathBuf> = std::fs::read_dir(workspace)
+        .map(|entries| entries.flatten().map(|e| e.path()).filter(|p| p.join("Cargo.toml").is_file()).collect())
+        .unwrap_or_default();
+    members.sort();
+    members
+}
+
+/// Everything a cargo build of `artifact` in the workspace at `workspace` read that can
+/// change it, the artifact first: its dep-info's files and the manifest of each
+/// package they belong to, the workspace's manifest and lock file, the cargo
+/// configuration and toolchain files of `config_dirs`, and the toolchains. `None` when
+/// the dep-info (`<artifact>.d`) cannot be read or names nothing.
+pub fn build_inputs(artifact: &Path, workspace: &Path, config_dirs: &[&Path]) -> Option<Vec<PathBuf>> {
+    let sources = dep_info(&std::fs::read_to_string(artifact.with_extension("d")).ok()?);
+    if sources.is_empty() {
+        return None;
+    }
+    let mut paths = vec![artifact.to_path_buf(), workspace.join("Cargo.toml"), workspace.join("Cargo.lock")];
+    paths.extend(manifests_of(&sources));
+    paths.extend(sources);
+    paths.extend(cargo_config_files(config_dirs));
+    paths.extend(toolchain_files());
+    Some(paths)
+}
+
 /// A stamp as text: `key` lines (what must be equal: a command line, the environment),
 /// then one line per input, every field escaped so that no path can forge a line.
 pub fn stamp_text(key: &[String], seen: &[(PathBuf, Stat)]) -> String {

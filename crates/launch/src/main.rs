@@ -63,16 +63,7 @@ fn holds(stamp: &Path, key: &[String]) -> bool {
 
 /// Stamp the binary cargo just built, unless something it read changed while it built.
 fn stamp_it(stamp: &Path, key: &[String], root: &Path, bench: &Path, started: SystemTime) {
-    let Ok(text) = std::fs::read_to_string(bench.with_extension("d")) else { return };
-    let sources = testbench_fresh::dep_info(&text);
-    if sources.is_empty() {
-        return;
-    }
-    let mut paths = vec![bench.to_path_buf(), root.join("Cargo.toml"), root.join("Cargo.lock")];
-    paths.extend(testbench_fresh::manifests_of(&sources));
-    paths.extend(sources);
-    paths.extend(testbench_fresh::cargo_config_files(&[root]));
-    paths.extend(testbench_fresh::toolchain_files());
+    let Some(paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
     if let Some(seen) = testbench_fresh::snapshot(paths, started, Some(bench)) {
         testbench_fresh::write_atomically(stamp, &testbench_fresh::stamp_text(key, &seen));
     }

@@ -54,26 +54,27 @@ pub fn socket(dir: &Path) -> PathBuf {
     dir.join("sock")
 }
 
-/// A process's start time in clock ticks after boot (field 22 of /proc/PID/stat), or
-/// `None` when it no longer runs. With the PID it names one process for good.
-pub fn start_time(pid: i32) -> Option<u64> {
+/// A process's state (field 3 of /proc/PID/stat) and start time in clock ticks after
+/// boot (field 22), or `None` when it no longer runs.
+fn state_and_start(pid: i32) -> Option<(String, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold anything: count from
     // the last ')'. Field 3 is the first after it; field 22 is the 20th.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let field = rest.split_whitespace().nth(19)?;
-    field.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.to_string();
+    Some((state, fields.nth(18)?.parse().ok()?))
+}
+
+/// A process's start time in clock ticks after boot, or `None` when it no longer runs.
+/// With the PID it names one process for good.
+pub fn start_time(pid: i32) -> Option<u64> {
+    state_and_start(pid).map(|(_, start)| start)
 }
 
 /// Whether the process `pid` that started at `start` still runs (a zombie counts as
-/// ended: it holds nothing any more).
+/// ended: it holds nothing any more), from one read of its stat.
 pub fn alive(pid: i32, start: u64) -> bool {
-    if start_time(pid) != Some(start) {
-        return false;
-    }
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
-    state != Some("Z")
+    state_and_start(pid).is_some_and(|(state, at)| at == start && state != "Z")
 }
 
 #[cfg(test)]

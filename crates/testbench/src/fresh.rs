@@ -49,23 +49,9 @@ fn stamp_path(target_dir: &Path, key: &[String]) -> PathBuf {
 /// Every path whose change can change the build (the module's list), the executable
 /// first, or `None` when the executable's dep-info cannot be read.
 fn inputs(root: &Path, guest: &Path, executable: &Path) -> Option<Vec<PathBuf>> {
-    let sources = testbench_fresh::dep_info(&std::fs::read_to_string(executable.with_extension("d")).ok()?);
-    if sources.is_empty() {
-        return None;
-    }
-    let mut paths = vec![executable.to_path_buf()];
-    paths.extend(sources);
-    paths.extend(testbench_fresh::cargo_config_files(&[root, guest]));
-    paths.push(guest.join("Cargo.toml"));
-    paths.push(guest.join("Cargo.lock"));
+    let mut paths = testbench_fresh::build_inputs(executable, guest, &[root, guest])?;
     // Every member's manifest: a new dependency or feature is a change there.
-    for entry in std::fs::read_dir(guest).ok()?.flatten() {
-        let manifest = entry.path().join("Cargo.toml");
-        if manifest.is_file() {
-            paths.push(manifest);
-        }
-    }
-    paths.extend(testbench_fresh::toolchain_files());
+    paths.extend(testbench_fresh::members(guest).into_iter().map(|member| member.join("Cargo.toml")));
     Some(paths)
 }
 

@@ -53,11 +53,7 @@ fn metadata_inputs(root: &Path) -> Vec<std::path::PathBuf> {
     let guest = root.join(GUEST_MANIFEST);
     let guest = guest.parent().unwrap_or(root).to_path_buf();
     let mut paths = vec![guest.clone(), guest.join("Cargo.toml"), guest.join("Cargo.lock")];
-    let mut members: Vec<_> = std::fs::read_dir(&guest)
-        .map(|entries| entries.flatten().map(|e| e.path()).filter(|p| p.join("Cargo.toml").is_file()).collect())
-        .unwrap_or_default();
-    members.sort();
-    for member in members {
+    for member in testbench_fresh::members(&guest) {
         paths.extend([
             member.join("Cargo.toml"),
             member.join("src"),

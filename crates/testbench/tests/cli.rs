@@ -1329,7 +1329,6 @@ fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said
     let dir = cases_dir(&[("a-deadline-is-evidence", &evidence), ("b-starved", &starved)]);
     let cases = dir.path().to_str().unwrap();
     let env = crowd.env();
-    let env = env.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>();
 
     let run = bench(&["--cases", cases, "--jobs", "2", "--message-format", "json"], &env);
     run.expect_status(0);
@@ -1366,14 +1365,20 @@ fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said
 /// The fake QEMU of the rerun-alone tests, in its "crowd" mode, and the cases it boots.
 struct Crowd {
     image: tempfile::TempDir,
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+    /// The fake's path, and its mode naming the crowd's directory.
+    fake: String,
+    mode: String,
 }
 
 impl Crowd {
     fn new() -> Crowd {
         let image = tempfile::tempdir().unwrap();
         std::fs::write(image.path().join("kernel"), "not a kernel: the fake QEMU never reads it\n").unwrap();
-        Crowd { image, dir: tempfile::tempdir().unwrap() }
+        let dir = tempfile::tempdir().unwrap();
+        let fake = root().join("scripts/fake-qemu-console").to_str().unwrap().to_string();
+        let mode = format!("crowd:{}", dir.path().display());
+        Crowd { image, _dir: dir, fake, mode }
     }
 
     /// A case of a 3 s deadline that expects the fake's `done`, with `extra` lines.
@@ -1384,12 +1389,9 @@ impl Crowd {
         )
     }
 
-    fn env(&self) -> [(&'static str, String); 2] {
-        let fake = root().join("scripts/fake-qemu-console");
-        [
-            ("TESTBENCH_QEMU_RV64", fake.to_str().unwrap().to_string()),
-            ("FAKE_QEMU_CONSOLE", format!("crowd:{}", self.dir.path().display())),
-        ]
+    /// The environment that makes the bench boot the fake in this crowd.
+    fn env(&self) -> [(&str, &str); 2] {
+        [("TESTBENCH_QEMU_RV64", &self.fake), ("FAKE_QEMU_CONSOLE", &self.mode)]
     }
 }
 
@@ -1403,7 +1405,6 @@ fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one
     let guest_clock = crowd.case("forbid = ['starved']\nicount = \"shift=3\"\n", "x");
     let dir = cases_dir(&[("a-host-clock", &host_clock), ("b-guest-clock", &guest_clock)]);
     let env = crowd.env();
-    let env = env.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>();
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--jobs", "2", "--message-format", "json"], &env);
     run.expect_status(1);
     let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
@@ -1581,7 +1582,7 @@ fn under_a_shared_q_lease_a_boot_that_timed_out_is_rerun_alone_of_every_bench() 
     let q = q_dir.path().to_str().unwrap();
     let env = crowd.env();
     let two_at_once = |under_q: bool| -> Vec<Run> {
-        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut env = env.to_vec();
         if under_q {
             env.extend([("Q_DIR", q), ("Q_JOB", "1"), ("Q_SHARE", "qemu")]);
         }
