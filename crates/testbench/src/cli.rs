@@ -53,6 +53,25 @@ pub struct Flags {
     /// packing; refused when DIR was made for another workspace or before a change.
     #[arg(long, value_name = "DIR")]
     pub prebuilt: Option<PathBuf>,
+    /// Run the boots as a Slurm job array (docs/scale.md): each task boots its slice from
+    /// a prebuilt directory (--prebuilt DIR, or one made in the run's directory, which
+    /// must be on storage every node shares), and this run joins their results.
+    #[arg(long, conflicts_with_all = ["prebuild", "list", "rr_replay", "keep_failed"])]
+    pub slurm: bool,
+    /// The partition the array runs on (default: Slurm's default partition).
+    #[arg(long, value_name = "NAME", requires = "slurm")]
+    pub slurm_partition: Option<String>,
+    /// How many array tasks share the boots (default: one per boot, at most 16).
+    #[arg(long, value_name = "N", requires = "slurm")]
+    pub slurm_tasks: Option<u32>,
+    /// How long the array may wait in Slurm's queue, on top of its boots' deadlines
+    /// (default 600).
+    #[arg(long, value_name = "SECS", requires = "slurm")]
+    pub slurm_queue_secs: Option<u64>,
+    /// One task of a --slurm array: the submitting run's directory (set by the array's
+    /// script, not by a person).
+    #[arg(long, value_name = "RUN_DIR", hide = true, conflicts_with_all = ["slurm", "prebuild", "list"], requires = "prebuilt")]
+    pub slurm_task: Option<PathBuf>,
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
@@ -107,7 +126,23 @@ pub struct Options {
     pub prebuild: Option<PathBuf>,
     /// `--prebuilt DIR`.
     pub prebuilt: Option<PathBuf>,
+    /// `--slurm` and its options.
+    pub slurm: Option<Slurm>,
+    /// `--slurm-task RUN_DIR`: this run is one task of a --slurm array.
+    pub slurm_task: Option<PathBuf>,
 }
+
+/// A `--slurm` run's options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slurm {
+    pub partition: Option<String>,
+    /// The array's task count, when given (else one per boot, at most `SLURM_DEFAULT_TASKS`).
+    pub tasks: Option<u32>,
+    pub queue_secs: u64,
+}
+
+/// The most tasks a --slurm run makes when it is not told how many.
+pub const SLURM_DEFAULT_TASKS: u32 = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Filter {
@@ -190,6 +225,23 @@ impl Flags {
         if self.jobs == 0 || self.jobs > 64 {
             return Err(format!("--jobs {} is not accepted: 1 to 64", self.jobs));
         }
+        if let Some(n) = self.slurm_tasks {
+            if !(1..=testbench_slurm::MAX_TASKS).contains(&n) {
+                return Err(format!("--slurm-tasks {n} is not accepted: 1 to {}", testbench_slurm::MAX_TASKS));
+            }
+        }
+        if let Some(name) = &self.slurm_partition {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                return Err(format!(
+                    "--slurm-partition {name:?} is not accepted: a partition's name (letters, digits, '-', '_', '.')"
+                ));
+            }
+        }
+        let slurm = self.slurm.then(|| Slurm {
+            partition: self.slurm_partition.clone(),
+            tasks: self.slurm_tasks,
+            queue_secs: self.slurm_queue_secs.unwrap_or(600),
+        });
         let filter = match (self.exact, self.filter) {
             (Some(name), _) => Filter::Exact(name),
             (None, Some(text)) if !text.is_empty() => Filter::Contains(text),
@@ -220,6 +272,11 @@ impl Flags {
             prebuilt: self
                 .prebuilt
                 .map(|path| std::path::absolute(&path).map_err(|e| format!("--prebuilt {}: {e}", path.display())))
+                .transpose()?,
+            slurm,
+            slurm_task: self
+                .slurm_task
+                .map(|path| std::path::absolute(&path).map_err(|e| format!("--slurm-task {}: {e}", path.display())))
                 .transpose()?,
         })
     }

@@ -78,6 +78,9 @@ pub enum BenchError {
     /// cargo built, but its messages name no executable for the binary asked for.
     #[error("cargo built {what} but its messages name no executable for bin {bin:?}")]
     NoExecutable { what: String, bin: String },
+    /// Slurm's commands failed while a --slurm run followed its array.
+    #[error("{0}")]
+    Slurm(String),
     /// The JUnit report could not be made.
     #[error("failed to write JUnit XML: {0}")]
     Junit(#[from] quick_junit::SerializeError),
@@ -94,6 +97,7 @@ impl BenchError {
             | BenchError::Tool { .. }
             | BenchError::Build { .. }
             | BenchError::NoExecutable { .. }
+            | BenchError::Slurm(_)
             | BenchError::Junit(_) => EXIT_TROUBLE,
         }
     }

@@ -97,7 +97,7 @@ pub fn seed_text(seed: Option<u64>, boots: bool) -> String {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     Pass,
     /// A must_fail case that failed as it must: the reason it failed with.
@@ -106,9 +106,12 @@ pub enum Outcome {
     Skip(String),
 }
 
-#[derive(Clone, Debug)]
+/// A boot's report travels from a --slurm task to the run that joins it as JSON (only a
+/// boot's: its kind is "boot").
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct BootReport {
     pub case: String,
+    #[serde(skip, default = "boot_kind")]
     pub kind: &'static str,
     /// The width, for a boot or a build case; none for a case run on the host alone.
     pub arch: Option<String>,
@@ -130,6 +133,10 @@ pub struct BootReport {
     /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
     /// the capture), printed under the result.
     pub notes: Vec<String>,
+}
+
+fn boot_kind() -> &'static str {
+    "boot"
 }
 
 impl BootReport {
@@ -447,6 +454,18 @@ impl Reporter {
             }
         }
         self.reports.push(report);
+    }
+
+    /// The reports so far, in the order they were finished.
+    pub fn reports(&self) -> &[BootReport] {
+        &self.reports
+    }
+
+    /// What the run waits for now (a --slurm array's tasks), on the progress line only.
+    pub fn waiting(&self, text: &str) {
+        if let Some(bar) = &self.progress {
+            bar.set_message(text.to_string());
+        }
     }
 
     /// Seeds of one sweep, in seed order, then the sweep's own summary line.

@@ -19,6 +19,7 @@ mod plan;
 mod pool;
 mod prebuild;
 mod prepare;
+mod slurm;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -93,14 +94,16 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     }
 
     if let Some(dir) = &options.prebuild {
-        return prebuild::prebuild(dir, ws, &selected, options, reporter);
+        return prebuild::prebuild(dir, ws, &selected, options, reporter, None);
     }
+    // One task of a --slurm array: its place, and the submitter's plan.
+    let mut task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
 
     // The run's private directory for QMP sockets (qmp.rs), made before anything builds
     // so that a temporary directory too deep for a socket's path is refused first.
     let tmp = std::env::temp_dir();
     crate::qemu::qmp::sweep_stale(&tmp);
-    let qmp_dir = if selected.iter().any(|c| c.as_boot().is_some()) {
+    let qmp_dir = if options.slurm.is_none() && selected.iter().any(|c| c.as_boot().is_some()) {
         Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(|error| BenchError::Refused(vec![error]))?))
     } else {
         None
@@ -114,14 +117,31 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     // Under q beside other benches: their boots count as beside this run's.
     let company = company::Company::from_env().map_err(|error| BenchError::Refused(vec![error]))?;
 
-    let (run_dir, pruning) = crate::rundir::create_pruning_aside(&ws.root)?;
+    // A task's run directory is its place in the submitting run's; it prunes nothing.
+    let (run_dir, pruning) = match &task {
+        Some(task) => (task.run_dir.clone(), None),
+        None => crate::rundir::create_pruning_aside(&ws.root).map(|(dir, pruning)| (dir, Some(pruning)))?,
+    };
     let boots = plan::plan(&selected, options, &run_dir, env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
     }
-    let host_runs = plan::plan_host(&selected, options);
+    // A task boots its slice and runs no host case (the submitter runs those).
+    let (boots, host_runs) = match &mut task {
+        Some(task) => (task.take(&selected, boots)?, Vec::new()),
+        None => (boots, plan::plan_host(&selected, options)),
+    };
     reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
     let mut builder = Builder::new(&ws.root, &run_dir);
+    if let Some(slurm) = &options.slurm {
+        tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
+        let submission = slurm::Submission { ws, options, slurm, selected: &selected, boots, run_dir: run_dir.clone() };
+        slurm::submit(submission, reporter, |reporter| {
+            let mut loopback = crate::loopback::Loopback::default();
+            run_host_cases(ws, options, reporter, &selected, &host_runs, &run_dir, &mut builder, &mut loopback);
+        })?;
+        return finish(options, reporter, &selected, started, &run_dir, pruning);
+    }
     let probes = prepare::start_probes(&boots, &selected, &run_dir);
     // The host's ssh, asked once for the run's sessions: the run's output says what it
     // is and whether the sessions pass WarnWeakCrypto (why not, when they do not).
@@ -143,33 +163,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if !host_runs.is_empty() {
         tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
     }
-    for &(index, arch) in &host_runs {
-        let case = selected[index];
-        let label = match arch {
-            Some(arch) => format!("{} {arch}", case.name),
-            None => format!("{} host", case.name),
-        };
-        reporter.boot_started(&label, None);
-        let started_case = Instant::now();
-        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
-        let mut log = |line: &str| reporter.note("host", line);
-        let mut notes = Vec::new();
-        let result = match (&case.kind, arch) {
-            (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
-            (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, &mut builder, &mut log),
-            (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
-            (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
-            (Kind::SshLoopback(case), Some(_)) => {
-                let (result, case_notes) = loopback.run(case, &ws.root, &run_dir, &ctx.dir, &mut log);
-                notes = case_notes;
-                result
-            }
-            _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
-        };
-        let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
-        report.notes = notes;
-        reporter.boot_finished(report);
-    }
+    run_host_cases(ws, options, reporter, &selected, &host_runs, &run_dir, &mut builder, &mut loopback);
 
     // Build what the boots need, each distinct build once, while the probes run; then a
     // width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
@@ -206,6 +200,11 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         }
         let planned = &boots[index];
         reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));
+        if let Some(task) = &task {
+            if let Err(error) = task.save(reporter.reports()) {
+                reporter.note("slurm", &format!("error: {error}"));
+            }
+        }
         if let Some(next) = boots.get(index + 1) {
             reporter.boot_started(&starting(next), next.seed);
         }
@@ -213,13 +212,71 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(why) = refused {
         return Err(BenchError::Refused(vec![why]));
     }
-    if let (Some(seeds), Some(case)) = (&options.sweep, selected.first()) {
+    if let Some(task) = &task {
+        task.done(reporter.reports())?;
+    }
+    finish(options, reporter, &selected, started, &run_dir, pruning)
+}
+
+/// The run's end: the sweep's line, the summary, JUnit, and the verdict.
+fn finish(
+    options: &Options,
+    reporter: &mut Reporter,
+    selected: &[&Case],
+    started: Instant,
+    run_dir: &Path,
+    pruning: Option<std::thread::JoinHandle<()>>,
+) -> Result<Finished, BenchError> {
+    if let (Some(seeds), Some(case), None) = (&options.sweep, selected.first(), &options.slurm_task) {
         reporter.sweep_summary(&case.name, seeds);
     }
-    reporter.run_finished(started.elapsed(), &run_dir);
-    let _ = pruning.join();
+    reporter.run_finished(started.elapsed(), run_dir);
+    if let Some(pruning) = pruning {
+        let _ = pruning.join();
+    }
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
     }
     Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
+}
+
+/// The cases that boot nothing, one after another, in name order.
+#[allow(clippy::too_many_arguments)]
+fn run_host_cases(
+    ws: &Workspace,
+    options: &Options,
+    reporter: &mut Reporter,
+    selected: &[&Case],
+    host_runs: &[(usize, Option<testbench_case::Arch>)],
+    run_dir: &Path,
+    builder: &mut Builder,
+    loopback: &mut crate::loopback::Loopback,
+) {
+    for &(index, arch) in host_runs {
+        let case = selected[index];
+        let label = match arch {
+            Some(arch) => format!("{} {arch}", case.name),
+            None => format!("{} host", case.name),
+        };
+        reporter.boot_started(&label, None);
+        let started_case = Instant::now();
+        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
+        let mut log = |line: &str| reporter.note("host", line);
+        let mut notes = Vec::new();
+        let result = match (&case.kind, arch) {
+            (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
+            (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, builder, &mut log),
+            (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
+            (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
+            (Kind::SshLoopback(case), Some(_)) => {
+                let (result, case_notes) = loopback.run(case, &ws.root, run_dir, &ctx.dir, &mut log);
+                notes = case_notes;
+                result
+            }
+            _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
+        };
+        let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+        report.notes = notes;
+        reporter.boot_finished(report);
+    }
 }

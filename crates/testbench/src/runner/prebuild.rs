@@ -28,6 +28,7 @@ pub fn prebuild(
     selected: &[&Case],
     options: &Options,
     reporter: &Reporter,
+    run_dir: Option<&Path>,
 ) -> Result<Finished, BenchError> {
     let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
@@ -35,7 +36,11 @@ pub fn prebuild(
     let refused = |why: String| BenchError::Refused(vec![format!("--prebuild {}: {why}", dir.display())]);
     let at_start = fingerprint(&ws.root, Some(&dir)).map_err(refused)?;
     reporter.note("prebuild", &format!("prebuilding into {} from {}", dir.display(), at_start.describe()));
-    let run_dir = crate::rundir::create(&ws.root)?;
+    // A --slurm run prebuilds inside its own run directory, and logs its builds there.
+    let run_dir = match run_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => crate::rundir::create(&ws.root)?,
+    };
     let mut builder = Builder::new(&ws.root, &run_dir);
     let mut recipes = HashMap::new();
     let boots: Vec<&Case> = selected.iter().copied().filter(|c| c.as_boot().is_some()).collect();
