@@ -18,6 +18,7 @@ pub mod mutations;
 pub mod rng;
 pub mod runner;
 pub mod shrink;
+pub mod slurm;
 pub mod targets;
 
 pub use decisions::Decisions;

@@ -10,11 +10,15 @@
 //!     cargo hostfuzz --in-process ...                 no fork: each input in the runner's
 //!                                                     own process (for measurement only:
 //!                                                     statics may leak between inputs)
+//!     cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--seconds T | --count N] [TARGET]
+//!                                                     a campaign as a Slurm job array, one seed
+//!                                                     a task, joined in seed order (src/slurm.rs)
 //!     cargo hostfuzz --mutations [ID...]              each check of hostfuzz/mutations.toml removed
 //!                                                     in a scratch copy: a finding within 20,000
 //!                                                     inputs for each (src/mutations.rs)
 //!
-//! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error. With
+//! Exit status: 0 nothing found, 1 a finding, 3 a hang, 2 a usage error (with `--slurm`,
+//! the worst seed's; 4 when a seed's task gave no result). With
 //! `--mutations`: 0 every mutation caught, 1 one survived, 2 the run proves nothing.
 
 use hostfuzz::runner::{self, Budget, Settings, Status, GATE_COUNT};
@@ -25,6 +29,7 @@ use std::time::Duration;
 const USAGE: &str =
     "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process] [--target] [TARGET]\n       \
      cargo hostfuzz [--in-process] --replay TARGET FILE.hex\n       \
+     cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--slurm-queue-secs S] [--seconds T | --count N] [TARGET]\n       \
      cargo hostfuzz --mutations [ID...]";
 
 fn target(name: &str) -> Result<&'static Target, String> {
@@ -34,11 +39,12 @@ fn target(name: &str) -> Result<&'static Target, String> {
     })
 }
 
-fn run(args: &[String]) -> Result<Status, String> {
+fn run(args: &[String]) -> Result<u8, String> {
     let mut settings = Settings::from_env();
     let mut seed = 1u64;
     let mut budget = Budget::Count(GATE_COUNT);
     let mut chosen: Option<&Target> = None;
+    let (mut slurm, mut seeds, mut partition, mut queue) = (false, None, None, Duration::from_secs(600));
     let mut args = args.iter();
     let value = |flag: &str, v: Option<&String>| v.cloned().ok_or_else(|| format!("{flag} needs a value"));
     let number = |flag: &str, v: Option<&String>| -> Result<u64, String> {
@@ -50,27 +56,48 @@ fn run(args: &[String]) -> Result<Status, String> {
                 for t in TARGETS {
                     println!("{:<14} {}{}", t.name, t.about, if t.gate { "" } else { " (not in the gate)" });
                 }
-                return Ok(Status::Clean);
+                return Ok(Status::Clean as u8);
             }
             "--replay" => {
                 let t = target(&value("--replay", args.next())?)?;
                 let path = value("--replay", args.next())?;
                 let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
                 let input = hostfuzz::hex::decode(&text).map_err(|e| format!("{path}: {e}"))?;
-                return Ok(runner::replay(t, &input, &settings));
+                return Ok(runner::replay(t, &input, &settings) as u8);
             }
             "--seed" => seed = number("--seed", args.next())?,
             "--seconds" => budget = Budget::Time(Duration::from_secs(number("--seconds", args.next())?)),
             "--count" => budget = Budget::Count(number("--count", args.next())?),
             "--in-process" => settings.in_process = true,
+            "--slurm" => slurm = true,
+            "--seeds" => seeds = Some(hostfuzz::slurm::parse_seeds(&value("--seeds", args.next())?)?),
+            "--slurm-partition" => partition = Some(value("--slurm-partition", args.next())?),
+            "--slurm-queue-secs" => queue = Duration::from_secs(number("--slurm-queue-secs", args.next())?),
             "--target" => chosen = Some(target(&value("--target", args.next())?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");
-                return Ok(Status::Clean);
+                return Ok(Status::Clean as u8);
             }
             name if !name.starts_with('-') && chosen.is_none() => chosen = Some(target(name)?),
             other => return Err(format!("unexpected argument {other:?}")),
         }
+    }
+    if slurm || seeds.is_some() || partition.is_some() {
+        let (Some(seeds), true) = (seeds, slurm) else {
+            return Err(
+                "--slurm runs a campaign over --seeds A..B, and --seeds and --slurm-partition need --slurm".into()
+            );
+        };
+        let campaign = hostfuzz::slurm::Campaign {
+            seeds,
+            partition,
+            queue,
+            budget,
+            target: chosen.map(|t| t.name.to_string()),
+            targets: chosen.map_or_else(|| TARGETS.iter().filter(|t| t.gate).count(), |_| 1),
+            in_process: settings.in_process,
+        };
+        return campaign.run(&hostfuzz::slurm::root());
     }
     let self_check = matches!(budget, Budget::Count(_));
     let chosen: Vec<&Target> = match chosen {
@@ -78,7 +105,7 @@ fn run(args: &[String]) -> Result<Status, String> {
         None => TARGETS.iter().filter(|t| t.gate).collect(),
     };
     let worst = chosen.iter().map(|t| runner::fuzz(t, seed, budget, self_check, &settings)).max();
-    Ok(worst.unwrap_or(Status::Clean))
+    Ok(worst.unwrap_or(Status::Clean) as u8)
 }
 
 fn main() -> ExitCode {
@@ -87,7 +114,7 @@ fn main() -> ExitCode {
         return ExitCode::from(hostfuzz::mutations::main(&args[1..], &Settings::from_env()));
     }
     match run(&args) {
-        Ok(status) => ExitCode::from(status as u8),
+        Ok(status) => ExitCode::from(status),
         Err(message) => {
             eprintln!("hostfuzz: {message}\n{USAGE}");
             ExitCode::from(2)

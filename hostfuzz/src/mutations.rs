@@ -34,8 +34,8 @@ const BUILD_DEADLINE: Duration = Duration::from_secs(20 * 60);
 /// A run's deadline: a mutant that has not ended by then is an error naming it.
 const RUN_DEADLINE: Duration = Duration::from_secs(10 * 60);
 /// What the copy holds, from the repository's root (hostfuzz depends on the process
-/// wrapper, crates/process, by path).
-const COPIED: [&str; 3] = ["guest", "hostfuzz", "crates/process"];
+/// wrapper, crates/process, and the Slurm arrays, crates/slurm, by path).
+const COPIED: [&str; 4] = ["guest", "hostfuzz", "crates/process", "crates/slurm"];
 
 /// One check of the code under test, and the patch that removes it.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]

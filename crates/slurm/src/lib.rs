@@ -269,8 +269,8 @@ fn run(cmd: &Cmd) -> Result<String, Error> {
 
 /// The cluster's partitions, by name (`sinfo`).
 pub fn partitions() -> Result<Vec<String>, Error> {
-    let out = run(&Cmd::new("sinfo", "sinfo listing the partitions", COMMAND_DEADLINE)
-        .args(["--noheader", "--format=%R"]))?;
+    let out =
+        run(&Cmd::new("sinfo", "sinfo listing the partitions", COMMAND_DEADLINE).args(["--noheader", "--format=%R"]))?;
     Ok(out.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
 }
 

@@ -96,6 +96,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(dir) = &options.prebuild {
         return prebuild::prebuild(dir, ws, &selected, options, reporter, None);
     }
+    if let Some(slurm) = &options.slurm {
+        slurm::check(slurm)?;
+    }
     // One task of a --slurm array: its place, and the submitter's plan.
     let mut task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
 

@@ -50,13 +50,7 @@ struct Results {
 }
 
 fn boot_key(selected: &[&Case], boot: &PlannedBoot) -> String {
-    format!(
-        "{} {} smp{} {}",
-        selected[boot.case].name,
-        boot.arch,
-        boot.smp,
-        crate::report::seed_text(boot.seed, true)
-    )
+    format!("{} {} smp{} {}", selected[boot.case].name, boot.arch, boot.smp, crate::report::seed_text(boot.seed, true))
 }
 
 fn task_dir(run_dir: &Path, index: u32) -> PathBuf {
@@ -92,10 +86,7 @@ impl Task {
         let plan: PlanFile =
             serde_json::from_str(&text).map_err(|e| refused(format!("{}: not a plan: {e}", path.display())))?;
         if plan.tasks != place.tasks {
-            return Err(refused(format!(
-                "the plan is for {} tasks and this array has {}",
-                plan.tasks, place.tasks
-            )));
+            return Err(refused(format!("the plan is for {} tasks and this array has {}", plan.tasks, place.tasks)));
         }
         let run_dir = task_dir(submitted, place.index);
         std::fs::create_dir_all(&run_dir)
@@ -130,7 +121,8 @@ impl Task {
             Results { reports: self.indices.iter().copied().zip(reports.iter().cloned()).collect::<Vec<_>>() };
         let path = self.run_dir.join(RESULTS);
         let text = serde_json::to_string(&results).expect("reports serialize");
-        write_atomically(&path, &text).map_err(|e| BenchError::io(format!("--slurm-task: writing {}", path.display()), e))
+        write_atomically(&path, &text)
+            .map_err(|e| BenchError::io(format!("--slurm-task: writing {}", path.display()), e))
     }
 
     /// Say the slice is whole.
@@ -179,19 +171,10 @@ pub struct Submission<'a> {
     pub run_dir: PathBuf,
 }
 
-/// Submit the boots as an array, run `host_cases` meanwhile, follow the array and join
-/// its tasks' reports into this run's, in the planned order.
-pub fn submit(
-    sub: Submission<'_>,
-    reporter: &mut Reporter,
-    host_cases: impl FnOnce(&mut Reporter),
-) -> Result<(), BenchError> {
-    let Submission { ws, options, slurm, selected, boots, run_dir } = sub;
+/// What a --slurm run needs of the cluster, asked before anything is made or built:
+/// Slurm's commands, and the partition when one is named.
+pub fn check(slurm: &Slurm) -> Result<(), BenchError> {
     let refused = |why: String| BenchError::Refused(vec![format!("--slurm: {why}")]);
-    if boots.is_empty() {
-        host_cases(reporter);
-        return Ok(());
-    }
     if let Some(missing) = testbench_slurm::missing_command() {
         return Err(refused(format!(
             "{missing} is not on the PATH: install Slurm's client commands (Debian: slurm-client) or run without --slurm"
@@ -208,6 +191,22 @@ pub fn submit(
             Ok(_) => {}
             Err(e) => return Err(refused(format!("asking Slurm for its partitions: {e}"))),
         }
+    }
+    Ok(())
+}
+
+/// Submit the boots as an array, run `host_cases` meanwhile, follow the array and join
+/// its tasks' reports into this run's, in the planned order.
+pub fn submit(
+    sub: Submission<'_>,
+    reporter: &mut Reporter,
+    host_cases: impl FnOnce(&mut Reporter),
+) -> Result<(), BenchError> {
+    let Submission { ws, options, slurm, selected, boots, run_dir } = sub;
+    let refused = |why: String| BenchError::Refused(vec![format!("--slurm: {why}")]);
+    if boots.is_empty() {
+        host_cases(reporter);
+        return Ok(());
     }
     // What the tasks boot: the given prebuilt directory, or one made here, in the run's
     // directory, from this tree.
@@ -284,7 +283,9 @@ pub fn submit(
     let started = Instant::now();
     let reported = |k: u32| task_dir(&run_dir, k).join(DONE).is_file();
     let followed = job
-        .follow(deadline, reported, |done| reporter.waiting(&format!("slurm job {}: {done}/{tasks} tasks reported", job.id)))
+        .follow(deadline, reported, |done| {
+            reporter.waiting(&format!("slurm job {}: {done}/{tasks} tasks reported", job.id))
+        })
         .map_err(|e| BenchError::Slurm(format!("--slurm: following job {}: {e}", job.id)))?;
     reporter.note(
         "slurm",
@@ -335,8 +336,7 @@ fn join(
     boots: &[PlannedBoot],
 ) -> Vec<Result<BootReport, String>> {
     let tasks = job.tasks;
-    let mut joined: Vec<Result<BootReport, String>> =
-        (0..boots.len()).map(|_| Err(String::new())).collect();
+    let mut joined: Vec<Result<BootReport, String>> = (0..boots.len()).map(|_| Err(String::new())).collect();
     for k in 0..tasks {
         let dir = task_dir(run_dir, k);
         let results: Option<Results> =
@@ -456,5 +456,43 @@ mod tests {
         let why = joined[3].as_ref().unwrap_err();
         assert!(why.contains("deadline of 30s and this task was RUNNING") && why.contains("scancel 77"), "{why}");
         assert!(joined[0].as_ref().unwrap_err().contains("task 0 of job 77"), "{:?}", joined[0]);
+    }
+
+    #[test]
+    fn a_task_that_plans_other_boots_than_the_submitter_is_refused() {
+        let case = testbench_case::parse(
+            "tests/c.toml",
+            "description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [{ package = \"smoke\", bin = \"smoke\" }]\nexpect = [\"x\"]\n",
+        );
+        let Ok(case) = case else { panic!("the fixture case parses: {case:?}") };
+        let selected = [&case];
+        let boots = |seeds: std::ops::RangeInclusive<u64>| -> Vec<PlannedBoot> {
+            seeds
+                .map(|seed| PlannedBoot {
+                    case: 0,
+                    arch: testbench_case::Arch::Rv64,
+                    smp: 1,
+                    seed: Some(seed),
+                    seed_from: plan::SeedFrom::Sweep,
+                    timeout: Duration::from_secs(10),
+                    dir: PathBuf::from(format!("seed-{seed}")),
+                    rr: Ok(None),
+                })
+                .collect()
+        };
+        let planned = PlanFile { tasks: 2, boots: boots(1..=5).iter().map(|b| boot_key(&selected, b)).collect() };
+        let mut task = Task {
+            place: Place { job: "1".into(), index: 1, tasks: 2 },
+            run_dir: PathBuf::from("task-1"),
+            plan: planned,
+            indices: Vec::new(),
+        };
+        let error = task.take(&selected, boots(1..=6)).err().expect("six boots against five planned");
+        assert!(error.to_string().contains("plans 6 boots and the submitter planned 5"), "{error}");
+        let error = task.take(&selected, boots(2..=6)).err().expect("other seeds");
+        assert!(error.to_string().contains("seed 2") && error.to_string().contains("seed 1"), "{error}");
+        let slice = task.take(&selected, boots(1..=5)).unwrap();
+        let seeds: Vec<Option<u64>> = slice.iter().map(|b| b.seed).collect();
+        assert_eq!(seeds, vec![Some(2), Some(4)]);
     }
 }
