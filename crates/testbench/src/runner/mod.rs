@@ -210,16 +210,45 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
             reporter.boot_started(&starting(next), next.seed);
         }
     });
+    let sweep = options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
     if let Some(why) = refused {
+        // The boots reported so far are on the page, with why the run stopped.
+        write_html(reporter, &run_dir, started, sweep, Some(why.clone()));
         return Err(BenchError::Refused(vec![why]));
     }
-    if let (Some(seeds), Some(case)) = (&options.sweep, selected.first()) {
-        reporter.sweep_summary(&case.name, seeds);
+    if let Some((seeds, case)) = sweep {
+        reporter.sweep_summary(case, seeds);
     }
-    reporter.run_finished(started.elapsed(), &run_dir);
+    let html = write_html(reporter, &run_dir, started, sweep, None);
+    reporter.run_finished(started.elapsed(), &run_dir, html.as_deref());
     let _ = pruning.join();
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
     }
     Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
+}
+
+/// `report.html` in the run directory (crate::report_html); a page that cannot be
+/// written is said on stderr and fails nothing.
+fn write_html(
+    reporter: &Reporter,
+    run_dir: &Path,
+    started: Instant,
+    sweep: Option<(&[u64], &str)>,
+    stopped: Option<String>,
+) -> Option<std::path::PathBuf> {
+    let info = crate::report_html::RunInfo {
+        run_dir,
+        took: started.elapsed(),
+        summary: reporter.summary,
+        sweep: sweep.map(|(seeds, case)| (case, seeds)),
+        stopped,
+    };
+    match crate::report_html::write(&info, reporter.reports()) {
+        Ok(path) => Some(path),
+        Err(error) => {
+            eprintln!("warning: could not write {}: {error}", run_dir.join(crate::report_html::REPORT_FILE).display());
+            None
+        }
+    }
 }
