@@ -106,7 +106,10 @@ impl Log {
     /// The bytes of the file's line `index` (from 0), without its '\n'.
     pub fn line(&self, index: usize) -> &[u8] {
         let start = self.starts[index];
-        let end = self.starts.get(index + 1).map_or(self.bytes.len(), |&next| next - 1);
+        let end = match self.starts.get(index + 1) {
+            Some(&next) => next - 1,
+            None => self.bytes.len() - usize::from(self.bytes.ends_with(b"\n")),
+        };
         &self.bytes[start..end]
     }
 

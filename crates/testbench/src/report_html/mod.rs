@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::report::{seed_text, BootReport, Outcome, Summary};
 use console::{Log, Mark};
-use term::{escape, escaped};
+use term::escaped;
 
 /// The report's file name in the run directory.
 pub const REPORT_FILE: &str = "report.html";
@@ -70,10 +70,10 @@ body{font:15px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:78em;paddin
 h1{font-size:1.5em}h2{font-size:1.15em;margin:0}
 code,pre,.console{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:13px}
 .counts span{font-weight:bold;margin-right:1em}
-.PASS{color:var(--pass)}.FAIL{color:var(--fail)}.SKIP{color:var(--skip)}
+.counts .PASS{color:var(--pass)}.counts .FAIL{color:var(--fail)}.counts .SKIP{color:var(--skip)}
 .verdict{display:inline-block;font-weight:bold;color:#fff;border-radius:3px;padding:0 .4em;margin-right:.5em}
 .verdict.PASS{background:var(--pass)}.verdict.FAIL{background:var(--fail)}.verdict.SKIP{background:var(--skip)}
-table{border-collapse:collapse}td,th{padding:.15em .6em;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
+table{border-collapse:collapse}table.results td:nth-child(-n+4){white-space:nowrap}td,th{padding:.15em .6em;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
 section.boot{border:1px solid #ccc;border-radius:6px;padding:.8em 1em;margin:1em 0}
 section.boot.FAIL{border-color:var(--fail);border-width:2px}
 dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em;margin:.6em 0}dt{color:#57606a}dd{margin:0}
@@ -174,8 +174,8 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     );
     let _ = write!(
         out,
-        "<header id=\"summary\"><h1>testbench run {}</h1><p class=\"counts\"><span class=\"PASS\">{} passed</span>\
-         <span class=\"FAIL\">{} failed</span><span class=\"SKIP\">{} skipped</span>in {}</p>",
+        "<header id=\"summary\"><h1>testbench run {}</h1><p class=\"counts\"><span class=\"PASS\">{} passed,</span> \
+         <span class=\"FAIL\">{} failed,</span> <span class=\"SKIP\">{} skipped</span> in {}</p>",
         escaped(&name),
         s.passed,
         s.failed,
@@ -342,7 +342,7 @@ fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     let (class, word) = verdict_of(&r.outcome);
     let _ = write!(
         out,
-        "<section class=\"boot {class}\" id=\"b{i}\"><h2><span class=\"verdict {class}\">{word}</span>\
+        "<section class=\"boot {class}\" id=\"b{i}\"><h2><span class=\"verdict {class}\">{word}</span> \
          <span class=\"label\">{}</span></h2><dl>",
         escaped(&r.label())
     );
@@ -559,7 +559,7 @@ fn line_row(out: &mut String, log: &Log, index: usize, id: &str, marks: &[&Mark]
     for mark in marks {
         let _ = write!(
             out,
-            "<span class=\"tag\">{} '{}'</span>",
+            " <span class=\"tag\">{} '{}'</span>",
             escaped(&mark.label),
             escaped(&testbench_judge::quote(&mark.pattern))
         );

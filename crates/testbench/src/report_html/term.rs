@@ -267,8 +267,9 @@ pub fn render_line(bytes: &[u8], out: &mut String) {
     }
 }
 
-/// A line as plain text, as a terminal shows it (what the report quotes in a heading).
-pub fn plain_line(bytes: &[u8]) -> String {
+/// A line as plain text, as a terminal shows it (what the tests compare).
+#[cfg(test)]
+fn plain_line(bytes: &[u8]) -> String {
     let kept = &bytes[..bytes.len().min(LINE_BYTES)];
     cells(kept).into_iter().map(|c| c.0).collect()
 }

@@ -75,13 +75,15 @@ fn the_failing_line_is_at_the_top_and_every_mark_is_labelled() {
     assert!(page.contains("<div class=\"l mark m-forbid\" id=\"b0-L5\">"), "the forbidden line is marked");
     assert!(page.contains("<div class=\"l mark m-expect\" id=\"b0-L2\">"));
     assert!(page.contains("<div class=\"l mark m-input\" id=\"b0-L3\">"));
-    assert!(page.contains("<span class=\"tag\">expect[0] '^booting'</span>"));
-    assert!(page.contains("<span class=\"tag\">forbid[0] 'PANIC'</span>"));
+    assert!(page.contains(" <span class=\"tag\">expect[0] '^booting'</span>"));
+    assert!(page.contains(" <span class=\"tag\">forbid[0] 'PANIC'</span>"));
     // The console as a terminal shows it: colours, the carriage return, the bell, U+FFFD.
     assert!(page.contains("<span class=\"f2\">booting</span> now"));
     assert!(page.contains("waiting 99%<span class=\"ctl\">\u{2407}</span>") && !page.contains("waiting 10%"));
     assert!(page.contains("<span class=\"f1 bo\">PANIC</span>"));
     assert!(page.contains(" \u{fffd}</div>"));
+    assert!(page.contains("id=\"b0-L6\"><a class=\"n\" href=\"#b0-L6\">6</a>after the panic</div>"));
+    assert!(!page.contains('\u{240a}'), "a line's own '\\n' is not part of it");
     // Verdict, seed, replay line, the command.
     assert!(page.contains("<span class=\"verdict FAIL\">FAILED</span>"));
     assert!(page.contains("<dd class=\"seed\">seed 7</dd>"));
