@@ -58,9 +58,15 @@ pub struct Log {
     /// The file's size, and whether all of it was read.
     pub size: u64,
     cut: Option<Cut>,
-    /// Where each line starts (a line per '\n'; text after the last '\n' is a line too).
-    starts: Vec<usize>,
+    /// How many lines (a line per '\n'; text after the last '\n' is a line too).
+    lines: usize,
+    /// Where every `CHECKPOINT`th line starts: a line is found from the one before it,
+    /// so a log of millions of short lines costs no index of millions of entries.
+    checkpoints: Vec<usize>,
 }
+
+/// Every how many lines [`Log`] keeps where one starts.
+const CHECKPOINT: usize = 256;
 
 /// The words `ConsoleLog::finish` writes where it cut (at exactly its head's size).
 const CUT_NOTE: &[u8] = b"\n--- testbench: ";
@@ -87,29 +93,31 @@ impl Log {
             let head_lines = bytes[..head].iter().filter(|&&b| b == b'\n').count();
             Some(Cut { head_lines, dropped_lines, dropped_bytes })
         });
-        let mut starts = vec![0];
-        starts.extend(bytes.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1));
-        if starts.last() == Some(&bytes.len()) && starts.len() > 1 {
-            starts.pop();
+        let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+        let lines = newlines + usize::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+        let mut checkpoints = vec![0];
+        let mut seen = 0;
+        for (at, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'\n') {
+            seen += 1;
+            if seen % CHECKPOINT == 0 {
+                checkpoints.push(at + 1);
+            }
         }
-        if bytes.is_empty() {
-            starts.clear();
-        }
-        Log { bytes, size, cut, starts }
+        Log { bytes, size, cut, lines, checkpoints }
     }
 
     /// How many lines the file has.
     pub fn lines(&self) -> usize {
-        self.starts.len()
+        self.lines
     }
 
     /// The bytes of the file's line `index` (from 0), without its '\n'.
     pub fn line(&self, index: usize) -> &[u8] {
-        let start = self.starts[index];
-        let end = match self.starts.get(index + 1) {
-            Some(&next) => next - 1,
-            None => self.bytes.len() - usize::from(self.bytes.ends_with(b"\n")),
-        };
+        let mut start = self.checkpoints[index / CHECKPOINT];
+        for _ in 0..index % CHECKPOINT {
+            start += self.bytes[start..].iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
+        }
+        let end = self.bytes[start..].iter().position(|&b| b == b'\n').map_or(self.bytes.len(), |p| start + p);
         &self.bytes[start..end]
     }
 
@@ -183,6 +191,21 @@ mod tests {
         assert_eq!(window(1000, &[500, 502, 998], 10, 10, 3), [0..10, 497..506, 990..1000]);
         assert_eq!(window(0, &[], 10, 10, 3), Vec::<std::ops::Range<usize>>::new());
         assert_eq!(window(100, &[7, 4000], 5, 0, 2), [0..10]);
+    }
+
+    #[test]
+    fn every_line_is_found_from_the_checkpoint_before_it() {
+        let mut bytes: Vec<u8> = (0..1000).flat_map(|i| format!("l{i}\n").into_bytes()).collect();
+        bytes.extend_from_slice(b"no newline");
+        let log = Log::from_bytes(bytes.clone(), bytes.len() as u64, usize::MAX);
+        assert_eq!(log.lines(), 1001);
+        for i in [0, 1, 255, 256, 257, 511, 512, 999] {
+            assert_eq!(log.line(i), format!("l{i}").as_bytes());
+        }
+        assert_eq!(log.line(1000), b"no newline");
+        let log = Log::from_bytes(b"a\n\nb\n".to_vec(), 5, usize::MAX);
+        assert_eq!((log.lines(), log.line(1), log.line(2)), (3, &b""[..], &b"b"[..]));
+        assert_eq!(Log::from_bytes(Vec::new(), 0, usize::MAX).lines(), 0);
     }
 
     #[test]

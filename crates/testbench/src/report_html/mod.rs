@@ -435,10 +435,13 @@ fn console_block(
                     escaped(&testbench_judge::quote(&mark.pattern)),
                     n = mark.line
                 );
-                if let Some(index) = at {
-                    let _ = write!(out, "<div class=\"l failing-line\">");
-                    term::render_line(log.line(index), out);
-                    out.push_str("</div>");
+                match at {
+                    Some(index) => {
+                        let _ = write!(out, "<div class=\"l failing-line\">");
+                        term::render_line(log.line(index), out);
+                        out.push_str("</div>");
+                    }
+                    None => out.push_str("<p class=\"cut\">(a line the log itself dropped)</p>"),
                 }
             }
             (None, Some(log)) if log.lines() > 0 => {
@@ -488,6 +491,10 @@ fn console_block(
     };
     if let Some(note) = log.cut_note() {
         let _ = write!(out, "<p class=\"cut\">{}</p>", escaped(&note));
+    }
+    if marked.len() < marks.len() {
+        let _ =
+            write!(out, "<p class=\"cut\">{} marked lines are in what the log dropped</p>", marks.len() - marked.len());
     }
     if !log.whole() {
         let _ = write!(out, "<p class=\"cut\">only the first {} bytes of the log were read</p>", log.size);
