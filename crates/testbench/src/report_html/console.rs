@@ -187,10 +187,10 @@ mod tests {
 
     #[test]
     fn the_window_is_the_ends_and_the_marked_lines_with_context() {
-        assert_eq!(window(5, &[], 3, 3, 2), [0..5]);
+        assert_eq!(window(5, &[], 3, 3, 2), vec![0..5]);
         assert_eq!(window(1000, &[500, 502, 998], 10, 10, 3), [0..10, 497..506, 990..1000]);
         assert_eq!(window(0, &[], 10, 10, 3), Vec::<std::ops::Range<usize>>::new());
-        assert_eq!(window(100, &[7, 4000], 5, 0, 2), [0..10]);
+        assert_eq!(window(100, &[7, 4000], 5, 0, 2), vec![0..10]);
     }
 
     #[test]

@@ -187,43 +187,49 @@ impl Screen {
     }
 }
 
+/// A CSI sequence after its `ESC [`: parameter bytes, intermediate bytes, one final
+/// byte. SGR (`m`) sets the style, `K` erases to the line's end; the rest do nothing.
+fn csi(chars: &mut impl Iterator<Item = char>, style: &mut Style, screen: &mut Screen) {
+    let mut params = String::new();
+    let mut last = None;
+    for c in chars.by_ref() {
+        if ('\x30'..='\x3f').contains(&c) || ('\x20'..='\x2f').contains(&c) {
+            if params.len() < 64 {
+                params.push(c);
+            }
+        } else {
+            last = Some(c);
+            break;
+        }
+    }
+    match last {
+        Some('m') if !params.starts_with(['<', '=', '>', '?']) => {
+            let numbers: Vec<u16> = if params.is_empty() {
+                Vec::new()
+            } else {
+                params.split([';', ':']).map(|p| p.parse::<u16>().unwrap_or(0)).collect()
+            };
+            style.sgr(&numbers);
+        }
+        Some('K') if params.is_empty() || params == "0" => screen.cells.truncate(screen.cursor),
+        _ => {}
+    }
+}
+
 /// The cells of one line (without its '\n') as a terminal shows them.
 fn cells(bytes: &[u8]) -> Vec<(char, Style)> {
     let text = String::from_utf8_lossy(bytes);
-    let mut chars = text.chars().peekable();
+    let mut chars = text.chars();
     let mut style = Style::default();
     let mut screen = Screen { cells: Vec::new(), cursor: 0 };
     while let Some(c) = chars.next() {
         match c {
-            '\x1b' => match chars.next() {
-                Some('[') => {
-                    // CSI: parameter bytes, intermediate bytes, one final byte.
-                    let mut params = String::new();
-                    let mut last = None;
-                    for c in chars.by_ref() {
-                        if ('\x30'..='\x3f').contains(&c) || ('\x20'..='\x2f').contains(&c) {
-                            if params.len() < 64 {
-                                params.push(c);
-                            }
-                        } else {
-                            last = Some(c);
-                            break;
-                        }
-                    }
-                    match last {
-                        Some('m') if !params.starts_with(['<', '=', '>', '?']) => {
-                            let numbers: Vec<u16> =
-                                params.split([';', ':']).map(|p| p.parse::<u16>().unwrap_or(0)).collect();
-                            let numbers = if params.is_empty() { Vec::new() } else { numbers };
-                            style.sgr(&numbers);
-                        }
-                        Some('K') if params.is_empty() || params == "0" => screen.cells.truncate(screen.cursor),
-                        _ => {}
-                    }
+            // A CSI sequence; any other escape is ESC and the character after it.
+            '\x1b' => {
+                if chars.next() == Some('[') {
+                    csi(&mut chars, &mut style, &mut screen);
                 }
-                // Any other escape: ESC and the character after it.
-                Some(_) | None => {}
-            },
+            }
             '\r' => screen.cursor = 0,
             '\x08' => screen.cursor = screen.cursor.saturating_sub(1),
             '\t' => {
