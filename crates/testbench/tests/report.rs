@@ -51,17 +51,19 @@ fn failing_run(cases: &Path, kernel: &Path) -> Value {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the testbench binary starts");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let mut out = String::new();
-    let _ = stdout.read_to_string(&mut out);
+    // Both streams read on threads of their own, so the deadline below holds whatever
+    // the bench does with them.
+    let read = |mut stream: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            text
+        })
+    };
+    let out = read(Box::new(child.stdout.take().unwrap()));
+    let err = read(Box::new(child.stderr.take().unwrap()));
     let status = testbench_process::wait_deadline(&mut child, Duration::from_secs(300)).unwrap();
-    let err = err.join().unwrap();
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
     assert_eq!(status.and_then(|s| s.code()), Some(1), "testbench {args:?}\n{out}\n{err}");
     let finished = out
         .lines()
@@ -206,11 +208,14 @@ fn a_person_sees_the_failure_in_a_headless_browser() {
         }
     }
     let _kill = Kill(group);
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        let mut stderr = stderr;
-        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-    });
+    // What the browser prints is not read, only drained, so it never waits on a pipe.
+    let drain = |mut stream: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        })
+    };
+    drain(Box::new(child.stdout.take().unwrap()));
+    drain(Box::new(child.stderr.take().unwrap()));
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let mut reader = std::io::BufReader::new(from_browser);
