@@ -156,6 +156,11 @@ impl Log {
         })
     }
 
+    /// How many bytes of the file were read.
+    pub fn bytes_read(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// Whether the whole file was read.
     pub fn whole(&self) -> bool {
         self.bytes.len() as u64 >= self.size

@@ -497,7 +497,12 @@ fn console_block(
             write!(out, "<p class=\"cut\">{} marked lines are in what the log dropped</p>", marks.len() - marked.len());
     }
     if !log.whole() {
-        let _ = write!(out, "<p class=\"cut\">only the first {} bytes of the log were read</p>", log.size);
+        let _ = write!(
+            out,
+            "<p class=\"cut\">the log has {} bytes; only its first {} were read</p>",
+            log.size,
+            log.bytes_read()
+        );
     }
     let _ = write!(out, "<div class=\"console\" id=\"{id}-console\">");
     let mut next = 0;

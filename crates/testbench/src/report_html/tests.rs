@@ -163,3 +163,18 @@ fn a_sweep_is_a_grid_of_seeds_and_a_histogram_and_host_failures_keep_their_block
     // Failures first: the failed boot's block before the passed ones'.
     assert!(page.find("id=\"b2\"") < page.find("id=\"b0\""));
 }
+
+#[test]
+fn a_huge_log_is_read_only_to_the_logs_own_bound() {
+    // A sparse 64 GiB console.log (no disk, no memory): the page reads its start only.
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run-1-2");
+    let dir = boot_dir(&run, "b", b"", r#"{"lines": 0, "marks": []}"#);
+    std::fs::File::options().write(true).open(dir.join("console.log")).unwrap().set_len(64 << 30).unwrap();
+    let reports = vec![report("huge", dir, Outcome::Fail("timed out".into()), None, false)];
+    let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0 }), &reports);
+    let read = testbench_console::LOG_HEAD + testbench_console::LOG_TAIL as u64 + 256 * 1024;
+    assert!(page.contains(&format!("the log has {} bytes; only its first {read} were read", 64u64 << 30)));
+    assert!(page.len() < 64 * 1024, "a page of {} bytes", page.len());
+    assert!(page.contains("<span class=\"ctl\">\u{2400}\u{2400}"), "NULs are shown as symbols");
+}
