@@ -231,6 +231,47 @@ pub struct Step {
     pub triggered: Vec<usize>,
 }
 
+/// Which rule took a console line ([`Mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    Expect,
+    ExpectAfter,
+    /// A forbid or always-forbidden pattern: the line that failed the boot.
+    Forbid,
+    /// An input's `after`: the line that made the judge type its `send`.
+    Input,
+    Trigger,
+    /// The first `[name] FAIL` line (rule 4).
+    ProgramFail,
+}
+
+impl Rule {
+    /// The rule's name in a word (`expect`, `expect-after`, `forbid`, `input`, `trigger`, `fail`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Expect => "expect",
+            Rule::ExpectAfter => "expect-after",
+            Rule::Forbid => "forbid",
+            Rule::Input => "input",
+            Rule::Trigger => "trigger",
+            Rule::ProgramFail => "fail",
+        }
+    }
+}
+
+/// A console line a rule took: its number (from 1, a line per '\n' as the judge splits
+/// them: an over-long line is one line, a partial line the one after the last whole
+/// one), the rule, and the pattern's label and text. A judge keeps at most one mark per
+/// expect, input, trigger and `expect_after`, one forbidden line and one FAIL line:
+/// their number is bounded by the configuration, not the console.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub line: u64,
+    pub rule: Rule,
+    pub label: String,
+    pub pattern: String,
+}
+
 /// A duration in seconds, trimmed: `3s`, `2.5s`, `0.05s`.
 pub fn secs(d: Duration) -> String {
     let s = format!("{:.3}", d.as_secs_f64());
@@ -304,6 +345,8 @@ pub struct Judge {
     after_done_at: Option<Duration>,
     /// When the bench released a held verdict ([`Judge::release`]).
     released_at: Option<Duration>,
+    /// The lines the rules took, in the order they took them.
+    marks: Vec<Mark>,
 }
 
 impl Judge {
@@ -330,6 +373,7 @@ impl Judge {
             next_after: 0,
             after_done_at: None,
             released_at: None,
+            marks: Vec::new(),
             done_seen: false,
             distinct_seen,
             captured,
@@ -397,6 +441,35 @@ impl Judge {
     /// Lines judged so far (a partial line is not counted until it ends).
     pub fn lines_seen(&self) -> u64 {
         self.lines_seen
+    }
+
+    /// The console lines the rules took so far: each expect's, input's, trigger's and
+    /// `expect_after`'s line, the forbidden line, the first `[name] FAIL` line.
+    pub fn marks(&self) -> &[Mark] {
+        &self.marks
+    }
+
+    fn mark(&mut self, line: u64, rule: Rule, index: usize) {
+        let pattern = match rule {
+            Rule::Expect => self.cfg.expect.get(index),
+            Rule::ExpectAfter => self.cfg.expect_after.get(index),
+            Rule::Forbid => self.cfg.forbid.iter().chain(&self.cfg.always_forbidden).nth(index),
+            Rule::Input => self.cfg.inputs.get(index).map(|i| &i.after),
+            Rule::Trigger => self.cfg.triggers.get(index),
+            Rule::ProgramFail => None,
+        };
+        let (label, pattern) = match pattern {
+            Some(p) => (p.label.clone(), p.regex.as_str().to_string()),
+            None => ("FAIL line".to_string(), fail_re().as_str().to_string()),
+        };
+        self.push_mark(Mark { line, rule, label, pattern });
+    }
+
+    /// Keeps the marks in line order (the fast path finds a block's FAIL line before
+    /// its expects), the rules of one line in the order they took it.
+    fn push_mark(&mut self, mark: Mark) {
+        let at = self.marks.partition_point(|m| m.line <= mark.line);
+        self.marks.insert(at, mark);
     }
 
     /// The end of the settle time, when it is running.
@@ -496,6 +569,7 @@ impl Judge {
                 // A prompt is a line still being written: its trailing blanks are kept.
                 let shown = normalize::shown_partial(&self.partial);
                 if self.cfg.inputs[self.next_input].after.regex.is_match(&shown) {
+                    self.mark(self.lines_seen + 1, Rule::Input, self.next_input);
                     self.fire(send);
                 }
             }
@@ -564,6 +638,8 @@ impl Judge {
         let shown = normalize::shown(bytes);
         if let Some(which) = self.forbidden(&raw, &shown) {
             let from = self.piece_start;
+            // The line's head was counted when it was judged.
+            self.mark(self.lines_seen, Rule::Forbid, which);
             self.fail_forbidden(which, at, &shown, Some(from));
         }
     }
@@ -623,7 +699,9 @@ impl Judge {
         let shown = normalize::shown(raw);
         self.lines_seen += 1;
         let fired = std::mem::take(&mut self.line_fired);
+        let number = self.lines_seen;
         if let Some(which) = self.forbidden(&raw_s, &shown) {
+            self.mark(number, Rule::Forbid, which);
             let piece = (self.pieces > 0).then_some(self.piece_start);
             self.fail_forbidden(which, at, &shown, piece);
             return;
@@ -633,18 +711,22 @@ impl Judge {
         }
         if self.fail_line.is_none() && fail_re().is_match(&shown) {
             self.fail_line = Some(crate::quote(&shown).into_owned());
+            self.mark(number, Rule::ProgramFail, 0);
         }
         if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
+            self.mark(number, Rule::Expect, self.next_expect);
             self.expect_matched(at);
         } else if self.expects_done()
             && self.cfg.expect_after.get(self.next_after).is_some_and(|p| p.regex.is_match(&shown))
         {
+            self.mark(number, Rule::ExpectAfter, self.next_after);
             self.next_after += 1;
             if self.next_after == self.cfg.expect_after.len() {
                 self.after_done_at = Some(at);
             }
         }
         if !fired && self.cfg.inputs.get(self.next_input).is_some_and(|i| i.after.regex.is_match(&shown)) {
+            self.mark(number, Rule::Input, self.next_input);
             self.fire(send);
             self.line_fired = false;
         }
@@ -652,6 +734,14 @@ impl Judge {
             if !self.fired_triggers[index] && trigger.regex.is_match(&shown) {
                 self.fired_triggers[index] = true;
                 self.triggered.push(index);
+                let mark = Mark {
+                    line: number,
+                    rule: Rule::Trigger,
+                    label: trigger.label.clone(),
+                    pattern: trigger.regex.as_str().to_string(),
+                };
+                // The per-line path takes lines in order: this one is the last yet.
+                self.marks.push(mark);
             }
         }
     }
@@ -824,6 +914,9 @@ impl Judge {
         send: &mut Vec<Vec<u8>>,
     ) {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        // A line's number, by its start in `shown` (asked only for the bounded marks).
+        let first = self.lines_seen + 1;
+        let number = |ls: usize| first + memchr::memchr_iter(b'\n', &shown[..ls]).count() as u64;
         // 1. The first forbidden line, by its start in `shown`.
         let mut forbidden: Option<(usize, usize, usize)> = None; // (start, end, pattern)
         if let Some(re) = &engine.forbid {
@@ -861,6 +954,7 @@ impl Judge {
                 let line = text(&shown[ls..fast::line_end(shown, hit)]);
                 if fail_re().is_match(&line) {
                     self.fail_line = Some(crate::quote(&line).into_owned());
+                    self.mark(number(ls), Rule::ProgramFail, 0);
                     break;
                 }
             }
@@ -873,6 +967,7 @@ impl Judge {
                 break;
             };
             if self.cfg.expect[self.next_expect].regex.is_match(&text(&shown[ls..le])) {
+                self.mark(number(ls), Rule::Expect, self.next_expect);
                 self.expect_matched(at);
                 scan = fast::Scan::default();
             }
@@ -886,6 +981,7 @@ impl Judge {
                 break;
             };
             if self.cfg.inputs[self.next_input].after.regex.is_match(&text(&shown[ls..le])) {
+                self.mark(number(ls), Rule::Input, self.next_input);
                 self.fire(send);
                 self.line_fired = false;
                 scan = fast::Scan::default();
@@ -898,6 +994,7 @@ impl Judge {
                 self.lines_seen += memchr::memchr_iter(b'\n', shown).count() as u64;
             }
             Some((ls, le, which)) => {
+                self.mark(number(ls), Rule::Forbid, which);
                 self.lines_seen += memchr::memchr_iter(b'\n', &shown[..ls]).count() as u64 + 1;
                 let line = text(&shown[ls..le]);
                 self.fail_forbidden(which, at, &line, None);

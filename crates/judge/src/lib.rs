@@ -68,6 +68,15 @@
 //!    ([`Judge::wake_at`] tells when to [`Judge::poll`]). Bytes fed at the very time of
 //!    the last expect are judged even with no settle time.
 //!
+//! ## Marks
+//!
+//! [`Judge::marks`] names the lines the rules took, by number (from 1, a line per
+//! '\n'): each expect's and `expect_after`'s line, each input's and trigger's, the
+//! forbidden line, the first `[name] FAIL` line, with the pattern's label and text. They
+//! are at most one per pattern (and one forbidden, one FAIL line), so they cost nothing
+//! that grows with the console; the fast path counts a block's lines only to place one.
+//! The bench keeps them beside the console log for the run's HTML report.
+//!
 //! ## Messages
 //!
 //! The bench's self-checks match these with anchored regexes; keep them exactly.
@@ -115,8 +124,8 @@ mod normalize;
 mod quote;
 
 pub use judge::{
-    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Pattern, ServerDone, Shutdown, Step, Verdict,
-    LINE_LIMIT, LINE_OVERLAP,
+    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Mark, Pattern, Rule, ServerDone, Shutdown,
+    Step, Verdict, LINE_LIMIT, LINE_OVERLAP,
 };
 pub use normalize::{raw_text, shown, shown_into, shown_partial};
 pub use quote::{quote, quote_around, quote_with, QUOTE_LIMIT};

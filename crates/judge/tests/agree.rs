@@ -246,6 +246,8 @@ fn check_limited(seed: u64, lines: usize, limit: Option<(usize, usize)>) {
     assert_eq!(reused.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen after a reset");
     assert_eq!(got, want, "seed {seed}: fast and reference differ");
     assert_eq!(fast.lines_seen(), reference.lines_seen(), "seed {seed}: lines seen");
+    assert_eq!(fast.marks(), reference.marks(), "seed {seed}: marks");
+    assert_eq!(reused.marks(), reference.marks(), "seed {seed}: marks after a reset");
     let mut cuts = Rng(seed ^ 0x5eed);
     let mut chopped = limited(Judge::new(cfg));
     let got = run(&mut chopped, &s, |n| 1 + cuts.below(n.min(40)));
@@ -313,4 +315,36 @@ fn fast_path_agrees_without_forbids_on_clean_text() {
         let got = run(&mut Judge::new(cfg), &s, |n| n);
         assert_eq!(got, want, "seed {seed}");
     }
+}
+
+#[test]
+fn marks_name_the_lines_the_rules_took_on_both_paths() {
+    use testbench_judge::Rule;
+    let mut cfg = Config::default();
+    cfg.expect.push(Pattern::new("expect[0]", "^booting$").unwrap());
+    cfg.expect.push(Pattern::new("expect[1]", "ready").unwrap());
+    cfg.forbid.push(Pattern::new("forbid[0]", "PANIC").unwrap());
+    cfg.inputs.push(Input { after: Pattern::new("input[0]", r"^\$").unwrap(), send: b"ls\n".to_vec() });
+    cfg.poweroff = true;
+    let console = b"hello\r\nbooting\n\x1b[1m[t] FAIL\x1b[0m x\nre\x08ady\n$ ls\nPA\x1b[0mNIC\nafter\n";
+    for judge in [Judge::reference(cfg.clone()), Judge::new(cfg.clone())] {
+        let mut judge = judge;
+        judge.feed(Duration::from_millis(1), console);
+        let got: Vec<(u64, Rule, &str)> = judge.marks().iter().map(|m| (m.line, m.rule, m.label.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (2, Rule::Expect, "expect[0]"),
+                (3, Rule::ProgramFail, "FAIL line"),
+                (4, Rule::Expect, "expect[1]"),
+                (5, Rule::Input, "input[0]"),
+                (6, Rule::Forbid, "forbid[0]"),
+            ]
+        );
+        assert_eq!(judge.marks()[4].pattern, "PANIC");
+    }
+    // A prompt that has no '\n' yet is the line after the last whole one.
+    let mut judge = Judge::new(cfg);
+    judge.feed(Duration::from_millis(1), b"a\nbooting\nready\n$ ");
+    assert_eq!(judge.marks().last().map(|m| (m.line, m.rule)), Some((4, Rule::Input)));
 }

@@ -15,6 +15,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
@@ -36,7 +37,15 @@ pub struct Cmd {
     what: String,
     /// The child leads a process group of its own, killed whole at the deadline.
     group: bool,
+    /// Descriptors of the caller's given to the child under other numbers ([`Cmd::pass_fd`]).
+    fds: Vec<(RawFd, RawFd)>,
 }
+
+/// The most descriptors [`Cmd::pass_fd`] gives one child.
+pub const PASSED_FDS: usize = 4;
+/// Passed descriptors are staged at or above this number in the child before they take
+/// their own numbers (below it), so that none overwrites another still to be passed.
+const STAGE_FD: RawFd = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CmdError {
@@ -65,7 +74,23 @@ impl Cmd {
             timeout,
             what: what.into(),
             group: false,
+            fds: Vec::new(),
         }
+    }
+
+    /// Give the child the caller's descriptor `fd` as its descriptor `as_fd` (3 to 63;
+    /// at most [`PASSED_FDS`] of them), for a program that talks over descriptors it is
+    /// given (chromium's `--remote-debugging-pipe` reads 3 and writes 4). The caller
+    /// keeps `fd` open until the child has started.
+    ///
+    /// # Panics
+    ///
+    /// When `as_fd` is out of that range or more than [`PASSED_FDS`] are passed.
+    pub fn pass_fd(mut self, fd: BorrowedFd<'_>, as_fd: RawFd) -> Cmd {
+        assert!((3..STAGE_FD).contains(&as_fd), "pass_fd: descriptor {as_fd} is not in 3..{STAGE_FD}");
+        assert!(self.fds.len() < PASSED_FDS, "pass_fd: more than {PASSED_FDS} descriptors");
+        self.fds.push((fd.as_raw_fd(), as_fd));
+        self
     }
 
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
@@ -139,12 +164,27 @@ impl Cmd {
             command.process_group(0);
         }
         let bench = rustix::process::getpid();
+        let mut fds = [(-1, -1); PASSED_FDS];
+        fds[..self.fds.len()].copy_from_slice(&self.fds);
+        let passed = self.fds.len();
         // SAFETY: the closure runs in the child between fork and exec and calls only
-        // prctl(PR_SET_PDEATHSIG) and getppid, which are async-signal-safe and allocate
-        // nothing (the error for a lost parent is made without allocating).
+        // prctl(PR_SET_PDEATHSIG), getppid, fcntl(F_DUPFD_CLOEXEC) and dup2, which are
+        // async-signal-safe and allocate nothing (the error for a lost parent is made
+        // without allocating; the descriptors are in a fixed array). A passed
+        // descriptor is open in the parent when it forks (`pass_fd`'s contract), so it
+        // is in the child; each target number is taken over by dup2 and kept open.
         unsafe {
             command.pre_exec(move || {
                 rustix::process::set_parent_process_death_signal(Some(KILL)).map_err(std::io::Error::from)?;
+                let mut staged = [-1; PASSED_FDS];
+                for (slot, &(from, _)) in staged.iter_mut().zip(&fds[..passed]) {
+                    *slot = rustix::io::fcntl_dupfd_cloexec(BorrowedFd::borrow_raw(from), STAGE_FD)?.into_raw_fd();
+                }
+                for (&stage, &(_, to)) in staged.iter().zip(&fds[..passed]) {
+                    let mut target = OwnedFd::from_raw_fd(to);
+                    rustix::io::dup2(BorrowedFd::borrow_raw(stage), &mut target)?;
+                    let _ = target.into_raw_fd();
+                }
                 still_child_of(bench)
             });
         }
@@ -349,6 +389,28 @@ mod tests {
         assert!(still_child_of(rustix::process::getppid().unwrap()).is_ok());
         let error = still_child_of(rustix::process::getpid()).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(rustix::io::Errno::SRCH.raw_os_error()));
+    }
+
+    #[test]
+    fn passed_descriptors_are_the_childs_under_their_new_numbers() {
+        use std::io::Write;
+        let (from_child, to_parent) = std::io::pipe().unwrap();
+        let (from_parent, mut to_child) = std::io::pipe().unwrap();
+        to_child.write_all(b"over fd 3\n").unwrap();
+        drop(to_child);
+        // Passed in the order that would overwrite the second's source with a naive dup2
+        // when the pipes' own numbers are 3 and 4.
+        let out = Cmd::new("sh", "cat between the passed descriptors", Duration::from_secs(10))
+            .args(["-c", "cat <&3 >&4; echo done >&4"])
+            .pass_fd(std::os::fd::AsFd::as_fd(&from_parent), 3)
+            .pass_fd(std::os::fd::AsFd::as_fd(&to_parent), 4)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        drop(to_parent);
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut &from_child, &mut got).unwrap();
+        assert_eq!(got, "over fd 3\ndone\n");
     }
 
     /// The state letter of `pid` in /proc (`None`: no such process).

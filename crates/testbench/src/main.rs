@@ -24,6 +24,7 @@ mod pack;
 mod prebuilt;
 mod qemu;
 mod report;
+mod report_html;
 mod rundir;
 mod runner;
 mod sessions;

@@ -456,7 +456,8 @@ impl Reporter {
         self.reports.push(report);
     }
 
-    /// The reports so far, in the order they were finished.
+    /// The reports so far, in the order they were finished (a --slurm task's saved
+    /// results, the HTML report).
     pub fn reports(&self) -> &[BootReport] {
         &self.reports
     }
@@ -493,7 +494,9 @@ impl Reporter {
         }
     }
 
-    pub fn run_finished(&mut self, took: Duration, run_dir: &Path) {
+    /// The run's end: each failure again, then the summary, naming the run directory
+    /// and the HTML report when one was written.
+    pub fn run_finished(&mut self, took: Duration, run_dir: &Path, html: Option<&Path>) {
         if let Some(bar) = self.progress.take() {
             bar.finish_and_clear();
         }
@@ -515,16 +518,17 @@ impl Reporter {
         }
         match self.format {
             MessageFormat::Human => self.line(&format!(
-                "testbench: {} passed, {} failed, {} skipped in {} (logs: {})",
+                "testbench: {} passed, {} failed, {} skipped in {} (logs: {}{})",
                 s.passed,
                 s.failed,
                 s.skipped,
                 secs(took),
-                run_dir.display()
+                run_dir.display(),
+                html.map(|path| format!("; report: {}", path.display())).unwrap_or_default()
             )),
             MessageFormat::Json => self.emit_json(json!({
                 "event": "run-finished", "passed": s.passed, "failed": s.failed, "skipped": s.skipped,
-                "duration_secs": took.as_secs_f64(), "run_dir": run_dir,
+                "duration_secs": took.as_secs_f64(), "run_dir": run_dir, "report": html,
             })),
         }
     }

@@ -408,6 +408,7 @@ impl BootSpec {
             },
             (_, verdict) => verdict,
         };
+        write_marks(&self.dir, &judge);
         Ok(BootOutcome { verdict, captures: judge.captures().to_vec(), notes })
     }
 
@@ -512,3 +513,18 @@ fn read_stderr(mut pipe: impl Read, path: &Path) -> String {
     drop(log.finish());
     std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default()
 }
+
+/// The lines the judge's rules took, as `marks.json` beside `console.log` (the run's
+/// HTML report marks them): a few entries per pattern at most.
+fn write_marks(dir: &Path, judge: &Judge) {
+    let marks: Vec<_> = judge
+        .marks()
+        .iter()
+        .map(|m| serde_json::json!({ "line": m.line, "rule": m.rule.name(), "label": m.label, "pattern": m.pattern }))
+        .collect();
+    let text = serde_json::json!({ "lines": judge.lines_seen(), "marks": marks });
+    let _ = std::fs::write(dir.join(MARKS_FILE), format!("{text}\n"));
+}
+
+/// Where a boot's marks are kept, in its directory.
+pub const MARKS_FILE: &str = "marks.json";

@@ -23,7 +23,7 @@ mod post_check;
 pub mod qmp;
 pub(crate) mod ram;
 
-pub use boot::Event;
+pub use boot::{Event, MARKS_FILE};
 pub use command::BootSpec;
 #[allow(unused_imports)]
 pub use devices::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};

@@ -212,7 +212,10 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
             reporter.boot_started(&starting(next), next.seed);
         }
     });
+    let sweep = options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
     if let Some(why) = refused {
+        // The boots reported so far are on the page, with why the run stopped.
+        write_html(reporter, &run_dir, started, sweep, Some(why.clone()));
         return Err(BenchError::Refused(vec![why]));
     }
     if let Some(task) = &task {
@@ -221,7 +224,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     finish(options, reporter, &selected, started, &run_dir, pruning)
 }
 
-/// The run's end: the sweep's line, the summary, JUnit, and the verdict.
+/// The run's end: the sweep's line, the summary, `report.html`, JUnit, and the verdict.
 fn finish(
     options: &Options,
     reporter: &mut Reporter,
@@ -230,10 +233,13 @@ fn finish(
     run_dir: &Path,
     pruning: Option<std::thread::JoinHandle<()>>,
 ) -> Result<Finished, BenchError> {
-    if let (Some(seeds), Some(case), None) = (&options.sweep, selected.first(), &options.slurm_task) {
-        reporter.sweep_summary(&case.name, seeds);
+    let sweep = options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
+    // A task's sweep line would speak of its slice alone; the submitter says the sweep's.
+    if let (Some((seeds, case)), None) = (sweep, &options.slurm_task) {
+        reporter.sweep_summary(case, seeds);
     }
-    reporter.run_finished(started.elapsed(), run_dir);
+    let html = write_html(reporter, run_dir, started, sweep, None);
+    reporter.run_finished(started.elapsed(), run_dir, html.as_deref());
     if let Some(pruning) = pruning {
         let _ = pruning.join();
     }
@@ -281,5 +287,30 @@ fn run_host_cases(
         let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
         report.notes = notes;
         reporter.boot_finished(report);
+    }
+}
+
+/// `report.html` in the run directory (crate::report_html); a page that cannot be
+/// written is said on stderr and fails nothing.
+fn write_html(
+    reporter: &Reporter,
+    run_dir: &Path,
+    started: Instant,
+    sweep: Option<(&[u64], &str)>,
+    stopped: Option<String>,
+) -> Option<std::path::PathBuf> {
+    let info = crate::report_html::RunInfo {
+        run_dir,
+        took: started.elapsed(),
+        summary: reporter.summary,
+        sweep: sweep.map(|(seeds, case)| (case, seeds)),
+        stopped,
+    };
+    match crate::report_html::write(&info, reporter.reports()) {
+        Ok(path) => Some(path),
+        Err(error) => {
+            eprintln!("warning: could not write {}: {error}", run_dir.join(crate::report_html::REPORT_FILE).display());
+            None
+        }
     }
 }
