@@ -2,7 +2,7 @@
 # The --slurm runs on a real one-node Slurm cluster (docs/scale.md): started here by
 # scripts/slurm-cluster, stopped on the way out whatever happens.
 #   1. a sweep of 20 seeds as 4 array tasks joins into one passing run, in seed order,
-#      with one JUnit of 20 test cases;
+#      with one JUnit of 20 test cases and one report.html linking every task's consoles;
 #   2. a sweep whose boots fail joins into one failing run (exit 1) with each failure's
 #      replay line, in seed order;
 #   3. an unknown partition is refused (exit 2) before anything builds;
@@ -35,6 +35,8 @@ grep -q '^testbench: 20 passed, 0 failed, 0 skipped' "$dir/sweep.out" || fail "n
 [ "$(grep -c '<testcase' "$dir/sweep.xml")" = 20 ] || fail "the JUnit report has not 20 test cases"
 for k in 0 1 2 3; do
     [ -f "$run/task-$k/done" ] || fail "task $k left no done mark in $run"
+    grep -q "href=\"task-$k/bench-boot/seed-[0-9]*-rv64/console.log\"" "$run/report.html" \
+        || fail "the joined report.html does not link task $k's consoles"
     boots=$(ls "$run/task-$k/bench-boot" | wc -l)
     [ "$boots" = 5 ] || fail "task $k booted $boots seeds, not 5"
 done
