@@ -25,7 +25,7 @@
 //! Each run makes its task threads itself, so with the runner's fork per input they are
 //! made in the child, after the fork (docs/host-fuzzing.md).
 
-use crate::{Decisions, Finding};
+use crate::{arena, Decisions, Finding};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -794,29 +794,56 @@ fn note_allocation(size: usize) {
     }
 }
 
-// SAFETY: every call goes straight to the system allocator with the caller's arguments;
-// the bookkeeping before it touches only const-initialised thread-locals, which never
-// allocate.
+// SAFETY: in a served child, every allocation comes from the arena while it has room:
+// fresh bytes (zeros) of the requested size and alignment, never handed out twice, and
+// freed by nothing; the rest goes to the system allocator with the caller's arguments.
+// The bookkeeping before it touches only const-initialised thread-locals and atomics,
+// which never allocate.
 unsafe impl GlobalAlloc for Watch {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
+        if let Some(ptr) = arena::alloc(layout.size(), layout.align()) {
+            return ptr;
+        }
         // SAFETY: the caller's contract for `alloc`, passed on unchanged.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
+        if let Some(ptr) = arena::alloc(layout.size(), layout.align()) {
+            return ptr;
+        }
         // SAFETY: as in `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_allocation(new_size);
-        // SAFETY: the caller's contract for `realloc`, passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        if !arena::owns(ptr) {
+            // SAFETY: the caller's contract for `realloc`, passed on unchanged.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        if new_size <= layout.size() || arena::grow_in_place(ptr, layout.size(), new_size) {
+            return ptr;
+        }
+        // SAFETY: the caller's contract for `realloc` makes `new_size` with the old
+        // alignment a valid layout.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: as in `alloc`, with that layout.
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: the old block holds `layout.size()` bytes, the new one more, and the
+            // two do not overlap (the new one is fresh).
+            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size()) };
+        }
+        new
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if arena::owns(ptr) {
+            return;
+        }
         // SAFETY: the caller's contract for `dealloc`, passed on unchanged.
         unsafe { System.dealloc(ptr, layout) }
     }

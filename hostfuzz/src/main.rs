@@ -10,6 +10,9 @@
 //!     cargo hostfuzz --in-process ...                 no fork: each input in the runner's
 //!                                                     own process (for measurement only:
 //!                                                     statics may leak between inputs)
+//!     cargo hostfuzz --fork-each ...                  each input in a child forked when it
+//!                                                     comes, not from the fork server (for
+//!                                                     measurement: as isolated, slower)
 //!     cargo hostfuzz --mutations [ID...]              each check of hostfuzz/mutations.toml removed
 //!                                                     in a scratch copy: a finding within 20,000
 //!                                                     inputs for each (src/mutations.rs)
@@ -23,8 +26,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process] [--target] [TARGET]\n       \
-     cargo hostfuzz [--in-process] --replay TARGET FILE.hex\n       \
+    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process | --fork-each] [--target] [TARGET]\n       \
+     cargo hostfuzz [--in-process | --fork-each] --replay TARGET FILE.hex\n       \
      cargo hostfuzz --mutations [ID...]";
 
 fn target(name: &str) -> Result<&'static Target, String> {
@@ -63,6 +66,7 @@ fn run(args: &[String]) -> Result<Status, String> {
             "--seconds" => budget = Budget::Time(Duration::from_secs(number("--seconds", args.next())?)),
             "--count" => budget = Budget::Count(number("--count", args.next())?),
             "--in-process" => settings.in_process = true,
+            "--fork-each" => settings.fork_each = true,
             "--target" => chosen = Some(target(&value("--target", args.next())?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");
