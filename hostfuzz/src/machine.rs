@@ -596,8 +596,47 @@ impl ksync::machine::Hooks for Hooks {
 
 static HOOKS: &dyn ksync::machine::Hooks = &Hooks;
 
+/// The calling thread kept on the core it runs on, and so the task threads it starts
+/// (they inherit its CPU mask), until dropped, when its mask is what it was. The
+/// machine runs one task at a time, handing over through condition variables: on one
+/// core a hand-over is a switch on that core, across cores a wake-up of another.
+struct OneCore {
+    /// The mask before, to put back; `None` if it could not be read or set.
+    before: Option<libc::cpu_set_t>,
+}
+
+impl OneCore {
+    fn here() -> OneCore {
+        // SAFETY: cpu_set_t is a plain bit array: all zeros is a valid, empty set.
+        let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: `before` is a valid cpu_set_t of `size` bytes for the kernel to fill
+        // (pid 0: the calling thread); sched_getcpu has no preconditions.
+        let (got, cpu) = unsafe { (libc::sched_getaffinity(0, size, &mut before), libc::sched_getcpu()) };
+        if got != 0 || cpu < 0 {
+            return OneCore { before: None };
+        }
+        // SAFETY: as above, all zeros is an empty set; `cpu` is the kernel's number of a
+        // core, below CPU_SETSIZE, so CPU_SET sets a bit inside `one`.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(cpu as usize, &mut one) };
+        // SAFETY: `one` is a valid cpu_set_t of `size` bytes, read by the kernel.
+        let set = unsafe { libc::sched_setaffinity(0, size, &one) };
+        OneCore { before: (set == 0).then_some(before) }
+    }
+}
+
+impl Drop for OneCore {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            // SAFETY: `before` is the valid cpu_set_t read in `here`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), before) };
+        }
+    }
+}
+
 /// Runs `tasks` on the machine, the input deciding every choice; returns what the run
-/// did, or its finding.
+/// did, or its finding. Its task threads run on the core the caller runs on ([`OneCore`]).
 pub fn run<'env>(d: &mut Decisions<'_>, tasks: Vec<TaskFn<'env>>, handlers: Handlers<'env>) -> Result<Report, Finding> {
     ksync::machine::install(&HOOKS);
     let n = tasks.len();
@@ -617,6 +656,7 @@ pub fn run<'env>(d: &mut Decisions<'_>, tasks: Vec<TaskFn<'env>>, handlers: Hand
         wake: (0..n).map(|_| Condvar::new()).collect(),
         handlers,
     };
+    let _core = OneCore::here();
     std::thread::scope(|scope| {
         for (me, body) in tasks.into_iter().enumerate() {
             let shared = &shared;
