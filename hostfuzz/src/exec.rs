@@ -290,8 +290,9 @@ fn close(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
-/// `waitpid` on our child `pid`, without blocking with `WNOHANG`: its status once it has
-/// ended, `None` while it runs.
+/// `waitpid` on our child `pid` with `flags` (0, or `WNOHANG` not to block): its wait
+/// status once it has ended, `None` while it runs (with `WNOHANG`), 0 if it is no child
+/// to wait for.
 fn wait(pid: libc::pid_t, flags: i32) -> Option<i32> {
     let mut status = 0;
     loop {
@@ -458,6 +459,7 @@ impl ForkServer {
             }
             Answer::Ended => crashed(wait_until(child.pid, Instant::now() + bound)),
             Answer::Late => {
+                // A killed child ends without anything of its own to run: this wait is short.
                 kill(child.pid);
                 wait(child.pid, 0);
                 Outcome { verdict: Verdict::Hang, consumed: 0, trace: 0 }
