@@ -4,11 +4,13 @@
 //! - [`decisions`]: how a generator reads an input, as decisions.
 //! - [`targets`]: the generators and the guest code they drive.
 //! - [`machine`]: kernel tasks as threads, one at a time, the input deciding who runs.
-//! - [`exec`]: one input, in a forked child (the runner) or in process (tests).
+//! - [`exec`]: one input, in a fresh child (the runner's fork server) or in process (tests).
+//! - [`arena`]: a served child's heap, on fresh pages of its own.
 //! - [`shrink`]: a finding's input made as small as it goes.
 //! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
 //! - [`mutations`]: `cargo hostfuzz --mutations`, the proof that each harness bites.
 
+pub mod arena;
 pub mod decisions;
 pub mod exec;
 pub mod finding;

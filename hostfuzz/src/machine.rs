@@ -25,7 +25,7 @@
 //! Each run makes its task threads itself, so with the runner's fork per input they are
 //! made in the child, after the fork (docs/host-fuzzing.md).
 
-use crate::{Decisions, Finding};
+use crate::{arena, Decisions, Finding};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -596,8 +596,47 @@ impl ksync::machine::Hooks for Hooks {
 
 static HOOKS: &dyn ksync::machine::Hooks = &Hooks;
 
+/// The calling thread kept on the core it runs on, and so the task threads it starts
+/// (they inherit its CPU mask), until dropped, when its mask is what it was. The
+/// machine runs one task at a time, handing over through condition variables: on one
+/// core a hand-over is a switch on that core, across cores a wake-up of another.
+struct OneCore {
+    /// The mask before, to put back; `None` if it could not be read or set.
+    before: Option<libc::cpu_set_t>,
+}
+
+impl OneCore {
+    fn here() -> OneCore {
+        // SAFETY: cpu_set_t is a plain bit array: all zeros is a valid, empty set.
+        let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: `before` is a valid cpu_set_t of `size` bytes for the kernel to fill
+        // (pid 0: the calling thread); sched_getcpu has no preconditions.
+        let (got, cpu) = unsafe { (libc::sched_getaffinity(0, size, &mut before), libc::sched_getcpu()) };
+        if got != 0 || cpu < 0 {
+            return OneCore { before: None };
+        }
+        // SAFETY: as above, all zeros is an empty set; `cpu` is the kernel's number of a
+        // core, below CPU_SETSIZE, so CPU_SET sets a bit inside `one`.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(cpu as usize, &mut one) };
+        // SAFETY: `one` is a valid cpu_set_t of `size` bytes, read by the kernel.
+        let set = unsafe { libc::sched_setaffinity(0, size, &one) };
+        OneCore { before: (set == 0).then_some(before) }
+    }
+}
+
+impl Drop for OneCore {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            // SAFETY: `before` is the valid cpu_set_t read in `here`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), before) };
+        }
+    }
+}
+
 /// Runs `tasks` on the machine, the input deciding every choice; returns what the run
-/// did, or its finding.
+/// did, or its finding. Its task threads run on the core the caller runs on ([`OneCore`]).
 pub fn run<'env>(d: &mut Decisions<'_>, tasks: Vec<TaskFn<'env>>, handlers: Handlers<'env>) -> Result<Report, Finding> {
     ksync::machine::install(&HOOKS);
     let n = tasks.len();
@@ -617,6 +656,7 @@ pub fn run<'env>(d: &mut Decisions<'_>, tasks: Vec<TaskFn<'env>>, handlers: Hand
         wake: (0..n).map(|_| Condvar::new()).collect(),
         handlers,
     };
+    let _core = OneCore::here();
     std::thread::scope(|scope| {
         for (me, body) in tasks.into_iter().enumerate() {
             let shared = &shared;
@@ -794,29 +834,56 @@ fn note_allocation(size: usize) {
     }
 }
 
-// SAFETY: every call goes straight to the system allocator with the caller's arguments;
-// the bookkeeping before it touches only const-initialised thread-locals, which never
-// allocate.
+// SAFETY: in a served child, every allocation comes from the arena while it has room:
+// fresh bytes (zeros) of the requested size and alignment, never handed out twice, and
+// freed by nothing; the rest goes to the system allocator with the caller's arguments.
+// The bookkeeping before it touches only const-initialised thread-locals and atomics,
+// which never allocate.
 unsafe impl GlobalAlloc for Watch {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
+        if let Some(ptr) = arena::alloc(layout.size(), layout.align()) {
+            return ptr;
+        }
         // SAFETY: the caller's contract for `alloc`, passed on unchanged.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
+        if let Some(ptr) = arena::alloc(layout.size(), layout.align()) {
+            return ptr;
+        }
         // SAFETY: as in `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_allocation(new_size);
-        // SAFETY: the caller's contract for `realloc`, passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        if !arena::owns(ptr) {
+            // SAFETY: the caller's contract for `realloc`, passed on unchanged.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        if new_size <= layout.size() || arena::grow_in_place(ptr, layout.size(), new_size) {
+            return ptr;
+        }
+        // SAFETY: the caller's contract for `realloc` makes `new_size` with the old
+        // alignment a valid layout.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: as in `alloc`, with that layout.
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: the old block holds `layout.size()` bytes, the new one more, and the
+            // two do not overlap (the new one is fresh).
+            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size()) };
+        }
+        new
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if arena::owns(ptr) {
+            return;
+        }
         // SAFETY: the caller's contract for `dealloc`, passed on unchanged.
         unsafe { System.dealloc(ptr, layout) }
     }

@@ -1,6 +1,8 @@
 //! The gate, campaigns and replay: what `cargo hostfuzz` does (src/main.rs parses the
-//! arguments). Every input runs in its own forked child ([`crate::exec::forked`]), or,
-//! with `--in-process` ([`Settings::in_process`]), in the runner's own process.
+//! arguments). Every input runs in its own child from the fork server
+//! ([`crate::exec::served`]); with `--fork-each` ([`Settings::fork_each`]) in a child
+//! forked for it when it comes ([`crate::exec::forked`]); with `--in-process`
+//! ([`Settings::in_process`]) in the runner's own process.
 
 use crate::exec::{self, Outcome, Verdict};
 use crate::rng::Rng;
@@ -42,6 +44,10 @@ pub struct Settings {
     /// For measurement only: an input's statics reach the next, and no bound holds (a
     /// hang hangs the runner). Panics are still caught, and the self-check still runs.
     pub in_process: bool,
+    /// `--fork-each`: every input in a child forked when the input comes and waited for
+    /// to its exit ([`exec::forked`]), not from the fork server ([`exec::served`]). For
+    /// measurement: the fork server's inputs are as isolated, and faster.
+    pub fork_each: bool,
 }
 
 impl Settings {
@@ -56,15 +62,30 @@ impl Settings {
             shrink_for: Duration::from_secs(number("HOSTFUZZ_SHRINK_SECS", 10)),
             stats: var("HOSTFUZZ_STATS").is_some_and(|v| v != "0"),
             in_process: false,
+            fork_each: false,
         }
     }
 
-    /// Runs one input as these settings say: forked with the bound, or in process.
+    /// Runs one input as these settings say: in a child with the bound (from the fork
+    /// server, or forked for it), or in process.
     pub fn exec(&self, run: RunFn, input: &[u8]) -> Outcome {
         if self.in_process {
             exec::in_process(run, input)
-        } else {
+        } else if self.fork_each {
             exec::forked(run, input, self.bound)
+        } else {
+            exec::served(run, input, self.bound)
+        }
+    }
+
+    /// How inputs run, for the rate line on stderr.
+    fn how(&self) -> &'static str {
+        if self.in_process {
+            "in process"
+        } else if self.fork_each {
+            "a fork each"
+        } else {
+            "fork server"
         }
     }
 }
@@ -160,6 +181,7 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
     if status == Status::Clean {
         elapsed = start.elapsed();
     }
+    exec::stop_serving();
     let elapsed = elapsed.as_secs_f64();
     let checked = if self_check { format!(", every {SELF_CHECK_EVERY}th run twice") } else { String::new() };
     let result = match status {
@@ -188,14 +210,19 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
         let line: Vec<String> = by_count.iter().map(|(r, c)| format!("{r} {c}")).collect();
         println!("  ended: {}", line.join("; "));
     }
-    let how = if settings.in_process { "in process" } else { "a fork each" };
-    eprintln!("{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, {how})", target.name, iter as f64 / elapsed);
+    eprintln!(
+        "{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, {})",
+        target.name,
+        iter as f64 / elapsed,
+        settings.how()
+    );
     status
 }
 
-/// Runs a saved input once (forked, or in process) and prints its outcome.
+/// Runs a saved input once (in a child, or in process) and prints its outcome.
 pub fn replay(target: &Target, input: &[u8], settings: &Settings) -> Status {
     let outcome = settings.exec(target.run, input);
+    exec::stop_serving();
     let status = match &outcome.verdict {
         Verdict::Pass(reason) => {
             println!("{}: no finding ({reason}; {} bytes read)", target.name, outcome.consumed);

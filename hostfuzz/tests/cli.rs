@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+fn runner(out: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hostfuzz"));
+    command.args(args).env("HOSTFUZZ_OUT", out).env_remove("HOSTFUZZ_STATS").env_remove("HOSTFUZZ_BOUND_MS");
+    command
+}
+
 fn hostfuzz(out: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hostfuzz"))
-        .args(args)
-        .env("HOSTFUZZ_OUT", out)
-        .env_remove("HOSTFUZZ_STATS")
-        .output()
-        .expect("the runner starts")
+    runner(out, args).output().expect("the runner starts")
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -93,13 +94,115 @@ fn the_machine_rules_target_finds_a_broken_rule_and_its_input_replays() {
 }
 
 #[test]
-fn in_process_prints_what_the_fork_per_input_prints() {
-    let out = out_dir("in-process");
+fn the_fork_server_fork_each_and_in_process_print_the_same() {
+    let out = out_dir("modes");
     for args in [&["--count", "300"][..], &["--target", "canary"]] {
-        let forked = hostfuzz(&out, args);
-        let inline = hostfuzz(&out, &[&["--in-process"][..], args].concat());
-        assert_eq!(forked.status.code(), inline.status.code(), "{args:?}: {}", stdout(&inline));
-        assert_eq!(stdout(&forked), stdout(&inline), "{args:?}");
-        assert!(String::from_utf8_lossy(&inline.stderr).contains("inputs/s, in process"), "{args:?}");
+        let served = hostfuzz(&out, args);
+        assert!(String::from_utf8_lossy(&served.stderr).contains("inputs/s, fork server"), "{args:?}");
+        for (mode, rate) in [("--fork-each", "inputs/s, a fork each"), ("--in-process", "inputs/s, in process")] {
+            let other = hostfuzz(&out, &[&[mode][..], args].concat());
+            assert_eq!(served.status.code(), other.status.code(), "{mode} {args:?}: {}", stdout(&other));
+            assert_eq!(stdout(&served), stdout(&other), "{mode} {args:?}");
+            assert!(String::from_utf8_lossy(&other.stderr).contains(rate), "{mode} {args:?}");
+        }
     }
+}
+
+/// A saved input for the `isolation` target whose first decision is `magic`.
+fn isolation_input(out: &Path, name: &str, magic: u32) -> String {
+    std::fs::create_dir_all(out).unwrap();
+    let path = out.join(name);
+    let hex: String = magic.to_le_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, hex + "\n").unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn no_input_s_static_reaches_the_next_unless_in_process() {
+    let out = out_dir("isolation");
+    for mode in [&[][..], &["--fork-each"]] {
+        let run = hostfuzz(&out, &[mode, &["--target", "isolation", "--count", "200"]].concat());
+        assert_eq!(run.status.code(), Some(0), "{mode:?}: {}", stdout(&run));
+        assert!(stdout(&run).contains("isolation: 200 inputs from seed 1"), "{}", stdout(&run));
+    }
+    // The check bites: in one process the first input's static reaches its own second
+    // run (the self-check's), which then differs from the first.
+    let inline = runner(&out, &["--in-process", "--target", "isolation", "--count", "200"])
+        .env("HOSTFUZZ_SHRINK_SECS", "1")
+        .output()
+        .expect("the runner starts");
+    assert_eq!(inline.status.code(), Some(1), "{}", stdout(&inline));
+    let text = stdout(&inline);
+    assert!(text.contains("isolation: FINDING at seed 1 iteration 0: nondeterminism: two runs differ"), "{text}");
+    assert!(text.contains("a static set by an earlier run reached this one"), "{text}");
+}
+
+#[test]
+fn a_child_s_panic_abort_and_hang_are_reported_by_both_forks() {
+    let out = out_dir("endings");
+    let panic = isolation_input(&out, "panic.hex", hostfuzz::targets::isolation::PANIC);
+    let abort = isolation_input(&out, "abort.hex", hostfuzz::targets::isolation::ABORT);
+    let hang = isolation_input(&out, "hang.hex", hostfuzz::targets::isolation::HANG);
+    for mode in [&[][..], &["--fork-each"]] {
+        let replay = |file: &str| {
+            runner(&out, &[mode, &["--replay", "isolation", file]].concat())
+                .env("HOSTFUZZ_BOUND_MS", "300")
+                .output()
+                .expect("the runner starts")
+        };
+        let panicked = replay(&panic);
+        assert_eq!(panicked.status.code(), Some(1), "{mode:?}: {}", stdout(&panicked));
+        let text = stdout(&panicked);
+        assert!(text.contains("isolation: FINDING: panic: src/targets/isolation.rs:"), "{mode:?}: {text}");
+        assert!(text.contains(": asked to panic"), "{mode:?}: {text}");
+        let aborted = replay(&abort);
+        assert_eq!(aborted.status.code(), Some(1), "{mode:?}: {}", stdout(&aborted));
+        assert!(
+            stdout(&aborted).contains("isolation: FINDING: crash: killed by signal 6 (0 bytes read)"),
+            "{mode:?}: {}",
+            stdout(&aborted)
+        );
+        let hung = replay(&hang);
+        assert_eq!(hung.status.code(), Some(3), "{mode:?}: {}", stdout(&hung));
+        assert!(stdout(&hung).contains("isolation: HANG: killed after 300ms"), "{mode:?}: {}", stdout(&hung));
+    }
+}
+
+/// The pids of `pid`'s children (Linux: /proc/PID/task/PID/children).
+fn children(pid: u32) -> Vec<u32> {
+    let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    list.split_whitespace().map(|p| p.parse().unwrap()).collect()
+}
+
+/// Whether `pid` runs: it exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+    state.is_some_and(|s| s != "Z" && s != "X")
+}
+
+#[test]
+fn the_fork_server_s_children_die_with_the_runner() {
+    let out = out_dir("orphans");
+    let hang = isolation_input(&out, "hang.hex", hostfuzz::targets::isolation::HANG);
+    let mut run = runner(&out, &["--replay", "isolation", &hang])
+        .env("HOSTFUZZ_BOUND_MS", "60000")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the runner starts");
+    // The hanging child and the spare forked ahead of need.
+    let start = std::time::Instant::now();
+    let mut kids = children(run.id());
+    while kids.len() < 2 && start.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        kids = children(run.id());
+    }
+    assert_eq!(kids.len(), 2, "the runner's children: {kids:?}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let start = std::time::Instant::now();
+    while kids.iter().any(|&k| alive(k)) && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!kids.iter().any(|&k| alive(k)), "children outlived the runner: {kids:?}");
 }

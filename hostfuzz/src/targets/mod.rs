@@ -4,6 +4,7 @@ pub mod bundle;
 pub mod canary;
 pub mod elf;
 pub mod fdt;
+pub mod isolation;
 pub mod programs;
 pub mod rules;
 pub mod timers;
@@ -54,6 +55,12 @@ pub const TARGETS: &[Target] = &[
         about: "must always find: each run breaks one kernel rule on the machine",
         gate: false,
         run: rules::run,
+    },
+    Target {
+        name: "isolation",
+        about: "must not find: a static one run sets never reaches the next (the fork per input)",
+        gate: false,
+        run: isolation::run,
     },
 ];
 
