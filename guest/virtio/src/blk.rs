@@ -118,11 +118,7 @@ impl<M: Mmio> Blk<M> {
     /// Reads `buffer.len()` bytes from `sector` (512-byte units) into `buffer`.
     pub fn read(&mut self, sector: u64, buffer: &mut Dma) -> Result<(), Error> {
         let data = self.data(sector, buffer, true)?;
-        let len = self.request(T_IN, sector, Some(data))?;
-        if u64::from(len) != u64::from(data.len()) + 1 {
-            return Err(Error::ShortRead(len));
-        }
-        Ok(())
+        self.request(T_IN, sector, Some(data))
     }
 
     /// Writes `buffer` to the disk from `sector`.
@@ -131,7 +127,7 @@ impl<M: Mmio> Blk<M> {
             return Err(Error::ReadOnly);
         }
         let data = self.data(sector, buffer, false)?;
-        self.request(T_OUT, sector, Some(data)).map(|_| ())
+        self.request(T_OUT, sector, Some(data))
     }
 
     /// Asks the device to put what it has cached on the disk; nothing to do when it did
@@ -140,7 +136,7 @@ impl<M: Mmio> Blk<M> {
         if self.features & F_FLUSH == 0 {
             return Ok(());
         }
-        self.request(T_FLUSH, 0, None).map(|_| ())
+        self.request(T_FLUSH, 0, None)
     }
 
     /// The data segment of a request, once checked to be whole blocks inside the disk.
@@ -157,8 +153,9 @@ impl<M: Mmio> Blk<M> {
         buffer.segment(0, buffer.len(), writable)
     }
 
-    /// Sends one request and waits for it: the used length, once the status is OK.
-    fn request(&mut self, kind: u32, sector: u64, data: Option<Segment>) -> Result<u32, Error> {
+    /// Sends one request and waits for it; Ok once the status is OK and, for a read, the
+    /// device says it wrote every byte of the data.
+    fn request(&mut self, kind: u32, sector: u64, data: Option<Segment>) -> Result<(), Error> {
         if self.broken {
             return Err(Error::Broken);
         }
@@ -173,7 +170,10 @@ impl<M: Mmio> Blk<M> {
             Some(data) => &[header, data, status],
             None => &[header, status],
         };
-        let result = self.submit(chain);
+        let result = self.submit(chain).and_then(|len| match data {
+            Some(data) if kind == T_IN && u64::from(len) != u64::from(data.len()) + 1 => Err(Error::ShortRead(len)),
+            _ => Ok(()),
+        });
         // A status is the device's answer to this request; anything else (a refused
         // answer, or none: the device may still write the buffer) ends the driver's trust.
         if let Err(error) = result {
