@@ -6,16 +6,26 @@
 use virtio::queue::{Layout, MAX_SIZE};
 use virtio::{Dma, Error, Queue, Segment, Used};
 
-/// Memory for a queue, 16-aligned, that the test reads and writes as the device.
+/// Memory for a queue, 16-aligned, that the test reads and writes as the device, held
+/// as a raw pointer from the start (a Box moved after the pointer was taken would
+/// invalidate it) and freed when the test ends.
 #[repr(C, align(16))]
-struct Memory([u8; 4096]);
+struct Bytes([u8; 4096]);
+
+struct Memory(*mut Bytes);
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        // SAFETY: from Box::into_raw in memory(), freed once.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
 
 const ADDR: u64 = 0x4000_0000;
 
-fn memory() -> (Box<Memory>, *mut u8) {
-    let mut memory = Box::new(Memory([0xaa; 4096]));
-    let ptr = memory.0.as_mut_ptr();
-    (memory, ptr)
+fn memory() -> (Memory, *mut u8) {
+    let raw = Box::into_raw(Box::new(Bytes([0xaa; 4096])));
+    (Memory(raw), raw.cast())
 }
 
 fn queue(ptr: *mut u8, size: u16) -> Queue {
