@@ -45,6 +45,9 @@ pub const MAGIC: u32 = 0x7472_6976;
 /// The feature every modern device offers and this driver requires.
 pub const F_VERSION_1: u64 = 1 << 32;
 
+/// How many times `init` reads the status for the end of a reset.
+const RESET_POLLS: u32 = 4096;
+
 /// A device's register window: 32-bit reads and writes at byte offsets.
 pub trait Mmio {
     fn read32(&self, offset: usize) -> u32;
@@ -112,11 +115,16 @@ impl<M: Mmio> Transport<M> {
         self.device_id
     }
 
-    /// Resets the device and negotiates: ACKNOWLEDGE, DRIVER, then the features both want
+    /// Resets the device (and waits for the status to read 0) and negotiates: ACKNOWLEDGE, DRIVER, then the features both want
     /// (`wanted` and VERSION_1, which the device must offer), FEATURES_OK, read back.
     /// Returns the features agreed. On a refusal the device is left FAILED.
     pub fn init(&mut self, wanted: u64) -> Result<u64, Error> {
         self.mmio.write32(reg::STATUS, 0);
+        // The reset is done when the status reads 0 again.
+        if !(0..RESET_POLLS).any(|_| self.mmio.read32(reg::STATUS) == 0) {
+            self.fail();
+            return Err(Error::DeviceFailed);
+        }
         self.set_status(status::ACKNOWLEDGE);
         self.set_status(status::ACKNOWLEDGE | status::DRIVER);
         let result = self.negotiate(wanted);

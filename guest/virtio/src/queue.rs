@@ -168,6 +168,8 @@ impl Queue {
     /// The next chain the device has finished, once checked: the used index moved by no
     /// more than the chains in flight, the element names the head of one of them, and its
     /// length is no more than the chain's writable bytes. Its descriptors are freed.
+    /// A refused element is not taken; the device lied, and the caller sets it FAILED
+    /// rather than ask again.
     pub fn pop_used(&mut self) -> Result<Option<Used>, Error> {
         let used_idx = self.read16(self.layout.used + 2)?;
         let pending = used_idx.wrapping_sub(self.last_used);

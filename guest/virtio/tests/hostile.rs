@@ -81,6 +81,11 @@ fn a_capacity_whose_bytes_overflow_u64_is_refused() {
 }
 
 #[test]
+fn a_device_that_never_finishes_its_reset_is_refused() {
+    assert_eq!(refused(|m| m.hostile.stuck_in_reset = true), (Error::DeviceFailed, true));
+}
+
+#[test]
 fn a_configuration_that_never_settles_is_refused() {
     assert_eq!(refused(|m| m.hostile.generation_moves = true), (Error::ConfigUnstable, true));
 }

@@ -49,7 +49,7 @@ impl Drop for Arena {
 }
 
 /// Ways the device lies. All off by default.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct Hostile {
     pub magic: Option<u32>,
     pub version: Option<u32>,
@@ -75,6 +75,8 @@ pub struct Hostile {
     pub silent: bool,
     /// The configuration generation changes on every read.
     pub generation_moves: bool,
+    /// The status never reads 0 after a reset.
+    pub stuck_in_reset: bool,
 }
 
 /// The device's state.
@@ -166,8 +168,9 @@ impl World {
 
 impl Mmio for Device {
     fn read32(&self, offset: usize) -> u32 {
-        let mut m = self.0.borrow_mut();
-        let h = m.hostile.clone();
+        let mut guard = self.0.borrow_mut();
+        let m = &mut *guard;
+        let h = &m.hostile;
         match offset {
             reg::MAGIC => h.magic.unwrap_or(MAGIC),
             reg::VERSION => h.version.unwrap_or(2),
@@ -183,9 +186,10 @@ impl Mmio for Device {
             reg::QUEUE_NUM => h.queue_num.unwrap_or(m.queue_num),
             reg::QUEUE_READY => m.ready | u32::from(h.queue_ready),
             reg::INTERRUPT_STATUS => m.interrupt,
+            reg::STATUS if h.stuck_in_reset => m.status | status::ACKNOWLEDGE,
             reg::STATUS => m.status,
             reg::CONFIG_GENERATION => {
-                if h.generation_moves {
+                if m.hostile.generation_moves {
                     m.generation += 1;
                 }
                 m.generation
