@@ -35,6 +35,8 @@ fn reads_return_the_disks_bytes() {
     let mut got = vec![0; 1024];
     buffer.read(0, &mut got).unwrap();
     assert_eq!(got, world.model().disk[3 * 512..5 * 512]);
+    // The driver acknowledged the completion's interrupt.
+    assert_eq!(world.model().interrupt, 0);
 }
 
 #[test]

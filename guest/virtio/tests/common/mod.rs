@@ -101,7 +101,8 @@ pub struct Model {
     last_avail: u16,
     used_idx: u16,
     generation: u32,
-    interrupt: u32,
+    /// The interrupt status: bit 0 set by each completion, cleared by the driver's ack.
+    pub interrupt: u32,
 }
 
 /// The driver's handle on the device (its `Mmio`); the test keeps another.
@@ -216,7 +217,12 @@ impl Mmio for Device {
             }
             reg::QUEUE_SEL => assert_eq!(value, 0, "only queue 0"),
             reg::QUEUE_NUM => m.queue_num = value,
-            reg::QUEUE_READY => m.ready = value,
+            reg::QUEUE_READY => {
+                let negotiating = status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK;
+                assert_eq!(m.status, negotiating, "queue made ready outside FEATURES_OK..DRIVER_OK");
+                assert!(m.addrs.iter().all(|&a| a != 0), "queue made ready before its addresses");
+                m.ready = value;
+            }
             o if (reg::QUEUE_DESC..reg::QUEUE_DEVICE + 8).contains(&o) => {
                 let (which, high) = ((o - reg::QUEUE_DESC) / 0x10, (o - reg::QUEUE_DESC) % 0x10 == 4);
                 let shift = if high { 32 } else { 0 };
