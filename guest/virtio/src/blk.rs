@@ -115,10 +115,16 @@ impl<M: Mmio> Blk<M> {
         self.poll_limit = limit;
     }
 
-    /// Reads `buffer.len()` bytes from `sector` (512-byte units) into `buffer`.
+    /// Reads `buffer.len()` bytes from `sector` (512-byte units) into `buffer`. When the
+    /// read fails after the device had the buffer, the buffer is zeroed: whatever the
+    /// device put there is not the disk's data, and must not pass for it.
     pub fn read(&mut self, sector: u64, buffer: &mut Dma) -> Result<(), Error> {
         let data = self.data(sector, buffer, true)?;
-        self.request(T_IN, sector, Some(data))
+        let result = self.request(T_IN, sector, Some(data));
+        if result.is_err() {
+            buffer.fill(0);
+        }
+        result
     }
 
     /// Writes `buffer` to the disk from `sector`.

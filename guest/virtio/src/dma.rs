@@ -88,6 +88,14 @@ impl Dma {
         Ok(())
     }
 
+    /// Sets every byte to `byte`.
+    pub fn fill(&mut self, byte: u8) {
+        for i in 0..self.len {
+            // SAFETY: i < len; the region is ours (Dma::new).
+            unsafe { self.ptr.as_ptr().add(i).write_volatile(byte) };
+        }
+    }
+
     /// The pointer to byte `offset`, for the queue's and the driver's typed accesses, once
     /// `offset + size` is checked to lie in the region and `offset` to be `align`-aligned.
     pub(crate) fn at(&self, offset: usize, size: usize, align: usize) -> Result<*mut u8, Error> {

@@ -100,6 +100,9 @@ fn refused_read(lie: impl FnOnce(&mut common::Model)) -> Error {
     let mut buffer = world.buffer(0, 512);
     let error = disk.read(2, &mut buffer).unwrap_err();
     assert!(world.model().status & status::FAILED != 0, "{error:?}: not FAILED");
+    let mut got = [1u8; 512];
+    buffer.read(0, &mut got).unwrap();
+    assert_eq!(got, [0; 512], "{error:?}: the device's bytes were left in the buffer");
     assert_eq!(disk.flush(), Err(Error::Broken));
     error
 }
@@ -152,6 +155,10 @@ fn a_status_other_than_ok_is_an_error_and_never_data() {
         world.model().hostile.status = Some(bad);
         let mut buffer = world.buffer(0, 512);
         assert_eq!(disk.read(1, &mut buffer), Err(Error::Status(bad)));
+        // The model copied the sector before it wrote the bad status: it is not kept.
+        let mut got = [1u8; 512];
+        buffer.read(0, &mut got).unwrap();
+        assert_eq!(got, [0; 512]);
         let out = world.buffer(1, 512);
         assert_eq!(disk.write(1, &out), Err(Error::Status(bad)));
         // The device answered: it is not failed, and a good answer is taken again.
