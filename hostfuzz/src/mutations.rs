@@ -207,6 +207,12 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// The mutants are built as `cargo hostfuzz` builds the runner (the alias in
+/// .cargo/config.toml): linked static for the host's triple, so their forks cost what
+/// the gate's do.
+const BUILD_TARGET: &str = "x86_64-unknown-linux-gnu";
+const BUILD_STATIC: &str = "target.x86_64-unknown-linux-gnu.rustflags=['-C', 'target-feature=+crt-static']";
+
 /// The copy, its shared target directory and where each run writes.
 struct Scratch {
     tree: PathBuf,
@@ -218,13 +224,14 @@ impl Scratch {
     fn build(&self, what: &str) -> Result<PathBuf, String> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let command = Cmd::new(cargo, format!("building {what}"), BUILD_DEADLINE)
-            .args(["build", "--release", "--quiet", "--manifest-path"])
+            .args(["build", "--release", "--quiet", "--target", BUILD_TARGET, "--config", BUILD_STATIC])
+            .arg("--manifest-path")
             .arg(self.tree.join("hostfuzz/Cargo.toml"))
             .cwd(self.tree.join("hostfuzz"))
             .env("CARGO_TARGET_DIR", &self.target_dir);
         let log = self.runs.join(format!("{what}.build.log"));
         match run_logged(command, &log)? {
-            Some(0) => Ok(self.target_dir.join("release/hostfuzz")),
+            Some(0) => Ok(self.target_dir.join(BUILD_TARGET).join("release/hostfuzz")),
             code => Err(format!("building {what} failed ({code:?}); {}:\n{}", log.display(), tail(&log, 20))),
         }
     }
