@@ -194,23 +194,13 @@ pub fn forked(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
     let mut buf = [0u8; 4096];
     let mut hung = false;
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            hung = true;
-            break;
-        }
-        let mut pfd = libc::pollfd { fd: read_fd, events: libc::POLLIN, revents: 0 };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: `pfd` is one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if ready == 0 {
-            continue;
-        }
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
+        match readable_by(read_fd, deadline) {
+            Readable::Yes => {}
+            Readable::Late => {
+                hung = true;
+                break;
             }
-            break;
+            Readable::Failed => break,
         }
         // SAFETY: `buf` is valid for `buf.len()` bytes of writing.
         let n = unsafe { libc::read(read_fd, buf.as_mut_ptr().cast(), buf.len()) };
@@ -240,6 +230,34 @@ pub fn forked(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
         format!("exited with status {} without an answer", libc::WEXITSTATUS(status))
     };
     Outcome { verdict: Verdict::Found(Finding::new("crash", &what, "")), consumed: 0, trace: 0 }
+}
+
+/// Whether a pipe can be read (data, or its other end closed) by a deadline.
+enum Readable {
+    Yes,
+    Late,
+    /// `poll` failed for another reason than a signal.
+    Failed,
+}
+
+/// Waits in `poll` until `fd` can be read or `deadline` passes.
+fn readable_by(fd: i32, deadline: Instant) -> Readable {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Readable::Late;
+        }
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: `pfd` is one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if ready > 0 {
+            return Readable::Yes;
+        }
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Readable::Failed;
+        }
+    }
 }
 
 /// Writes all of `bytes` to `fd`; false if the other end is gone first.
@@ -538,22 +556,10 @@ fn read_answer(fd: i32, deadline: Instant) -> Answer {
                 return Answer::Whole(answer);
             }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Answer::Late;
-        }
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: `pfd` is one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if ready == 0 {
-            continue;
-        }
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Answer::Ended;
+        match readable_by(fd, deadline) {
+            Readable::Yes => {}
+            Readable::Late => return Answer::Late,
+            Readable::Failed => return Answer::Ended,
         }
         // SAFETY: `buf` is valid for `buf.len()` bytes of writing.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use testbench_process::shell_quote as quote;
 use testbench_slurm::{Array, Followed};
 
 use crate::runner::Budget;
@@ -47,14 +48,6 @@ pub fn parse_seeds(text: &str) -> Result<(u64, u64), String> {
         return Err(format!("--seeds {text:?}: more than {MAX_SEEDS} seeds (one array task each)"));
     }
     Ok((low, high))
-}
-
-fn quote(word: &str) -> String {
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 impl Campaign {
