@@ -8,6 +8,7 @@ pub mod isolation;
 pub mod programs;
 pub mod rules;
 pub mod timers;
+pub mod virtio;
 
 use crate::{Decisions, Finding};
 
@@ -48,6 +49,12 @@ pub const TARGETS: &[Target] = &[
         about: "the machine: guest/ksync's lock and timer queue under 2-4 tasks and a timer interrupt",
         gate: true,
         run: timers::run,
+    },
+    Target {
+        name: "virtio",
+        about: "guest/virtio: the virtio-blk driver against a hostile virtio-mmio block device",
+        gate: true,
+        run: virtio::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
