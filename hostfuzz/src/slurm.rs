@@ -143,8 +143,16 @@ impl Campaign {
         let seed_dir = |k: u32| dir.join(format!("seed-{}", first + k as u64));
         let deadline = self.queue + self.task_limit() * self.tasks();
         let started = Instant::now();
+        // A first Ctrl-C (or SIGTERM) cancels the array and the seeds that finished are
+        // reported; a second ends this process at once.
+        let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let _ = signal_hook::flag::register_conditional_default(signal, std::sync::Arc::clone(&interrupted));
+            let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupted));
+        }
+        let stop = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
         let followed = job
-            .follow(deadline, |k| seed_dir(k).join("status").is_file(), |_| {})
+            .follow(deadline, |k| seed_dir(k).join("status").is_file(), stop, |_| {})
             .map_err(|e| format!("--slurm: following job {}: {e}", job.id))?;
         eprintln!("hostfuzz: slurm job {} ended in {:.1}s", job.id, started.elapsed().as_secs_f64());
         let mut worst = 0u8;
@@ -177,6 +185,10 @@ impl Campaign {
                             "the job did not end within its deadline of {}s ({}); cancelled",
                             after.as_secs(),
                             waiting.get(&k).map_or("ended", String::as_str)
+                        ),
+                        (Followed::Interrupted { waiting }, None) => format!(
+                            "interrupted while it was {}; the job was cancelled",
+                            waiting.get(&k).map_or("unreported", String::as_str)
                         ),
                         (_, None) => "it ended without its status".to_string(),
                     };

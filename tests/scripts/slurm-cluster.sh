@@ -7,7 +7,9 @@
 #      replay line, in seed order;
 #   3. an unknown partition is refused (exit 2) before anything builds;
 #   4. a hostfuzz campaign of 4 seeds finds in each (exit 1), each finding with a replay
-#      command that finds again; a clean campaign exits 0.
+#      command that finds again; a clean campaign exits 0;
+#   5. a first SIGINT while the array runs cancels it: the run reports the boots its
+#      tasks did not finish as failed, saying so, and Slurm holds none of them after.
 set -euo pipefail
 root=$(pwd)
 dir=$(mktemp -d /tmp/testbench-slurm.XXXXXX)
@@ -83,4 +85,45 @@ cargo hostfuzz --slurm --seeds 5..6 --count 200 fdt > "$dir/clean.out" 2>&1 || s
 cat "$dir/clean.out"
 [ "$status" = 0 ] || fail "the clean campaign exited $status"
 grep -q '2 seeds: 2 clean, 0 with a finding or hang, 0 without a result' "$dir/clean.out" || fail "no clean summary"
+# 5. Interrupted: the rester sleeps forever, so the array is still running when the
+# bench gets its SIGINT.
+cat > "$dir/cases/slurm-rests.toml" <<'CASE'
+description = "Never ends on its own: the rester sleeps and nobody prints the expected line"
+arch = ["rv64"]
+kind = "boot"
+programs = ["rester"]
+timeout_secs = 300
+expect = ['^never printed$']
+CASE
+cargo testbench --slurm --slurm-tasks 2 --cases "$dir/cases" --exact slurm-rests --sweep 1..2 \
+    > "$dir/interrupted.out" 2>&1 &
+bench=$!
+job=""
+for _ in $(seq 1200); do
+    job=$(grep -oE 'slurm: job [0-9]+ runs' "$dir/interrupted.out" | cut -d' ' -f3 || true)
+    [ -n "$job" ] && break
+    sleep 0.1
+done
+[ -n "$job" ] || { kill -9 "$bench"; cat "$dir/interrupted.out"; fail "no submission within 120 s"; }
+for _ in $(seq 300); do
+    [ "$(squeue --noheader --array --jobs "$job" --states=RUNNING | wc -l)" = 2 ] && break
+    sleep 0.1
+done
+kill -INT "$bench"
+status=0
+wait "$bench" || status=$?
+cat "$dir/interrupted.out"
+[ "$status" = 1 ] || fail "the interrupted run exited $status, not 1"
+grep -q "slurm: job $job ended in .* (interrupted with 2 task(s) unreported: cancelled)" "$dir/interrupted.out" \
+    || fail "the run does not say the array was cancelled"
+[ "$(grep -c "the run was interrupted while this task was RUNNING; the job was cancelled (scancel $job)" \
+    "$dir/interrupted.out")" -ge 2 ] || fail "the unfinished boots do not say why"
+left=x
+for _ in $(seq 100); do
+    left=$(squeue --noheader --jobs "$job" 2>/dev/null || true)
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+[ -z "$left" ] || fail "Slurm still holds job $job 10 s after the cancel: $left"
+
 echo "slurm-cluster: every check held"

@@ -115,6 +115,9 @@ pub enum Followed {
     /// The deadline passed with these tasks still queued or running, in these states;
     /// the job was cancelled.
     Deadline { waiting: BTreeMap<u32, String>, after: Duration },
+    /// The caller was interrupted (Ctrl-C) with these tasks unreported, in these
+    /// states; the job was cancelled.
+    Interrupted { waiting: BTreeMap<u32, String> },
 }
 
 impl Job {
@@ -138,20 +141,37 @@ impl Job {
     }
 
     /// Follow the array until `reported(index)` holds for every task, or Slurm holds no
-    /// task of it any more, or `deadline` passes (then cancel the job). `progress` hears
-    /// the count of tasks reported whenever it changes.
+    /// task of it any more, or `deadline` passes, or `interrupted()` holds (then cancel
+    /// the job). `progress` hears the count of tasks reported whenever it changes.
     pub fn follow(
         &self,
         deadline: Duration,
         reported: impl Fn(u32) -> bool,
+        interrupted: impl Fn() -> bool,
         mut progress: impl FnMut(u32),
     ) -> Result<Followed, Error> {
         let started = Instant::now();
         let mut told = None;
+        let mut last_states = BTreeMap::new();
         loop {
+            let unreported = |states: BTreeMap<u32, String>| -> BTreeMap<u32, String> {
+                states.into_iter().filter(|(i, _)| !reported(*i)).collect()
+            };
+            if interrupted() {
+                // What the tasks are doing now, not at the last look (half a second ago).
+                let now = self.states().unwrap_or(last_states);
+                self.cancel()?;
+                return Ok(Followed::Interrupted { waiting: unreported(now) });
+            }
             // Asked before the reports: a task that reports and then leaves the queue
             // between the two looks is seen as reported, never as missing.
-            let states = self.states()?;
+            let states = match self.states() {
+                Ok(states) => states,
+                // Ctrl-C reaches squeue too (the terminal's whole process group).
+                Err(_) if interrupted() => continue,
+                Err(error) => return Err(error),
+            };
+            last_states = states.clone();
             let missing: Vec<u32> = (0..self.tasks).filter(|&i| !reported(i)).collect();
             let done = self.tasks - missing.len() as u32;
             if told != Some(done) {

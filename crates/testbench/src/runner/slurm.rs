@@ -282,8 +282,16 @@ pub fn submit(
     let deadline = Duration::from_secs(slurm.queue_secs) + limits.iter().sum::<Duration>();
     let started = Instant::now();
     let reported = |k: u32| task_dir(&run_dir, k).join(DONE).is_file();
+    // While the array runs, a first Ctrl-C (or SIGTERM) cancels it and the run reports
+    // what the tasks finished; a second ends the bench at once.
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_default(signal, std::sync::Arc::clone(&interrupted));
+        let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupted));
+    }
+    let stop = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
     let followed = job
-        .follow(deadline, reported, |done| {
+        .follow(deadline, reported, stop, |done| {
             reporter.waiting(&format!("slurm job {}: {done}/{tasks} tasks reported", job.id))
         })
         .map_err(|e| BenchError::Slurm(format!("--slurm: following job {}: {e}", job.id)))?;
@@ -324,6 +332,9 @@ fn describe(followed: &Followed) -> String {
         Followed::Deadline { waiting, after } => {
             format!("its deadline of {}s passed with {} task(s) unreported: cancelled", after.as_secs(), waiting.len())
         }
+        Followed::Interrupted { waiting } => {
+            format!("interrupted with {} task(s) unreported: cancelled", waiting.len())
+        }
     }
 }
 
@@ -357,6 +368,11 @@ fn join(
                     ),
                     None => "the task ended without reporting this boot".to_string(),
                 },
+                Followed::Interrupted { waiting } => format!(
+                    "the run was interrupted while this task was {}; the job was cancelled (scancel {})",
+                    waiting.get(&k).map_or("unreported", String::as_str),
+                    job.id
+                ),
                 _ => "the task ended without reporting this boot".to_string(),
             };
             let mut why = format!(
