@@ -4,7 +4,9 @@
 //!     diskrw: disk: <sectors> sectors of <block size>
 //!     diskrw: wrote and read back 16 sectors
 //!
-//! or `[diskrw] FAIL: ...` naming the error, or the first byte that differs.
+//! or `[diskrw] FAIL: ...` naming the error, a refusal the kernel did not make (a range
+//! outside the disk, part of a sector, a buffer that is not the caller's), or the first
+//! byte that differs.
 
 #![no_std]
 #![no_main]
@@ -51,6 +53,20 @@ fn main(_pid: u32, _badge: u32) {
     if rt::disk_read(FIRST, &mut data[..100]) != Err(abi::Error::Invalid) {
         rt::log!("[diskrw] FAIL: a read of part of a sector was not refused");
         rt::exit(1);
+    }
+    // Buffers that are not the caller's to write (the kernel's image, a read-only page of
+    // this program's own) or to read (unmapped): fault, before any request.
+    let raw = |call, sector, buf: usize| abi::Error::from_raw(rt::syscall(call, [sector, buf, SECTOR, 0, 0]).0);
+    let own_code = main as fn(u32, u32) as usize & !(SECTOR - 1);
+    for (call, buf, what) in [
+        (abi::sys::DISK_READ, abi::KERNEL_START, "a read into the kernel"),
+        (abi::sys::DISK_READ, own_code, "a read into read-only code"),
+        (abi::sys::DISK_WRITE, 0x10, "a write from unmapped memory"),
+    ] {
+        if raw(call, FIRST, buf) != Some(abi::Error::Fault) {
+            rt::log!("[diskrw] FAIL: {what} was not refused as a fault");
+            rt::exit(1);
+        }
     }
     let mut back = [0u8; SECTOR];
     for n in 0..COUNT {
