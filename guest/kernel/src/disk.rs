@@ -54,7 +54,10 @@ impl Disk {
     /// Probes slot 0 when the device tree names it at the expected address; None (with a
     /// line saying why) when there is no block device there or the driver refuses it.
     pub fn probe(node: Option<&[u8]>) -> Option<Disk> {
-        let cells = node?;
+        let Some(cells) = node else {
+            kprintln!("disk: no {SLOT0_NODE} in the device tree");
+            return None;
+        };
         if cells.len() != 16 || fdt::read_u64(&cells[..8]) != Some(SLOT0 as u64) {
             kprintln!("disk: {SLOT0_NODE} is not at {SLOT0:#x}");
             return None;
