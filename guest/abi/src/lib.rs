@@ -141,7 +141,19 @@ pub mod sys {
     pub const CONSOLE_READ: usize = 16;
     /// reset(): SBI SRST cold reboot (QEMU under -no-reboot exits). First program only.
     pub const RESET: usize = 17;
+    /// disk_info() -> (sectors of 512 bytes, block size); no-entry without a disk.
+    pub const DISK_INFO: usize = 18;
+    /// disk_read(sector, buf, len) -> len: whole blocks from `sector`, at most
+    /// DISK_TRANSFER_MAX bytes.
+    pub const DISK_READ: usize = 19;
+    /// disk_write(sector, buf, len) -> len: as disk_read, the other way.
+    pub const DISK_WRITE: usize = 20;
+    /// disk_flush(): the device's cache onto the disk.
+    pub const DISK_FLUSH: usize = 21;
 }
+
+/// The most bytes one disk_read or disk_write moves.
+pub const DISK_TRANSFER_MAX: usize = 64 * 1024;
 
 /// Error codes (a0 = -(code)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +176,8 @@ pub enum Error {
     NoProcess = 7,
     /// No such system call.
     NoSys = 8,
+    /// The disk's device refused or failed a request (the kernel's console names how).
+    Io = 9,
 }
 
 impl Error {
@@ -184,6 +198,7 @@ impl Error {
             6 => Error::BadProgram,
             7 => Error::NoProcess,
             8 => Error::NoSys,
+            9 => Error::Io,
             _ => return None,
         })
     }
@@ -199,6 +214,7 @@ impl Error {
             Error::BadProgram => "bad-program",
             Error::NoProcess => "no-process",
             Error::NoSys => "no-sys",
+            Error::Io => "io",
         }
     }
 }

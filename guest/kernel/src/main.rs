@@ -7,6 +7,7 @@
 #![no_main]
 
 mod console;
+mod disk;
 mod mm;
 mod proc;
 mod sbi;
@@ -144,6 +145,10 @@ extern "C" fn kmain(hartid: usize, info: usize) -> ! {
     }
     k.frames.add(from, ram_end);
     k.init(&info.entries[..info.entry_count], seed, timebase);
+    match tree.property(disk::SLOT0_NODE) {
+        Ok(node) => k.disk = disk::Disk::probe(node),
+        Err(e) => refuse_tree(e.what),
+    }
     if let Err(e) = k.start_first(info.first_program) {
         kprintln!("cannot start the first program: {}", e.name());
         power_off(STATUS_REFUSED);

@@ -227,15 +227,21 @@ pub fn copy_in(root: usize, va: usize, out: &mut [u8]) -> Result<(), ()> {
     Ok(())
 }
 
+/// Checks that every page of user memory [va, va + len) of `root` is mapped with `need`.
+pub fn check(root: usize, va: usize, len: usize, need: usize) -> Result<(), ()> {
+    let end = va.checked_add(len).ok_or(())?;
+    let mut page = va & !(PAGE_SIZE - 1);
+    while page < end {
+        translate(root, page.max(va), need).ok_or(())?;
+        page += PAGE_SIZE;
+    }
+    Ok(())
+}
+
 /// Copies `data` to user memory at `va` of `root`; the pages must be writable.
 pub fn copy_out(root: usize, va: usize, data: &[u8]) -> Result<(), ()> {
     // Check every page first, so a fault writes nothing.
-    let end = va.checked_add(data.len()).ok_or(())?;
-    let mut page = va & !(PAGE_SIZE - 1);
-    while page < end {
-        translate(root, page.max(va), W).ok_or(())?;
-        page += PAGE_SIZE;
-    }
+    check(root, va, data.len(), W)?;
     let mut done = 0;
     while done < data.len() {
         let at = va + done;

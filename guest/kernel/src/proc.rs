@@ -4,6 +4,7 @@ use abi::{msg, sys, BootEntry, Error, Message, MAX_ENTRIES, MAX_PROCS, PAGE_SIZE
 use ksync::{Lock, TimerQueue};
 
 use crate::console::{get_byte, now, power_off, put_bytes};
+use crate::disk::Disk;
 use crate::mm::{self, Frames, R, W, X};
 use crate::trap::{self, Hart, FRAME_WORDS, NONE};
 use crate::{kprintln, sbi};
@@ -81,6 +82,8 @@ pub struct Kernel {
     entry_count: usize,
     /// Sleeping processes (slots), by the tick they wake at.
     sleepers: TimerQueue<MAX_PROCS>,
+    /// The disk on virtio-mmio slot 0, if the boot found one (disk.rs).
+    pub disk: Option<Disk>,
     /// The scheduler's trace (test-only).
     #[cfg(feature = "sched-trace")]
     trace: crate::sched_trace::Trace,
@@ -98,6 +101,7 @@ pub static KERNEL: Lock<Kernel> = Lock::new(
         entries: [BootEntry::EMPTY; MAX_ENTRIES],
         entry_count: 0,
         sleepers: TimerQueue::new(),
+        disk: None,
         #[cfg(feature = "sched-trace")]
         trace: crate::sched_trace::Trace::new(),
     },
@@ -412,6 +416,10 @@ impl Kernel {
             }
             sys::ENTRY_READ => self.entry_read(i, a0, a1, a2, a3, a4).map(|n| (n, 0)),
             sys::GETPID => Ok((self.procs[i].pid as usize, self.procs[i].badge as usize)),
+            sys::DISK_INFO => self.disk.as_ref().map(Disk::info).ok_or(Error::NoEntry),
+            sys::DISK_READ => self.disk_read(i, a0, a1, a2).map(|n| (n, 0)),
+            sys::DISK_WRITE => self.disk_write(i, a0, a1, a2).map(|n| (n, 0)),
+            sys::DISK_FLUSH => self.disk.as_mut().ok_or(Error::NoEntry).and_then(Disk::flush).map(|()| (0, 0)),
             _ => Err(Error::NoSys),
         };
         let p = &mut self.procs[i];
@@ -495,6 +503,38 @@ impl Kernel {
         let data = unsafe { core::slice::from_raw_parts((entry.addr + offset.min(entry.len)) as *const u8, count) };
         mm::copy_out(self.procs[i].root, buf, data).map_err(|()| Error::Fault)?;
         Ok(count)
+    }
+
+    /// Reads `len` bytes (whole blocks) from `sector` into the caller's `buf`, block by
+    /// block; the whole buffer is checked writable before the first request.
+    fn disk_read(&mut self, i: usize, sector: usize, buf: usize, len: usize) -> Result<usize, Error> {
+        let root = self.procs[i].root;
+        let disk = self.disk.as_mut().ok_or(Error::NoEntry)?;
+        disk.check(sector, len)?;
+        mm::check(root, buf, len, W).map_err(|()| Error::Fault)?;
+        let mut block = [0u8; 4096];
+        let size = disk.block();
+        for at in (0..len).step_by(size) {
+            disk.read(sector + at / 512, &mut block[..size])?;
+            mm::copy_out(root, buf + at, &block[..size]).map_err(|()| Error::Fault)?;
+        }
+        Ok(len)
+    }
+
+    /// Writes `len` bytes (whole blocks) of the caller's `buf` from `sector`; the whole
+    /// buffer is checked readable before the first request.
+    fn disk_write(&mut self, i: usize, sector: usize, buf: usize, len: usize) -> Result<usize, Error> {
+        let root = self.procs[i].root;
+        let disk = self.disk.as_mut().ok_or(Error::NoEntry)?;
+        disk.check(sector, len)?;
+        mm::check(root, buf, len, R).map_err(|()| Error::Fault)?;
+        let mut block = [0u8; 4096];
+        let size = disk.block();
+        for at in (0..len).step_by(size) {
+            mm::copy_in(root, buf + at, &mut block[..size]).map_err(|()| Error::Fault)?;
+            disk.write(sector + at / 512, &block[..size])?;
+        }
+        Ok(len)
     }
 
     fn fault(&mut self, i: usize, scause: usize, stval: usize) {

@@ -215,6 +215,27 @@ pub fn entry_read(name: &[u8], offset: usize, buf: &mut [u8]) -> Result<usize, E
     )
 }
 
+/// The disk: (sectors of 512 bytes, block size); no-entry when the boot found none.
+pub fn disk_info() -> Result<(usize, usize), Error> {
+    let (sectors, block) = syscall(abi::sys::DISK_INFO, [0; 5]);
+    result(sectors).map(|sectors| (sectors, block))
+}
+
+/// Reads `buf.len()` bytes (whole blocks, at most abi::DISK_TRANSFER_MAX) from `sector`.
+pub fn disk_read(sector: usize, buf: &mut [u8]) -> Result<usize, Error> {
+    result(syscall(abi::sys::DISK_READ, [sector, buf.as_mut_ptr() as usize, buf.len(), 0, 0]).0)
+}
+
+/// Writes `buf` (whole blocks, at most abi::DISK_TRANSFER_MAX) from `sector`.
+pub fn disk_write(sector: usize, buf: &[u8]) -> Result<usize, Error> {
+    result(syscall(abi::sys::DISK_WRITE, [sector, buf.as_ptr() as usize, buf.len(), 0, 0]).0)
+}
+
+/// Asks the disk to put its cache on the medium.
+pub fn disk_flush() -> Result<(), Error> {
+    result(syscall(abi::sys::DISK_FLUSH, [0; 5]).0).map(|_| ())
+}
+
 /// This program's PID and badge.
 pub fn getpid() -> (u32, u32) {
     let (pid, badge) = syscall(abi::sys::GETPID, [0; 5]);

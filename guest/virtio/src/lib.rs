@@ -42,8 +42,7 @@ pub enum Error {
     DeviceFailed,
     /// The queue does not exist (its maximum size reads 0) or is already in use.
     QueueUnavailable,
-    /// The device's queue size is not a power of two, or is not the size the driver set
-    /// (the size read).
+    /// The device's maximum queue size is not a power of two (the size read).
     BadQueueSize(u32),
     /// A device address plus a length does not fit in 64 bits.
     AddressWrap,

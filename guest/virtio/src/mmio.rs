@@ -199,7 +199,8 @@ impl<M: Mmio> Transport<M> {
 
     /// Sets up queue `index` in `memory` with at most `max` entries (a power of two): the
     /// size is the smaller of `max` and the device's maximum, which must be a power of
-    /// two too, and the device must read back the size the driver wrote.
+    /// two too. QueueNum is write-only (virtio 1.2, 4.2.2; QEMU reads it as 0), so the
+    /// size written is not read back.
     pub fn setup_queue(&mut self, index: u32, memory: Dma, max: u16) -> Result<Queue, Error> {
         if !max.is_power_of_two() {
             return Err(Error::BadQueueSize(u32::from(max)));
@@ -217,10 +218,6 @@ impl<M: Mmio> Transport<M> {
         }
         let size = device_max.min(u32::from(max));
         self.mmio.write32(reg::QUEUE_NUM, size);
-        let read = self.mmio.read32(reg::QUEUE_NUM);
-        if read != size {
-            return Err(Error::BadQueueSize(read));
-        }
         let layout = Layout::new(size as u16);
         let queue = Queue::new(memory, layout)?;
         let (desc, driver, device) = queue.addresses();

@@ -105,7 +105,8 @@ struct Setup {
     blk_size: u32,
     queue_ready: bool,
     queue_max: u32,
-    /// Read back instead of the size the driver wrote.
+    /// What a read of the write-only QueueNum answers (honest: 0, as QEMU); the driver
+    /// never reads it, so no answer may change what it does.
     queue_num: Option<u32>,
     /// The status reads DEVICE_NEEDS_RESET once DRIVER_OK is set.
     needs_reset: bool,
@@ -210,9 +211,6 @@ impl Setup {
             return failed(Error::BadQueueSize(self.queue_max));
         }
         let size = self.queue_max.min(DRIVER_QUEUE);
-        if let Some(read) = self.queue_num.filter(|&n| n != size) {
-            return failed(Error::BadQueueSize(read));
-        }
         if self.needs_reset {
             return failed(Error::DeviceFailed);
         }
@@ -550,7 +548,7 @@ impl Mmio for Port<'_> {
                 (features >> (32 * m.features_sel.min(1))) as u32
             }
             reg::QUEUE_NUM_MAX => s.queue_max,
-            reg::QUEUE_NUM => s.queue_num.unwrap_or(m.queue_num),
+            reg::QUEUE_NUM => s.queue_num.unwrap_or(0),
             reg::QUEUE_READY => m.ready | u32::from(s.queue_ready),
             reg::INTERRUPT_STATUS => m.interrupt,
             reg::STATUS => {

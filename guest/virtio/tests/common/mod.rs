@@ -57,7 +57,8 @@ pub struct Hostile {
     pub features_after: u64,
     /// Clears FEATURES_OK when the driver sets it.
     pub refuse_features: bool,
-    /// Reads back this queue size whatever the driver wrote.
+    /// What a read of the write-only QueueNum answers (an honest QEMU: 0); the driver
+    /// never reads it, so no answer may change what it does.
     pub queue_num: Option<u32>,
     /// The queue is already ready.
     pub queue_ready: bool,
@@ -184,7 +185,7 @@ impl Mmio for Device {
                 (features >> (32 * m.features_sel.min(1))) as u32
             }
             reg::QUEUE_NUM_MAX => m.queue_max,
-            reg::QUEUE_NUM => h.queue_num.unwrap_or(m.queue_num),
+            reg::QUEUE_NUM => h.queue_num.unwrap_or(0),
             reg::QUEUE_READY => m.ready | u32::from(h.queue_ready),
             reg::INTERRUPT_STATUS => m.interrupt,
             reg::STATUS if h.stuck_in_reset => m.status | status::ACKNOWLEDGE,
