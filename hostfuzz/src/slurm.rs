@@ -145,12 +145,7 @@ impl Campaign {
         let started = Instant::now();
         // A first Ctrl-C (or SIGTERM) cancels the array and the seeds that finished are
         // reported; a second ends this process at once.
-        let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let _ = signal_hook::flag::register_conditional_default(signal, std::sync::Arc::clone(&interrupted));
-            let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupted));
-        }
-        let stop = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
+        let stop = testbench_slurm::watch_interrupts();
         let followed = job
             .follow(deadline, |k| seed_dir(k).join("status").is_file(), stop, |_| {})
             .map_err(|e| format!("--slurm: following job {}: {e}", job.id))?;

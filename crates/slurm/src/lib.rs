@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use testbench_process::Cmd;
@@ -285,6 +287,18 @@ fn run(cmd: &Cmd) -> Result<String, Error> {
         });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// SIGINT and SIGTERM while an array is followed: the first sets the flag this returns
+/// (give it to [`Job::follow`], which then cancels the job), a second ends the process
+/// at once, as if nothing were watching.
+pub fn watch_interrupts() -> impl Fn() -> bool {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_default(signal, Arc::clone(&interrupted));
+        let _ = signal_hook::flag::register(signal, Arc::clone(&interrupted));
+    }
+    move || interrupted.load(Ordering::SeqCst)
 }
 
 /// The cluster's partitions, by name (`sinfo`).

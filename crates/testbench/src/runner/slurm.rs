@@ -284,12 +284,7 @@ pub fn submit(
     let reported = |k: u32| task_dir(&run_dir, k).join(DONE).is_file();
     // While the array runs, a first Ctrl-C (or SIGTERM) cancels it and the run reports
     // what the tasks finished; a second ends the bench at once.
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_default(signal, std::sync::Arc::clone(&interrupted));
-        let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupted));
-    }
-    let stop = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
+    let stop = testbench_slurm::watch_interrupts();
     let followed = job
         .follow(deadline, reported, stop, |done| {
             reporter.waiting(&format!("slurm job {}: {done}/{tasks} tasks reported", job.id))
