@@ -7,6 +7,7 @@ pub mod fdt;
 pub mod isolation;
 pub mod programs;
 pub mod rules;
+pub mod store;
 pub mod timers;
 pub mod virtio;
 
@@ -55,6 +56,12 @@ pub const TARGETS: &[Target] = &[
         about: "guest/virtio: the virtio-blk driver against a hostile virtio-mmio block device",
         gate: true,
         run: virtio::run,
+    },
+    Target {
+        name: "store",
+        about: "guest/store: the record store on a disk that loses unflushed writes, fails requests and loses power",
+        gate: true,
+        run: store::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
