@@ -33,6 +33,7 @@
 //! [`Store::get`] refuse on the first.
 
 #![no_std]
+#![forbid(unsafe_code)]
 
 use crc::{Crc, CRC_32_ISCSI};
 
