@@ -261,7 +261,7 @@ fn judge(slots: [Option<Commit>; 2], size: usize, count: u64, report: &mut dyn F
     }
 }
 
-/// Reads both slots; an unreadable one is reported and counts as damaged.
+/// Reads both slots; an unreadable one is reported and ends the reading (Err: its sector).
 fn read_slots<D: BlockDevice>(
     dev: &mut D,
     buf: &mut [u8],

@@ -195,7 +195,7 @@ fn power_cut_between_any_two_writes_gives_old_or_new() {
                     match store.append(*k, v) {
                         Ok(_) => acked.push((*k, v.clone())),
                         Err(e) => {
-                            assert_eq!(e, Error::Io { sector: e_sector(e) });
+                            assert!(matches!(e, Error::Io { .. }), "{e:?}");
                             assert_eq!(store.append(*k, v), Err(Error::Poisoned));
                             pending = Some((*k, v.clone()));
                             break;
@@ -217,13 +217,6 @@ fn power_cut_between_any_two_writes_gives_old_or_new() {
             }
         }
         assert!(cuts > 5 * 2 * log.len(), "{cuts} cuts");
-    }
-}
-
-fn e_sector(e: Error) -> Option<u64> {
-    match e {
-        Error::Io { sector } => sector,
-        _ => None,
     }
 }
 
