@@ -17,7 +17,8 @@
 //! damaged after a cut: a flipped bit in the used area must be named by the checker and
 //! refused by mount or by every read; a forged commit (its checksum right, its head
 //! anywhere up to 2^64) must be refused when out of range, and otherwise appends past it
-//! must stop at the disk's end without wrapping.
+//! must stop at the disk's end without wrapping; a disk that comes back with another
+//! sector count must not mount the store made for the old one.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -428,6 +429,36 @@ fn forged(d: &mut Decisions, world: &RefCell<World>, current: Commit) -> Result<
     Ok(())
 }
 
+/// The disk comes back with another sector count (grown, or cut short): the store made
+/// for the old geometry must refuse to mount, and the checker name both slots.
+fn moved(d: &mut Decisions, world: &RefCell<World>) -> Result<(), Finding> {
+    let old = world.borrow().count;
+    let new = any_u64(d, &[old.wrapping_add(1), old - 1, u64::MAX, old.wrapping_mul(2), 2]);
+    let size = world.borrow().size;
+    world.borrow_mut().count = new;
+    let mounted = Store::mount(Port(world)).map(|s| s.commit());
+    violation(world)?;
+    let geometry = |slot| Inconsistency::SlotGeometry { slot, sector_size: size as u32, sector_count: old };
+    let refused = match mounted {
+        Ok(_) if new == old => true,
+        Err(Error::TooSmall(c)) => c == new && new < store::MIN_SECTORS,
+        Err(Error::Inconsistent(i)) => i == geometry(0) && new >= store::MIN_SECTORS && new != old,
+        _ => false,
+    };
+    if !refused {
+        return oracle(
+            "a store mounted on another geometry was judged otherwise",
+            format!("{old} sectors now {new}: {mounted:?}"),
+        );
+    }
+    let found = inconsistencies(world);
+    if new != old && new >= store::MIN_SECTORS && !(found.contains(&geometry(0)) && found.contains(&geometry(1))) {
+        return oracle("the checker missed a changed geometry", format!("{old} sectors now {new}: {found:?}"));
+    }
+    d.end("a changed geometry refused");
+    violation(world)
+}
+
 pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let size =
         if lie(d) { *d.choose(&[256, 511, 513, 1024, 2048, 4097, 8192, 0]) } else { *d.choose(&[512, 520, 4096]) };
@@ -501,6 +532,9 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         }
         if lie(d) && d.below(2) == 0 {
             return forged(d, &world, store.commit());
+        }
+        if lie(d) && d.below(4) == 0 {
+            return moved(d, &world);
         }
         plan(d, &mut world.borrow_mut());
     }
