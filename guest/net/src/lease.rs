@@ -53,6 +53,8 @@ pub enum LeaseRefusal {
     NoLeaseTime,
     /// The ACK's lease time is 0.
     ZeroLeaseTime,
+    /// The ACK names another server than the one the client asked (the one it names).
+    OtherServer([u8; 4]),
     /// The prefix length is outside 1..=30 (the length).
     BadPrefix(u8),
     /// The address is no host's: in 0/8, 127/8 or 240/4, or the subnet's own network or
@@ -71,7 +73,11 @@ fn mask(prefix_len: u8) -> u32 {
 pub fn take(config: &Config<'_>, frame: &[u8], now_ms: u64) -> Result<Lease, LeaseRefusal> {
     let address = config.address.address().octets();
     let prefix_len = config.address.prefix_len();
-    let lease_secs = ack_lease_time(frame, address)?;
+    let (lease_secs, server) = ack_lease_time(frame, address)?;
+    if server != Some(config.server.identifier.octets()) {
+        return Err(LeaseRefusal::OtherServer(server.unwrap_or_default()));
+    }
+    let lease_secs = lease_secs.ok_or(LeaseRefusal::NoLeaseTime)?;
     if lease_secs == 0 {
         return Err(LeaseRefusal::ZeroLeaseTime);
     }
@@ -107,8 +113,9 @@ pub fn take(config: &Config<'_>, frame: &[u8], now_ms: u64) -> Result<Lease, Lea
     })
 }
 
-/// The lease time of the DHCP ACK for `address` in the Ethernet `frame`.
-fn ack_lease_time(frame: &[u8], address: [u8; 4]) -> Result<u32, LeaseRefusal> {
+/// The lease time and the server identifier of the DHCP ACK for `address` in the
+/// Ethernet `frame`.
+fn ack_lease_time(frame: &[u8], address: [u8; 4]) -> Result<(Option<u32>, Option<[u8; 4]>), LeaseRefusal> {
     let ethernet = EthernetFrame::new_checked(frame).map_err(|_| LeaseRefusal::NoAck)?;
     if ethernet.ethertype() != EthernetProtocol::Ipv4 {
         return Err(LeaseRefusal::NoAck);
@@ -123,5 +130,5 @@ fn ack_lease_time(frame: &[u8], address: [u8; 4]) -> Result<u32, LeaseRefusal> {
     if repr.message_type != DhcpMessageType::Ack || repr.your_ip.octets() != address {
         return Err(LeaseRefusal::NoAck);
     }
-    repr.lease_duration.ok_or(LeaseRefusal::NoLeaseTime)
+    Ok((repr.lease_duration, repr.server_identifier.map(|s| s.octets())))
 }

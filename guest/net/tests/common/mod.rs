@@ -91,6 +91,8 @@ pub struct Script {
     pub dns: Vec<[u8; 4]>,
     /// The address offered to the n-th client (by MAC, in the order they first ask).
     pub first: [u8; 4],
+    /// The server identifier in ACKs (the OFFER's is always SERVER_IP).
+    pub ack_server: [u8; 4],
 }
 
 impl Default for Script {
@@ -101,6 +103,7 @@ impl Default for Script {
             mask: [255, 255, 255, 0],
             dns: vec![[10, 0, 2, 3]],
             first: [10, 0, 2, 15],
+            ack_server: SERVER_IP,
         }
     }
 }
@@ -180,7 +183,11 @@ impl Server {
             broadcast: false,
             requested_ip: None,
             client_identifier: None,
-            server_identifier: Some(Ipv4Address::from(SERVER_IP)),
+            server_identifier: Some(Ipv4Address::from(if kind == DhcpMessageType::Ack {
+                self.script.ack_server
+            } else {
+                SERVER_IP
+            })),
             parameter_request_list: None,
             dns_servers: Some(dns),
             max_size: None,
