@@ -5,6 +5,7 @@ pub mod canary;
 pub mod elf;
 pub mod fdt;
 pub mod isolation;
+pub mod network;
 pub mod programs;
 pub mod rules;
 pub mod timers;
@@ -55,6 +56,13 @@ pub const TARGETS: &[Target] = &[
         about: "guest/virtio: the virtio-blk driver against a hostile virtio-mmio block device",
         gate: true,
         run: virtio::run,
+    },
+    Target {
+        name: "net",
+        about:
+            "guest/net: the network stack in a world of a lossy channel, a lying DHCP server and a recording TCP peer",
+        gate: true,
+        run: network::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
