@@ -9,6 +9,7 @@ pub mod programs;
 pub mod rules;
 pub mod timers;
 pub mod virtio;
+pub mod virtio_net;
 
 use crate::{Decisions, Finding};
 
@@ -55,6 +56,12 @@ pub const TARGETS: &[Target] = &[
         about: "guest/virtio: the virtio-blk driver against a hostile virtio-mmio block device",
         gate: true,
         run: virtio::run,
+    },
+    Target {
+        name: "virtio-net",
+        about: "guest/virtio: the virtio-net driver against a hostile virtio-mmio network card",
+        gate: true,
+        run: virtio_net::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
