@@ -105,6 +105,9 @@ impl<M: Mmio> Net<M> {
             net.transport.fail();
             return Err(error);
         }
+        // No notification before DRIVER_OK (virtio 1.2, 3.1.1): the buffers filled
+        // before it are announced now.
+        net.transport.notify(RX);
         Ok(net)
     }
 
@@ -129,21 +132,28 @@ impl<M: Mmio> Net<M> {
         Ok(Parts { rx, tx, rx_buffers, tx_buffer, mac })
     }
 
-    /// Gives the device every receive buffer (the queue may be smaller than RX_BUFFERS
-    /// when the device's maximum is: then only as many as it holds).
+    /// Puts every receive buffer in the queue, before DRIVER_OK and without a
+    /// notification (the queue may be smaller than RX_BUFFERS when the device's maximum
+    /// is: then only as many as it holds).
     fn fill(&mut self) -> Result<(), Error> {
         let count = RX_BUFFERS.min(self.rx.size());
         for buffer in 0..count as u8 {
-            self.give(buffer)?;
+            self.post(buffer)?;
         }
         Ok(())
     }
 
-    /// Hands receive buffer `buffer` to the device.
-    fn give(&mut self, buffer: u8) -> Result<(), Error> {
+    /// Puts receive buffer `buffer` in the queue.
+    fn post(&mut self, buffer: u8) -> Result<(), Error> {
         let segment = self.rx_buffers.segment(usize::from(buffer) * BUFFER, BUFFER, true)?;
         let head = self.rx.add(&[segment])?;
         self.rx_of[usize::from(head)] = buffer;
+        Ok(())
+    }
+
+    /// Hands receive buffer `buffer` back to the live device.
+    fn give(&mut self, buffer: u8) -> Result<(), Error> {
+        self.post(buffer)?;
         if self.rx.should_notify()? {
             self.transport.notify(RX);
         }

@@ -10,6 +10,7 @@ pub mod programs;
 pub mod rules;
 pub mod timers;
 pub mod virtio;
+pub mod virtio_net;
 
 use crate::{Decisions, Finding};
 
@@ -63,6 +64,12 @@ pub const TARGETS: &[Target] = &[
             "guest/net: the network stack in a world of a lossy channel, a lying DHCP server and a recording TCP peer",
         gate: true,
         run: network::run,
+    },
+    Target {
+        name: "virtio-net",
+        about: "guest/virtio: the virtio-net driver against a hostile virtio-mmio network card",
+        gate: true,
+        run: virtio_net::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
