@@ -31,7 +31,9 @@
 //!
 //! # What the rules prove
 //!
-//! In a case with peers the guest may send only ARP requests for the gateway, ARP replies,
+//! In a case with peers the guest may send only ARP requests for the gateway or a peer (a
+//! peer is on the guest's link when slirp's network is widened to 10.0.0.0/16 and the
+//! lease names no router, as slirp's does when restricted), ARP replies,
 //! IPv4 TCP and a DHCP client's IPv4 UDP (port 68 to port 67); never an IPv4 fragment;
 //! never a SYN (without ACK) into a `self_forbidden` prefix; and each peer receives
 //! exactly as many distinct SYNs (by source port and sequence number, so a retransmitted
@@ -253,7 +255,8 @@ fn cut_last_frame(path: &Path) -> Result<(), CaptureError> {
 /// What a case with `[net]` holds the guest's frames to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rules {
-    /// The gateway, the only address the guest may ask for with ARP (10.0.2.2).
+    /// The gateway, one of the addresses the guest may ask for with ARP (10.0.2.2; the
+    /// peers' are the others).
     pub gateway: Ipv4Addr,
     /// The guest's own address (10.0.2.15): the source of every IPv4 frame it sends.
     pub guest: Ipv4Addr,
@@ -362,9 +365,9 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                     ));
                 } else if arp.operation() == ArpOperation::REQUEST {
                     let target = ipv4(arp.target_protocol_addr());
-                    if target != rules.gateway {
+                    if target != rules.gateway && !rules.peers.iter().any(|(peer, _)| *peer.ip() == target) {
                         breaks(&format!(
-                            "the guest asked ARP for {target}; it may ask only for the gateway {}",
+                            "the guest asked ARP for {target}; it may ask only for the gateway {} or a peer",
                             rules.gateway
                         ));
                     }

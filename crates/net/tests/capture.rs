@@ -268,8 +268,25 @@ fn an_arp_request_for_another_address_fails() {
     let e = judged("arp", &frames, &rules(1)).unwrap_err();
     assert_eq!(
         e,
-        "frame 2 (+0.010000 s, unix 1764800000.010000): the guest asked ARP for 10.0.2.3; it may ask only for the gateway 10.0.2.2: \
+        "frame 2 (+0.010000 s, unix 1764800000.010000): the guest asked ARP for 10.0.2.3; it may ask only for the gateway 10.0.2.2 or a peer: \
          52:54:00:12:34:56 > ff:ff:ff:ff:ff:ff ARP request who-has 10.0.2.3 tell 10.0.2.15"
+    );
+}
+
+#[test]
+fn an_arp_request_for_a_peer_passes_and_for_its_neighbour_fails() {
+    // A guest whose lease puts the peer on its link (slirp's 10.0.0.0/16, no router) asks
+    // for the peer itself.
+    let mut frames = good_frames();
+    frames.insert(1, arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, PEER));
+    judged("arp-peer", &frames, &rules(1)).unwrap();
+    let mut neighbour = PEER;
+    neighbour[3] ^= 1;
+    frames[1] = arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, neighbour);
+    let e = judged("arp-peer-neighbour", &frames, &rules(1)).unwrap_err();
+    assert!(
+        e.contains("the guest asked ARP for 10.0.9.101; it may ask only for the gateway 10.0.2.2 or a peer"),
+        "{e}"
     );
 }
 
