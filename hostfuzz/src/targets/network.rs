@@ -766,6 +766,10 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     }
     if reported == Check::Idle && stack.lease().is_none() {
         d.end("no lease at the end");
+    } else if reported == Check::Idle {
+        d.end("leased, no check yet");
+    } else if reported == Check::Running {
+        d.end("check: still running");
     } else if let Check::Failed(why) = reported {
         d.end(match why {
             ::net::CheckFailure::Truncated { .. } => "check: truncated",
