@@ -11,7 +11,7 @@
 //!   all, and a client of the guest's echo service.
 //! - Now and then the guest program sends a frame of its own making: honest, or as
 //!   another machine (the peer's address or MAC, 0.0.0.0 outside DHCP, ARP claiming the
-//!   peer's address, IPv6).
+//!   peer's address or with another sender MAC, IPv6, cut short).
 //!
 //! Time is virtual and jumps from event to event (a frame due, the stack's or the peer's
 //! next timer, a planned action), so an hour's lease costs its timers. A zero decision is
@@ -579,8 +579,18 @@ impl Peer {
 
 /// A frame the guest program makes itself, and whether the egress rules let it leave.
 fn forged(d: &mut Decisions, lease: [u8; 4]) -> Vec<u8> {
-    match d.below(8) {
+    match d.below(9) {
         0 => udp_frame(GUEST, PEER_MAC, lease, PEER_IP, (5000, 5001), b"honest"),
+        8 => {
+            let mut f = BROADCAST.to_vec();
+            f.extend_from_slice(&GUEST);
+            f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2]);
+            f.extend_from_slice(&PEER_MAC);
+            f.extend_from_slice(&lease);
+            f.extend_from_slice(&[0xff; 6]);
+            f.extend_from_slice(&SERVER_IP);
+            f
+        }
         1 => udp_frame(GUEST, SERVER_MAC, PEER_IP, SERVER_IP, (5000, 5001), b"as the peer"),
         2 => udp_frame(PEER_MAC, SERVER_MAC, lease, SERVER_IP, (5000, 5001), b"as the peer's card"),
         3 => udp_frame(PEER_MAC, SERVER_MAC, PEER_IP, SERVER_IP, (5000, 5001), b"as the peer whole"),
@@ -600,11 +610,12 @@ fn forged(d: &mut Decisions, lease: [u8; 4]) -> Vec<u8> {
             f[12..14].copy_from_slice(&[0x86, 0xdd]);
             f
         }
-        _ => {
+        7 => {
             let mut f = udp_frame(GUEST, PEER_MAC, lease, PEER_IP, (5000, 5001), b"x");
             f.truncate(d.below(f.len()));
             f
         }
+        _ => unreachable!("below(9)"),
     }
 }
 
@@ -755,6 +766,10 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     }
     if reported == Check::Idle && stack.lease().is_none() {
         d.end("no lease at the end");
+    } else if reported == Check::Idle {
+        d.end("leased, no check yet");
+    } else if reported == Check::Running {
+        d.end("check: still running");
     } else if let Check::Failed(why) = reported {
         d.end(match why {
             ::net::CheckFailure::Truncated { .. } => "check: truncated",

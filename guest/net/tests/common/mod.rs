@@ -1,6 +1,5 @@
 //! The host tests' network: a hub that gives every frame to every other port and keeps
 //! them all, a scripted DHCP server on one port, and a TCP peer made with smoltcp itself.
-#![allow(dead_code)]
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
