@@ -569,6 +569,10 @@ impl Peer {
         if self.client_sent < self.client_sends.len() && c.can_send() {
             self.client_sent += c.send_slice(&self.client_sends[self.client_sent..]).unwrap_or(0);
         }
+        // Everything back: the client ends its stream, and the service must close too.
+        if self.client_got.len() == self.client_sends.len() && c.state() == tcp::State::Established {
+            c.close();
+        }
         self.iface.poll(instant(now), &mut self.nic, &mut self.sockets);
     }
 
