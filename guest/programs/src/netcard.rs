@@ -1,4 +1,3 @@
-#![allow(dead_code)] // each program uses its part
 //! What the network programs share: the kernel's card (net_info, net_send, net_recv) as
 //! guest/net's `Device`, the clock in milliseconds, the stack's memory, and the loop that
 //! drives a stack until something is done or a deadline passes.

@@ -11,8 +11,7 @@
 
 rt::program!("dhcp", main);
 
-#[path = "../netcard.rs"]
-mod netcard;
+use programs::netcard;
 
 fn main(_pid: u32, _badge: u32) {
     let mut stack = netcard::stack("dhcp", 0);

@@ -14,8 +14,7 @@
 
 rt::program!("netecho", main);
 
-#[path = "../netcard.rs"]
-mod netcard;
+use programs::netcard;
 
 const PORT: u16 = 7;
 

@@ -12,8 +12,7 @@
 
 rt::program!("netpeer", main);
 
-#[path = "../netcard.rs"]
-mod netcard;
+use programs::netcard;
 
 pub const PEER: [u8; 4] = [10, 0, 9, 100];
 pub const PORT: u16 = 7;

@@ -17,8 +17,7 @@
 
 rt::program!("netspoof", main);
 
-#[path = "../netcard.rs"]
-mod netcard;
+use programs::netcard;
 
 const PEER: [u8; 4] = [10, 0, 9, 100];
 const PORT: u16 = 7;
