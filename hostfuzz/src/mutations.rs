@@ -228,7 +228,11 @@ impl Scratch {
             .arg("--manifest-path")
             .arg(self.tree.join("hostfuzz/Cargo.toml"))
             .cwd(self.tree.join("hostfuzz"))
-            .env("CARGO_TARGET_DIR", &self.target_dir);
+            .env("CARGO_TARGET_DIR", &self.target_dir)
+            // Incremental: a mutant changes one function of one crate, so the rebuild of
+            // that crate and `hostfuzz` reuses every other codegen unit (about 1 s a
+            // mutant instead of 6 here). The code is the same; only its split differs.
+            .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true");
         let log = self.runs.join(format!("{what}.build.log"));
         match run_logged(command, &log)? {
             Some(0) => Ok(self.target_dir.join(BUILD_TARGET).join("release/hostfuzz")),

@@ -537,6 +537,8 @@ pub struct NetSpec {
     pub self_forbidden: Vec<Ipv4Net>,
     /// Self-check only (the case has `must_fail`): the capture is cut before it is read.
     pub truncate_capture: bool,
+    /// Each must match the one-line decoding of at least one frame of the capture.
+    pub capture_expect: Vec<Pattern>,
     /// `[[net.peer]]`: hosts the guest may connect to; none expects nothing when any is given.
     pub peers: Vec<Peer>,
     /// `[[net.dial]]`: the bench's connections into the guest, each through a forwarded port.
@@ -572,6 +574,8 @@ impl NetSpec {
     pub const WIDE: Ipv4Net = Ipv4Net { addr: 0x0a00_0000, prefix: 16 };
     /// The guest's own /24, where its address, the gateway and the resolver stay.
     pub const GUEST: Ipv4Net = Ipv4Net { addr: 0x0a00_0200, prefix: 24 };
+    /// The guest's own address, slirp's first DHCP lease.
+    pub const GUEST_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 15);
     /// Slirp's gateway and host, seen from the guest.
     pub const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
     /// Slirp's resolver.

@@ -31,12 +31,18 @@
 //!
 //! # What the rules prove
 //!
-//! In a case with peers the guest may send only ARP requests for the gateway, ARP replies
-//! and IPv4 TCP; never an IPv4 fragment; never a SYN (without ACK) into a
-//! `self_forbidden` prefix; and each peer receives exactly as many distinct SYNs (by
-//! source port and sequence number, so a retransmitted SYN counts once) as its
-//! `connections`. A peer that expects a connection and gets its SYN shows the capture was
-//! live. The guest's own account of its network is never read.
+//! In a case with peers the guest may send only ARP requests for the gateway or a peer (a
+//! peer is on the guest's link when slirp's network is widened to 10.0.0.0/16 and the
+//! lease names no router, as slirp's does when restricted), ARP replies,
+//! IPv4 TCP and a DHCP client's IPv4 UDP (port 68 to port 67); never an IPv4 fragment;
+//! never a SYN (without ACK) into a `self_forbidden` prefix; and each peer receives
+//! exactly as many distinct SYNs (by source port and sequence number, so a retransmitted
+//! SYN counts once) as its `connections`. A peer that expects a connection and gets its
+//! SYN shows the capture was live. Every frame the guest sends is its own: from the
+//! card's MAC, and (IPv4, and an ARP packet's sender) from the guest's address, or from
+//! 0.0.0.0 for a DHCP client's discover or request and an ARP probe; a guest that sends
+//! as another address fails the case with that frame quoted. The guest's own account of
+//! its network is never read.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -249,8 +255,13 @@ fn cut_last_frame(path: &Path) -> Result<(), CaptureError> {
 /// What a case with `[net]` holds the guest's frames to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rules {
-    /// The gateway, the only address the guest may ask for with ARP (10.0.2.2).
+    /// The gateway, one of the addresses the guest may ask for with ARP (10.0.2.2; the
+    /// peers' are the others).
     pub gateway: Ipv4Addr,
+    /// The guest's own address (10.0.2.15): the source of every IPv4 frame it sends.
+    pub guest: Ipv4Addr,
+    /// The card's MAC: the source of every frame the guest sends.
+    pub mac: [u8; 6],
     /// Prefixes (address, length) the guest must never send a SYN into.
     pub self_forbidden: Vec<(Ipv4Addr, u8)>,
     /// Each peer and the connections it must receive.
@@ -279,6 +290,12 @@ struct PeerSyns {
     distinct: BTreeSet<(u16, u32)>,
     shown: Vec<String>,
 }
+
+/// What a guest may send, as a failure says it.
+const ALLOWED: &str = "only ARP, IPv4 TCP and a DHCP client's UDP (68 to 67) are allowed";
+
+/// The card's MAC, set on QEMU's command line for every `[net]` card.
+pub const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 
 /// The most rule breaks a failure lists (it counts the rest).
 const MAX_LISTED: usize = 3;
@@ -322,8 +339,12 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                 ));
             }
         };
+        if eth.source() != rules.mac {
+            breaks(&format!("the guest sent as MAC {}; the card's is {}", mac(eth.source()), mac(rules.mac)));
+            continue;
+        }
         if !sliced.link_exts.is_empty() {
-            breaks("the guest sent a VLAN or MACsec frame; only ARP and IPv4 TCP are allowed");
+            breaks(&format!("the guest sent a VLAN or MACsec frame; {ALLOWED}"));
             continue;
         }
         match &sliced.net {
@@ -332,13 +353,21 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                     && arp.proto_addr_type() == EtherType::IPV4
                     && arp.hw_addr_size() == 6
                     && arp.proto_addr_size() == 4;
+                let sender = ipv4(arp.sender_protocol_addr());
                 if !eth_ipv4 {
                     breaks("the guest sent an ARP packet that is not Ethernet/IPv4");
+                } else if arp.sender_hw_addr() != rules.mac || !(sender == rules.guest || sender.is_unspecified()) {
+                    breaks(&format!(
+                        "the guest sent ARP as {sender} at {}; it may speak only as {} at {}",
+                        mac_of(arp.sender_hw_addr()),
+                        rules.guest,
+                        mac(rules.mac)
+                    ));
                 } else if arp.operation() == ArpOperation::REQUEST {
                     let target = ipv4(arp.target_protocol_addr());
-                    if target != rules.gateway {
+                    if target != rules.gateway && !rules.peers.iter().any(|(peer, _)| *peer.ip() == target) {
                         breaks(&format!(
-                            "the guest asked ARP for {target}; it may ask only for the gateway {}",
+                            "the guest asked ARP for {target}; it may ask only for the gateway {} or a peer",
                             rules.gateway
                         ));
                     }
@@ -352,8 +381,21 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                     breaks("the guest sent an IPv4 fragment");
                     continue;
                 }
+                let dhcp = matches!(&sliced.transport,
+                    Some(TransportSlice::Udp(u)) if u.source_port() == 68 && u.destination_port() == 67);
+                let src = h.source_addr();
+                if src != rules.guest && !(dhcp && src.is_unspecified()) {
+                    breaks(&format!(
+                        "the guest sent IPv4 as {src}; its own address is {} (0.0.0.0 only for a DHCP client)",
+                        rules.guest
+                    ));
+                    continue;
+                }
+                if dhcp {
+                    continue;
+                }
                 let Some(TransportSlice::Tcp(tcp)) = &sliced.transport else {
-                    breaks("the guest sent IPv4 that is not TCP; only ARP and IPv4 TCP are allowed");
+                    breaks(&format!("the guest sent IPv4 that is neither TCP nor a DHCP client's UDP; {ALLOWED}"));
                     continue;
                 };
                 if tcp.syn() && !tcp.ack() {
@@ -376,7 +418,7 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
                     }
                 }
             }
-            _ => breaks("the guest sent a frame that is neither ARP nor IPv4; only ARP and IPv4 TCP are allowed"),
+            _ => breaks(&format!("the guest sent a frame that is neither ARP nor IPv4; {ALLOWED}")),
         }
     }
     for (i, &(peer, want)) in rules.peers.iter().enumerate() {

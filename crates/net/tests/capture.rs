@@ -68,7 +68,11 @@ fn tcp(from: ([u8; 4], u16), to: ([u8; 4], u16), seq: u32, syn: bool, ack: Optio
 }
 
 fn udp(from: ([u8; 4], u16), to: ([u8; 4], u16)) -> Vec<u8> {
-    let b = PacketBuilder::ethernet2(GUEST_MAC, [0xff; 6]).ipv4(from.0, to.0, 64).udp(from.1, to.1);
+    udp_from(GUEST_MAC, from, to)
+}
+
+fn udp_from(mac: [u8; 6], from: ([u8; 4], u16), to: ([u8; 4], u16)) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2(mac, [0xff; 6]).ipv4(from.0, to.0, 64).udp(from.1, to.1);
     let mut out = Vec::new();
     b.write(&mut out, &[0u8; 8]).unwrap();
     out
@@ -93,6 +97,8 @@ fn good_frames() -> Vec<Vec<u8>> {
 fn rules(connections: u32) -> Rules {
     Rules {
         gateway: Ipv4Addr::from(GW),
+        guest: Ipv4Addr::from(GUEST),
+        mac: GUEST_MAC,
         self_forbidden: vec![(Ipv4Addr::new(10, 0, 2, 0), 24), (Ipv4Addr::new(127, 0, 0, 0), 8)],
         peers: vec![(SocketAddrV4::new(Ipv4Addr::from(PEER), 7), connections)],
     }
@@ -262,21 +268,111 @@ fn an_arp_request_for_another_address_fails() {
     let e = judged("arp", &frames, &rules(1)).unwrap_err();
     assert_eq!(
         e,
-        "frame 2 (+0.010000 s, unix 1764800000.010000): the guest asked ARP for 10.0.2.3; it may ask only for the gateway 10.0.2.2: \
+        "frame 2 (+0.010000 s, unix 1764800000.010000): the guest asked ARP for 10.0.2.3; it may ask only for the gateway 10.0.2.2 or a peer: \
          52:54:00:12:34:56 > ff:ff:ff:ff:ff:ff ARP request who-has 10.0.2.3 tell 10.0.2.15"
     );
 }
 
 #[test]
-fn udp_from_the_guest_fails() {
+fn an_arp_request_for_a_peer_passes_and_for_its_neighbour_fails() {
+    // A guest whose lease puts the peer on its link (slirp's 10.0.0.0/16, no router) asks
+    // for the peer itself.
     let mut frames = good_frames();
-    frames.push(udp(([0, 0, 0, 0], 68), ([255, 255, 255, 255], 67)));
-    let e = judged("udp", &frames, &rules(1)).unwrap_err();
+    frames.insert(1, arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, PEER));
+    judged("arp-peer", &frames, &rules(1)).unwrap();
+    let mut neighbour = PEER;
+    neighbour[3] ^= 1;
+    frames[1] = arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, neighbour);
+    let e = judged("arp-peer-neighbour", &frames, &rules(1)).unwrap_err();
     assert!(
-        e.starts_with("frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent IPv4 that is not TCP"),
+        e.contains("the guest asked ARP for 10.0.9.101; it may ask only for the gateway 10.0.2.2 or a peer"),
         "{e}"
     );
-    assert!(e.ends_with("IPv4 UDP 0.0.0.0:68 > 255.255.255.255:67 len 8"), "{e}");
+}
+
+#[test]
+fn udp_from_the_guest_fails_unless_a_dhcp_clients() {
+    // A DHCP client's discover (from 0.0.0.0) and its renewal (from its own address, to the
+    // server at the gateway) pass.
+    let mut frames = good_frames();
+    frames.push(udp(([0, 0, 0, 0], 68), ([255, 255, 255, 255], 67)));
+    frames.push(udp((GUEST, 68), (GW, 67)));
+    let s = judged("dhcp", &frames, &rules(1)).unwrap();
+    assert_eq!(s.guest_frames, 7);
+    // Any other UDP fails: to DNS, from port 68 to another port, to port 67 from another,
+    // and 67 to 68 (a server's).
+    for (n, (from, to)) in
+        [((GUEST, 40000), (GW, 53)), ((GUEST, 68), (GW, 53)), ((GUEST, 40000), (GW, 67)), ((GUEST, 67), (GW, 68))]
+            .into_iter()
+            .enumerate()
+    {
+        let mut frames = good_frames();
+        frames.push(udp(from, to));
+        let e = judged(&format!("udp{n}"), &frames, &rules(1)).unwrap_err();
+        assert!(
+            e.starts_with(
+                "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent IPv4 that is neither TCP nor a DHCP client's UDP; \
+                 only ARP, IPv4 TCP and a DHCP client's UDP (68 to 67) are allowed: "
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with(&format!("IPv4 UDP 10.0.2.15:{} > 10.0.2.2:{} len 8", from.1, to.1)), "{e}");
+    }
+}
+
+#[test]
+fn a_guest_sending_as_another_address_fails_quoting_the_frame() {
+    // IPv4 from another address of its /24: TCP, and UDP dressed as a DHCP client's.
+    let from_card = |mut frame: Vec<u8>| {
+        frame[6..12].copy_from_slice(&GUEST_MAC);
+        frame
+    };
+    let mut frames = good_frames();
+    frames.push(from_card(tcp(([10, 0, 2, 16], 40000), (PEER, 7), 5, false, Some(1), b"x")));
+    let e = judged("spoof-tcp", &frames, &rules(1)).unwrap_err();
+    assert!(
+        e.starts_with(
+            "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent IPv4 as 10.0.2.16; \
+             its own address is 10.0.2.15 (0.0.0.0 only for a DHCP client): "
+        ),
+        "{e}"
+    );
+    assert!(e.ends_with("IPv4 TCP 10.0.2.16:40000 > 10.0.9.100:7 [ACK] seq 5 len 1"), "{e}");
+    let mut frames = good_frames();
+    frames.push(udp(([10, 0, 2, 16], 68), (GW, 67)));
+    let e = judged("spoof-dhcp", &frames, &rules(1)).unwrap_err();
+    assert!(e.contains("the guest sent IPv4 as 10.0.2.16;"), "{e}");
+    // 0.0.0.0 is a DHCP client's only: TCP from it fails.
+    let mut frames = good_frames();
+    frames.push(from_card(tcp(([0, 0, 0, 0], 40000), (PEER, 7), 5, false, Some(1), b"x")));
+    let e = judged("spoof-zero", &frames, &rules(1)).unwrap_err();
+    assert!(e.contains("the guest sent IPv4 as 0.0.0.0;"), "{e}");
+    // Another MAC (not slirp's): the frame is the guest's, and fails, whatever it holds.
+    let other = [0x52, 0x54, 0x00, 0x12, 0x34, 0x57];
+    let mut frames = good_frames();
+    frames.push(udp_from(other, ([0, 0, 0, 0], 68), ([255, 255, 255, 255], 67)));
+    let e = judged("spoof-mac", &frames, &rules(1)).unwrap_err();
+    assert!(
+        e.starts_with(
+            "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent as MAC 52:54:00:12:34:57; \
+             the card's is 52:54:00:12:34:56: 52:54:00:12:34:57 > ff:ff:ff:ff:ff:ff IPv4 UDP 0.0.0.0:68"
+        ),
+        "{e}"
+    );
+    // ARP as another address: a reply claiming the gateway's address.
+    let mut frames = good_frames();
+    frames.push(arp(GUEST_MAC, GW_MAC, ArpOperation::REPLY, GW, GUEST));
+    let e = judged("spoof-arp", &frames, &rules(1)).unwrap_err();
+    assert!(
+        e.contains(
+            "the guest sent ARP as 10.0.2.2 at 52:54:00:12:34:56; it may speak only as 10.0.2.15 at 52:54:00:12:34:56"
+        ),
+        "{e}"
+    );
+    // An ARP probe (sender 0.0.0.0) is the guest's own.
+    let mut frames = good_frames();
+    frames.push(arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, [0; 4], GW));
+    judged("arp-probe", &frames, &rules(1)).unwrap();
 }
 
 #[test]
@@ -448,7 +544,12 @@ fn a_real_guest_ping_is_refused() {
     assert_eq!(frames.frames[1].data.len(), 64);
     let no_peers = Rules { peers: vec![], ..rules(0) };
     let e = capture::judge(&frames, &no_peers).unwrap_err();
-    assert!(e.starts_with("frame 3 (+0.000587 s, unix 1796416701.332528): the guest sent IPv4 that is not TCP"), "{e}");
+    assert!(
+        e.starts_with(
+            "frame 3 (+0.000587 s, unix 1796416701.332528): the guest sent IPv4 that is neither TCP nor a DHCP"
+        ),
+        "{e}"
+    );
     assert_eq!(e.lines().count(), 1, "{e}");
     // Without the ICMP the same guest passes: its ARP for the gateway is allowed.
     let first_two = testbench_net::Frames { snaplen: frames.snaplen, frames: frames.frames[..2].to_vec() };

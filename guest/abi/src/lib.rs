@@ -150,7 +150,21 @@ pub mod sys {
     pub const DISK_WRITE: usize = 20;
     /// disk_flush(): the device's cache onto the disk.
     pub const DISK_FLUSH: usize = 21;
+    /// net_info() -> the network card's MAC: a0 = bytes 0..3, a1 = bytes 3..6, each
+    /// little-endian (24 bits, so a0 never reads as an error); no-entry without a card.
+    pub const NET_INFO: usize = 22;
+    /// net_send(buf, len) -> len: sends one Ethernet frame (no FCS) of
+    /// NET_FRAME_MIN..=NET_FRAME_MAX bytes, and returns once the card took it.
+    pub const NET_SEND: usize = 23;
+    /// net_recv(buf, len) -> the length of the next received frame copied to `buf`
+    /// (`len` at least NET_FRAME_MAX), or 0 when none waits: it never waits.
+    pub const NET_RECV: usize = 24;
 }
+
+/// The longest Ethernet frame net_send and net_recv move (header and 1500 bytes, no FCS).
+pub const NET_FRAME_MAX: usize = 1514;
+/// The shortest frame net_send takes: an Ethernet header.
+pub const NET_FRAME_MIN: usize = 14;
 
 /// The most bytes one disk_read or disk_write moves.
 pub const DISK_TRANSFER_MAX: usize = 64 * 1024;
@@ -176,7 +190,8 @@ pub enum Error {
     NoProcess = 7,
     /// No such system call.
     NoSys = 8,
-    /// The disk's device refused or failed a request (the kernel's console names how).
+    /// A device (the disk or the network card) refused or failed a request (the
+    /// kernel's console names how).
     Io = 9,
 }
 

@@ -9,6 +9,7 @@
 mod console;
 mod disk;
 mod mm;
+mod net;
 mod proc;
 mod sbi;
 #[cfg(feature = "sched-trace")]
@@ -147,6 +148,10 @@ extern "C" fn kmain(hartid: usize, info: usize) -> ! {
     k.init(&info.entries[..info.entry_count], seed, timebase);
     match tree.property(disk::SLOT0_NODE) {
         Ok(node) => k.disk = disk::Disk::probe(node),
+        Err(e) => refuse_tree(e.what),
+    }
+    match tree.property(net::SLOT2_NODE) {
+        Ok(node) => k.net = net::Card::probe(node),
         Err(e) => refuse_tree(e.what),
     }
     if let Err(e) = k.start_first(info.first_program) {

@@ -6,6 +6,7 @@ use ksync::{Lock, TimerQueue};
 use crate::console::{get_byte, now, power_off, put_bytes};
 use crate::disk::Disk;
 use crate::mm::{self, Frames, R, W, X};
+use crate::net::Card;
 use crate::trap::{self, Hart, FRAME_WORDS, NONE};
 use crate::{kprintln, sbi};
 
@@ -84,6 +85,8 @@ pub struct Kernel {
     sleepers: TimerQueue<MAX_PROCS>,
     /// The disk on virtio-mmio slot 0, if the boot found one (disk.rs).
     pub disk: Option<Disk>,
+    /// The network card on virtio-mmio slot 2, if the boot found one (net.rs).
+    pub net: Option<Card>,
     /// The scheduler's trace (test-only).
     #[cfg(feature = "sched-trace")]
     trace: crate::sched_trace::Trace,
@@ -102,6 +105,7 @@ pub static KERNEL: Lock<Kernel> = Lock::new(
         entry_count: 0,
         sleepers: TimerQueue::new(),
         disk: None,
+        net: None,
         #[cfg(feature = "sched-trace")]
         trace: crate::sched_trace::Trace::new(),
     },
@@ -420,6 +424,9 @@ impl Kernel {
             sys::DISK_READ => self.disk_read(i, a0, a1, a2).map(|n| (n, 0)),
             sys::DISK_WRITE => self.disk_write(i, a0, a1, a2).map(|n| (n, 0)),
             sys::DISK_FLUSH => self.disk.as_mut().ok_or(Error::NoEntry).and_then(Disk::flush).map(|()| (0, 0)),
+            sys::NET_INFO => self.net.as_ref().map(Card::info).ok_or(Error::NoEntry),
+            sys::NET_SEND => self.net_send(i, a0, a1).map(|n| (n, 0)),
+            sys::NET_RECV => self.net_recv(i, a0, a1).map(|n| (n, 0)),
             _ => Err(Error::NoSys),
         };
         let p = &mut self.procs[i];
@@ -535,6 +542,33 @@ impl Kernel {
             disk.write(sector + at / 512, &block[..size])?;
         }
         Ok(len)
+    }
+
+    /// Sends the frame of `len` bytes at the caller's `buf`.
+    fn net_send(&mut self, i: usize, buf: usize, len: usize) -> Result<usize, Error> {
+        let root = self.procs[i].root;
+        let card = self.net.as_mut().ok_or(Error::NoEntry)?;
+        mm::copy_in(root, buf, card.send_buffer(len)?).map_err(|()| Error::Fault)?;
+        card.send(len)?;
+        Ok(len)
+    }
+
+    /// Copies the next received frame to the caller's `buf` (at least NET_FRAME_MAX
+    /// bytes, checked writable before a frame is taken from the card); 0 when none waits.
+    fn net_recv(&mut self, i: usize, buf: usize, len: usize) -> Result<usize, Error> {
+        let root = self.procs[i].root;
+        let card = self.net.as_mut().ok_or(Error::NoEntry)?;
+        if len < abi::NET_FRAME_MAX {
+            return Err(Error::Invalid);
+        }
+        mm::check(root, buf, abi::NET_FRAME_MAX, W).map_err(|()| Error::Fault)?;
+        match card.recv()? {
+            Some(frame) => {
+                mm::copy_out(root, buf, frame).map_err(|()| Error::Fault)?;
+                Ok(frame.len())
+            }
+            None => Ok(0),
+        }
     }
 
     fn fault(&mut self, i: usize, scause: usize, stval: usize) {

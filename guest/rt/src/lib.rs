@@ -236,6 +236,25 @@ pub fn disk_flush() -> Result<(), Error> {
     result(syscall(abi::sys::DISK_FLUSH, [0; 5]).0).map(|_| ())
 }
 
+/// The network card's MAC; no-entry when the boot found none.
+pub fn net_info() -> Result<[u8; 6], Error> {
+    let (low, high) = syscall(abi::sys::NET_INFO, [0; 5]);
+    let low = result(low)?;
+    let byte = |word: usize, n: usize| (word >> (8 * n)) as u8;
+    Ok([byte(low, 0), byte(low, 1), byte(low, 2), byte(high, 0), byte(high, 1), byte(high, 2)])
+}
+
+/// Sends one Ethernet frame (abi::NET_FRAME_MIN..=abi::NET_FRAME_MAX bytes, no FCS).
+pub fn net_send(frame: &[u8]) -> Result<usize, Error> {
+    result(syscall(abi::sys::NET_SEND, [frame.as_ptr() as usize, frame.len(), 0, 0, 0]).0)
+}
+
+/// The next received frame copied into `buf` (at least abi::NET_FRAME_MAX bytes): its
+/// length, or 0 when none waits. It never waits.
+pub fn net_recv(buf: &mut [u8]) -> Result<usize, Error> {
+    result(syscall(abi::sys::NET_RECV, [buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0]).0)
+}
+
 /// This program's PID and badge.
 pub fn getpid() -> (u32, u32) {
     let (pid, badge) = syscall(abi::sys::GETPID, [0; 5]);

@@ -6,7 +6,8 @@
 //!   feature negotiation and the status state machine;
 //! - [`queue`]: split virtqueues in memory the driver owns ([`Dma`]), descriptor chains
 //!   of [`Segment`]s, whose device address is reached only through a checked add;
-//! - [`blk`]: a virtio-blk driver on both, one request at a time.
+//! - [`blk`]: a virtio-blk driver on both, one request at a time;
+//! - [`net`]: a virtio-net driver on both, raw Ethernet frames, no offloads.
 //!
 //! The device is not trusted: every register it answers and every byte it writes into
 //! the used ring is checked before it is used, and a bad answer is an [`Error`], never
@@ -17,6 +18,7 @@
 pub mod blk;
 mod dma;
 pub mod mmio;
+pub mod net;
 pub mod queue;
 
 pub use dma::{Dma, Segment};
@@ -75,6 +77,15 @@ pub enum Error {
     ShortRead(u32),
     /// The request's status is not OK (the status byte: 1 I/O error, 2 unsupported).
     Status(u8),
+    /// A network card that offers no MAC (VIRTIO_NET_F_MAC).
+    NoMac,
+    /// A MAC that is not a unicast address: the multicast bit set, or all zeros.
+    BadMac([u8; 6]),
+    /// A frame to send that is not 14..=1514 bytes, or a receive buffer shorter than
+    /// 1514 (the length given).
+    BadFrameLen(usize),
+    /// A used element whose length is shorter than the header the device always writes.
+    UsedLenShort { id: u16, len: u32 },
     /// The device did not answer within the poll limit.
     Timeout,
     /// The driver gave up on the device after an earlier refusal (and set FAILED).

@@ -98,14 +98,14 @@ fn the_layout_follows_the_spec_and_its_alignments() {
     // SAFETY: as in queue().
     let dma = || unsafe { Dma::new(ptr, ADDR, 4096) }.unwrap();
     assert_eq!(Queue::new(dma(), Layout::new(6)).err(), Some(Error::BadQueueSize(6)));
-    assert_eq!(Queue::new(dma(), Layout::new(2 * MAX_SIZE)).err(), Some(Error::BadQueueSize(512)));
+    assert_eq!(Queue::new(dma(), Layout::new(2 * MAX_SIZE)).err(), Some(Error::BadQueueSize(u32::from(2 * MAX_SIZE))));
     assert_eq!(Queue::new(dma(), Layout { total: 10, ..Layout::new(4) }).err(), Some(Error::BadMemory));
     // SAFETY: as above; one byte in, so misaligned.
     let skewed = unsafe { Dma::new(ptr.wrapping_add(1), ADDR + 1, 4000) }.unwrap();
     assert_eq!(Queue::new(skewed, Layout::new(4)).err(), Some(Error::BadMemory));
-    // SAFETY: as above; too small for 256 entries.
+    // SAFETY: as above; too small for MAX_SIZE entries.
     let small = unsafe { Dma::new(ptr, ADDR, 64) }.unwrap();
-    assert_eq!(Queue::new(small, Layout::new(256)).err(), Some(Error::BadMemory));
+    assert_eq!(Queue::new(small, Layout::new(MAX_SIZE)).err(), Some(Error::BadMemory));
 }
 
 #[test]

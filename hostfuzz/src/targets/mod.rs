@@ -5,11 +5,13 @@ pub mod canary;
 pub mod elf;
 pub mod fdt;
 pub mod isolation;
+pub mod network;
 pub mod programs;
 pub mod rules;
 pub mod store;
 pub mod timers;
 pub mod virtio;
+pub mod virtio_net;
 
 use crate::{Decisions, Finding};
 
@@ -56,6 +58,19 @@ pub const TARGETS: &[Target] = &[
         about: "guest/virtio: the virtio-blk driver against a hostile virtio-mmio block device",
         gate: true,
         run: virtio::run,
+    },
+    Target {
+        name: "net",
+        about:
+            "guest/net: the network stack in a world of a lossy channel, a lying DHCP server and a recording TCP peer",
+        gate: true,
+        run: network::run,
+    },
+    Target {
+        name: "virtio-net",
+        about: "guest/virtio: the virtio-net driver against a hostile virtio-mmio network card",
+        gate: true,
+        run: virtio_net::run,
     },
     Target {
         name: "store",

@@ -32,7 +32,7 @@ use virtio::{Dma, Error, Mmio, Segment};
 /// The device address of the arena's first byte.
 const BASE: u64 = 0x8000_0000;
 /// The arena: the driver's memory, then at [`BUFFER_AT`] one data buffer.
-const ARENA: usize = 0x8000;
+pub(crate) const ARENA: usize = 0x8000;
 const BUFFER_AT: usize = 0x1000;
 /// The driver's queue is at most this size (blk.rs's QUEUE_SIZE).
 const DRIVER_QUEUE: u32 = 8;
@@ -41,12 +41,12 @@ const HEADER: usize = 16;
 const WANTED: u64 = blk::F_RO | blk::F_BLK_SIZE | blk::F_FLUSH | F_VERSION_1;
 
 /// A lie now and then: one decision in 32.
-fn lie(d: &mut Decisions) -> bool {
+pub(crate) fn lie(d: &mut Decisions) -> bool {
     d.u8() >= 0xf8
 }
 
 /// One of `edges`, or (as often as any one of them) a random value.
-fn any_u32(d: &mut Decisions, edges: &[u32]) -> u32 {
+pub(crate) fn any_u32(d: &mut Decisions, edges: &[u32]) -> u32 {
     let k = d.below(edges.len() + 1);
     edges.get(k).copied().unwrap_or_else(|| d.u32())
 }
@@ -57,7 +57,7 @@ fn any_u64(d: &mut Decisions, edges: &[u64]) -> u64 {
 }
 
 /// The driver's refusals by name, for `HOSTFUZZ_STATS`.
-fn name(e: Error) -> &'static str {
+pub(crate) fn name(e: Error) -> &'static str {
     match e {
         Error::BadMagic(_) => "BadMagic",
         Error::BadVersion(_) => "BadVersion",
@@ -82,6 +82,10 @@ fn name(e: Error) -> &'static str {
         Error::OutOfRange => "OutOfRange",
         Error::ReadOnly => "ReadOnly",
         Error::ShortRead(_) => "ShortRead",
+        Error::NoMac => "NoMac",
+        Error::BadMac(_) => "BadMac",
+        Error::BadFrameLen(_) => "BadFrameLen",
+        Error::UsedLenShort { .. } => "UsedLenShort",
         Error::Status(_) => "Status",
         Error::Timeout => "Timeout",
         Error::Broken => "Broken",
@@ -641,14 +645,14 @@ impl Mmio for Port<'_> {
 }
 
 /// The guest memory: one allocation, 4096-aligned, shared by the driver and the device.
-struct Arena(*mut u8);
+pub(crate) struct Arena(pub(crate) *mut u8);
 
 impl Arena {
     fn layout() -> Layout {
         Layout::from_size_align(ARENA, 4096).expect("the arena's layout")
     }
 
-    fn new() -> Arena {
+    pub(crate) fn new() -> Arena {
         // SAFETY: the layout's size is not zero.
         let ptr = unsafe { alloc_zeroed(Self::layout()) };
         assert!(!ptr.is_null(), "out of memory");

@@ -152,7 +152,7 @@ impl DeviceSpec for Net {
             "-netdev".to_string(),
             netdev,
             "-device".to_string(),
-            Slot::Net.device(place.arch, "net", &format!("netdev={NETDEV}")),
+            Slot::Net.device(place.arch, "net", &format!("netdev={NETDEV},mac={}", card_mac())),
         ];
         args.extend(["-object".to_string(), testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture)?]);
         let mut log = vec![format!("{NETDEV} on {}", Slot::Net.described(place.arch))];
@@ -190,6 +190,13 @@ impl DeviceSpec for Net {
         hooks.insert(0, Box::new(hook));
         Ok(Attached { args, files, log, hooks })
     }
+}
+
+/// The card's MAC as QEMU's `mac=` takes it: set, not left to QEMU's default, since the
+/// capture's rules hold the guest's frames to it.
+fn card_mac() -> String {
+    let m = testbench_net::capture::GUEST_MAC;
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
 /// One boot's network beside its console.
@@ -361,18 +368,41 @@ impl NetHook {
         }
         let frames = match testbench_net::capture::read(&self.capture, self.truncate) {
             Ok(frames) => frames,
-            Err(testbench_net::CaptureError::NoFrames { .. }) if peers.is_empty() => {
+            Err(testbench_net::CaptureError::NoFrames { .. })
+                if peers.is_empty() && self.spec.capture_expect.is_empty() =>
+            {
                 notes.push("net: the capture holds no frame (the guest sent none)".into());
                 return Ok(notes);
             }
             Err(error) => return Err(format!("net: {error}")),
         };
+        let lines: Vec<String> = frames.frames.iter().map(|f| testbench_net::capture::describe(&f.data)).collect();
+        for pattern in &self.spec.capture_expect {
+            match lines.iter().position(|line| pattern.regex.is_match(line)) {
+                Some(k) => notes.push(format!(
+                    "net: {} matched frame {}: {}",
+                    pattern.label,
+                    frames.frames[k].index,
+                    testbench_judge::quote(&lines[k])
+                )),
+                None => {
+                    return Err(format!(
+                        "net: {} '{}' matched none of the capture's {} frames",
+                        pattern.label,
+                        testbench_judge::quote(pattern.regex.as_str()),
+                        frames.frames.len()
+                    ))
+                }
+            }
+        }
         if peers.is_empty() {
             notes.push(format!("net: the capture holds {} frames, all well formed", frames.frames.len()));
             return Ok(notes);
         }
         let rules = testbench_net::Rules {
             gateway: NetSpec::HOST,
+            guest: NetSpec::GUEST_ADDR,
+            mac: testbench_net::capture::GUEST_MAC,
             self_forbidden: self.spec.self_forbidden.iter().map(|n| (n.network(), n.prefix)).collect(),
             peers,
         };

@@ -1,6 +1,7 @@
 //! A boot case's `[net]`: the forwarded ports, the peers the guest may reach
 //! (`[[net.peer]]`), the bench's dials in (`[[net.dial]]`), the one UDP poke
-//! (`[net.poke]`), the capture's rules (`self_forbidden`, `truncate_capture`), and the
+//! (`[net.poke]`), the capture's rules (`self_forbidden`, `truncate_capture`), the frames
+//! it must hold (`capture_expect`), and the
 //! sessions' host key (`host_key`, in `boot/host_key.rs`).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -124,6 +125,11 @@ pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<O
         ));
     }
 
+    let mut capture_expect = Vec::new();
+    for (index, source) in raw.capture_expect.as_deref().unwrap_or(&[]).iter().enumerate() {
+        capture_expect.push(ctx.regex(format!("net.capture_expect[{index}]"), source)?);
+    }
+
     let mut dials = Vec::new();
     for (index, raw) in raw.dial.as_deref().unwrap_or(&[]).iter().enumerate() {
         let field = format!("net.dial[{index}]");
@@ -186,7 +192,7 @@ pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<O
 
     let host_key = raw.host_key.as_deref().map(|text| super::host_key::host_key(ctx, text)).transpose()?;
 
-    Ok(Some(NetSpec { forward, self_forbidden, truncate_capture, peers, dials, poke, host_key }))
+    Ok(Some(NetSpec { forward, self_forbidden, truncate_capture, capture_expect, peers, dials, poke, host_key }))
 }
 
 fn port_number(ctx: &Ctx, field: &str, port: i64, what: &str) -> Result<u16, CaseError> {
@@ -288,6 +294,14 @@ mod tests {
         case.as_boot().unwrap().net.as_ref().expect("a [net]")
     }
 
+    #[test]
+    fn a_capture_expect_that_is_not_a_regex_is_refused_naming_its_index() {
+        let e = refused("", "[net]\ncapture_expect = ['ARP', 'a{2,1}']\n");
+        assert!(e.contains("net.capture_expect[1]"), "{e}");
+        let e = refused("", "[net]\ncapture_expect = 'ARP'\n");
+        assert!(e.contains("net.capture_expect"), "{e}");
+    }
+
     /// A peer that expects a connection, for the cases that need one.
     const PEER_ONE: &str = "[[net.peer]]\naddr = \"10.0.9.100:7\"\nconnections = 1\n";
 
@@ -296,6 +310,7 @@ mod tests {
         let case = parsed(
             "must_fail = 'capture'",
             "[net]\nforward = [7, 22]\nself_forbidden = [\"10.0.2.0/24\", \"127.0.0.0/8\", \"0.0.0.0/0\", \"10.0.9.1/32\"]\ntruncate_capture = true\n\
+             capture_expect = ['ARP request who-has 10\\.0\\.2\\.2 ', ' ARP reply ']\n\
              [[net.peer]]\naddr = \"10.0.9.100:7\"\nconnections = 1\n\
              [[net.peer]]\naddr = \"10.0.255.254:65535\"\nconnections = 0\n\
              [[net.dial]]\nport = 7\nsend = \"hello\\n\"\nexpect = \"hello\\n\"\n\
@@ -307,6 +322,12 @@ mod tests {
         let prefixes: Vec<String> = net.self_forbidden.iter().map(ToString::to_string).collect();
         assert_eq!(prefixes, ["10.0.2.0/24", "127.0.0.0/8", "0.0.0.0/0", "10.0.9.1/32"]);
         assert!(net.truncate_capture);
+        let expect: Vec<(&str, &str)> =
+            net.capture_expect.iter().map(|p| (p.label.as_str(), p.regex.as_str())).collect();
+        assert_eq!(
+            expect,
+            [("net.capture_expect[0]", r"ARP request who-has 10\.0\.2\.2 "), ("net.capture_expect[1]", " ARP reply ")]
+        );
         assert_eq!(
             net.peers,
             [
@@ -569,7 +590,7 @@ mod tests {
     fn a_misspelt_or_mistyped_key_anywhere_in_net_is_refused_in_words() {
         assert_eq!(
             refused("", "[net]\nforwrd = [7]\n"),
-            "tests/c.toml: net.forwrd: not a field of [net]; did you mean `forward`? Accepted: forward, self_forbidden, truncate_capture, peer, dial, poke, host_key"
+            "tests/c.toml: net.forwrd: not a field of [net]; did you mean `forward`? Accepted: forward, self_forbidden, truncate_capture, capture_expect, peer, dial, poke, host_key"
         );
         assert_eq!(
             refused("", &format!("{PEER_ONE}[[net.peer]]\nadr = \"10.0.9.101:7\"\nconnections = 1\n")),
