@@ -14,8 +14,7 @@
 #![no_std]
 #![no_main]
 
-#[path = "../disk/mod.rs"]
-mod disk;
+use programs::disk;
 
 use store::Store;
 

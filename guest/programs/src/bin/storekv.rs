@@ -13,8 +13,7 @@
 #![no_std]
 #![no_main]
 
-#[path = "../disk/mod.rs"]
-mod disk;
+use programs::disk;
 
 use store::{Error, Store};
 

@@ -14,10 +14,8 @@
 #![no_std]
 #![no_main]
 
-#[path = "../disk/mod.rs"]
-mod disk;
-#[path = "../disk/part.rs"]
-mod part;
+use programs::disk;
+use programs::part;
 
 use store::BlockDevice;
 

@@ -1,5 +1,5 @@
 //! The kernel's `[disk]` as a `store::BlockDevice`: whole sectors through the disk system
-//! calls (docs/reference-guest.md, "The store"); `part.rs` is a partition of it.
+//! calls (docs/reference-guest.md, "The store"); `part` is a partition of it.
 
 /// The disk, with the geometry `disk_info` gave.
 pub struct Disk {
