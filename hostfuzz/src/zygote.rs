@@ -1,0 +1,363 @@
+//! The fork server: a zygote. The runner forks one process from itself, loaded (the panic
+//! hook installed, the targets' keys read, the children's heap reserved), that does nothing but fork a child per
+//! input on request and report how it ended. The runner then never forks: its own
+//! writes (the next input, its books) no longer copy a page that a child still shares,
+//! and the zygote touches only a few pages of its own between two forks.
+//!
+//! The protocol, per input `n` (a sequence number):
+//!
+//! 1. The runner copies the input into a shared region ([`INPUT_MAX`] bytes of
+//!    `MAP_SHARED` memory it mapped before the zygote's fork, read-only in the zygote and
+//!    its children) and writes `n` and the input's length down the zygote's request pipe.
+//! 2. The zygote forks a child, which runs the input from the shared region under
+//!    [`exec::in_process`], writes its answer down the report pipe (a frame: a `u64`
+//!    length, `n`, [`ANSWER`], the [`Outcome`]'s encoding) and leaves by `_exit`. The
+//!    runner goes on as soon as the answer is whole.
+//! 3. The zygote waits for the child's end (a pidfd, polled until the bound), reaps it
+//!    and writes a frame of its own: [`ENDED`] and its wait status, or, past the bound,
+//!    [`HANG`] once it has killed and reaped it. Only then does it read the next request:
+//!    one child at a time. On the pipe a child's answer comes before its end, so an
+//!    [`ENDED`] frame for `n` before an answer is a crash (its wait status makes the
+//!    finding); frames of an earlier input are skipped.
+//!
+//! The zygote writes nothing but its stack and its frame between two forks: the input is
+//! never copied into it, and the answer never passes through it.
+//!
+//! Every wait has a deadline: the zygote's for the child's end (the bound, then
+//! `SIGKILL`); the runner's for the answer or the zygote's frame (the bound and
+//! [`GRACE`]: past it the zygote is killed, with its child, and the input is a hang); the
+//! runner's for a zygote told to leave ([`LEAVE`], then `SIGKILL`). The zygote dies with
+//! the runner and each child with the zygote (`PR_SET_PDEATHSIG`, `SIGKILL`), so no child
+//! outlives the runner. A zygote serves one target's `run`: the next target gets a new
+//! one, and the old one leaves when its request pipe closes.
+
+use crate::exec::{self, Outcome, Verdict};
+use crate::RunFn;
+use std::time::{Duration, Instant};
+
+/// Frame tag: a child's answer, its [`Outcome`] encoded.
+const ANSWER: u8 = b'a';
+/// Frame tag: the zygote reaped the child; its wait status follows (`i32` LE).
+const ENDED: u8 = b'e';
+/// Frame tag: the child did not end within the bound; the zygote killed and reaped it.
+const HANG: u8 = b'h';
+
+/// The longest input the shared region holds; a longer one (a replayed file) runs in a
+/// child of its own, as with `--fork-each`. Address space only until written.
+pub const INPUT_MAX: usize = 16 << 20;
+/// What the runner gives the zygote past the bound before it stops waiting.
+const GRACE: Duration = Duration::from_secs(5);
+/// How long a zygote told to leave may take to go.
+const LEAVE: Duration = Duration::from_secs(10);
+
+/// A zygote of the runner's.
+struct Zygote {
+    pid: libc::pid_t,
+    /// The target it runs, as an address (compared only to reuse the zygote).
+    run: usize,
+    /// The write end of its request pipe.
+    request: i32,
+    /// The read end of the report pipe (its children's answers and its own frames).
+    report: i32,
+}
+
+/// The runner's side of the fork server.
+#[derive(Default)]
+pub struct ForkServer {
+    zygote: Option<Zygote>,
+    /// The shared region's address (0: not mapped yet).
+    region: usize,
+    /// The last input's sequence number.
+    seq: u64,
+    /// Bytes read from the report pipe and not yet taken as frames.
+    report: Vec<u8>,
+}
+
+impl ForkServer {
+    /// A server with no zygote yet.
+    pub fn new() -> ForkServer {
+        ForkServer::default()
+    }
+
+    /// Forks the zygote for `run` from the runner (mapping the shared region first).
+    fn start(&mut self, run: RunFn, bound: Duration) -> Zygote {
+        // Once, in the runner: no child installs the hook or reserves its heap again.
+        exec::quiet_panics();
+        crate::targets::prepare();
+        crate::arena::reserve();
+        if self.region == 0 {
+            // SAFETY: a shared anonymous mapping at an address of the kernel's choosing;
+            // it overlaps nothing of ours.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    INPUT_MAX,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                panic!("mmap of the fork server's input region: {}", std::io::Error::last_os_error());
+            }
+            self.region = at as usize;
+        }
+        self.report.clear();
+        let (request_read, request_write) = exec::pipe();
+        let (report_read, report_write) = exec::pipe();
+        // SAFETY: getpid has no preconditions.
+        let runner = unsafe { libc::getpid() };
+        // SAFETY: the runner has one thread, so the zygote inherits no lock held
+        // elsewhere and may allocate; it leaves only through `_exit` in `zygote`.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            panic!("fork: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            die_with(runner);
+            exec::close(request_write);
+            exec::close(report_read);
+            // SAFETY: the region is ours, mapped above; read-only from here on, for the
+            // zygote and the children it forks.
+            unsafe { libc::mprotect(self.region as *mut libc::c_void, INPUT_MAX, libc::PROT_READ) };
+            zygote(run, bound, self.region as *const u8, request_read, report_write);
+        }
+        exec::close(request_read);
+        exec::close(report_write);
+        Zygote { pid, run: run as usize, request: request_write, report: report_read }
+    }
+
+    /// Runs `input` through `run` in a fresh child of the zygote, killed past `bound`.
+    pub fn run(&mut self, run: RunFn, input: &[u8], bound: Duration) -> Outcome {
+        if input.len() > INPUT_MAX {
+            return exec::forked(run, input, bound);
+        }
+        let zygote = match self.zygote.take() {
+            Some(zygote) if zygote.run == run as usize => zygote,
+            other => {
+                if let Some(zygote) = other {
+                    ForkServer::dismiss(zygote);
+                }
+                self.start(run, bound)
+            }
+        };
+        // SAFETY: the region holds INPUT_MAX bytes, at least `input.len()`; no child
+        // reads it now (the last one answered, and the zygote forks the next only on the
+        // request below).
+        unsafe { std::ptr::copy_nonoverlapping(input.as_ptr(), self.region as *mut u8, input.len()) };
+        self.seq += 1;
+        let mut request = [0u8; 16];
+        request[..8].copy_from_slice(&self.seq.to_le_bytes());
+        request[8..].copy_from_slice(&(input.len() as u64).to_le_bytes());
+        if !exec::write_all(zygote.request, &request) {
+            // The zygote died (killed from outside): this input gets a child of its own,
+            // as with `--fork-each`, and the next a new zygote.
+            ForkServer::end(zygote);
+            return exec::forked(run, input, bound);
+        }
+        match self.outcome(zygote.report, Instant::now() + bound + GRACE) {
+            Ok(outcome) => {
+                self.zygote = Some(zygote);
+                outcome
+            }
+            Err(late) => {
+                // The zygote missed its own deadline, died or garbled a frame: it goes,
+                // its child with it; the input is a hang, or runs again in a child of its
+                // own.
+                ForkServer::end(zygote);
+                if late {
+                    hang()
+                } else {
+                    exec::forked(run, input, bound)
+                }
+            }
+        }
+    }
+
+    /// Reads frames from the report pipe until one settles the current input: its
+    /// answer, its end before an answer (a crash), or its hang. `Err(true)` past the
+    /// deadline, `Err(false)` if the pipe ends or a frame is garbled.
+    fn outcome(&mut self, fd: i32, deadline: Instant) -> Result<Outcome, bool> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            while let Some(len) = self.report.get(..8).map(|l| u64::from_le_bytes(l.try_into().expect("8 bytes"))) {
+                let Some(end) = usize::try_from(len).ok().and_then(|l| l.checked_add(8)) else {
+                    return Err(false);
+                };
+                if self.report.len() < end {
+                    break;
+                }
+                let frame: Vec<u8> = self.report.drain(..end).skip(8).collect();
+                let (Some(seq), Some(&tag), Some(payload)) = (frame.get(..8), frame.get(8), frame.get(9..)) else {
+                    return Err(false);
+                };
+                if u64::from_le_bytes(seq.try_into().expect("8 bytes")) != self.seq {
+                    continue; // an earlier input's end
+                }
+                return match (tag, payload) {
+                    (ANSWER, answer) => exec::decode(answer).ok_or(false),
+                    (ENDED, status) => {
+                        let status = status.try_into().map_err(|_| false)?;
+                        Ok(exec::crashed(i32::from_le_bytes(status)))
+                    }
+                    (HANG, []) => Ok(hang()),
+                    _ => Err(false),
+                };
+            }
+            match exec::readable_by(fd, deadline) {
+                exec::Readable::Yes => {}
+                exec::Readable::Late => return Err(true),
+                exec::Readable::Failed => return Err(false),
+            }
+            // SAFETY: `chunk` is valid for `chunk.len()` bytes of writing.
+            let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                return Err(false);
+            }
+            self.report.extend_from_slice(&chunk[..n as usize]);
+        }
+    }
+
+    /// Tells a zygote to leave (its request pipe closes) and waits for it, within
+    /// [`LEAVE`] (past it: killed, and its child with it).
+    fn dismiss(zygote: Zygote) {
+        exec::close(zygote.request);
+        exec::close(zygote.report);
+        exec::wait_until(zygote.pid, Instant::now() + LEAVE);
+    }
+
+    /// Kills a zygote (its child dies with it) and reaps it.
+    fn end(zygote: Zygote) {
+        exec::close(zygote.request);
+        exec::close(zygote.report);
+        exec::kill(zygote.pid);
+        exec::wait(zygote.pid, 0);
+    }
+
+    /// Dismisses the zygote: none is left running, nor any child of it.
+    pub fn stop(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            ForkServer::dismiss(zygote);
+        }
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn hang() -> Outcome {
+    Outcome { verdict: Verdict::Hang, consumed: 0, trace: 0 }
+}
+
+/// In a forked process: dies with `parent` (`SIGKILL`), or leaves at once if the parent
+/// is already gone.
+fn die_with(parent: libc::pid_t) {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number; getppid and _exit have
+    // no preconditions. If the parent died before the prctl, it is no longer ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+}
+
+/// A frame on the report pipe: length, sequence number, tag, payload.
+fn frame(out: &mut Vec<u8>, seq: u64, tag: u8, payload: &[u8]) {
+    out.extend_from_slice(&(9 + payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.push(tag);
+    out.extend_from_slice(payload);
+}
+
+/// The zygote: a child per request, one at a time, each reaped and reported, until the
+/// request pipe closes.
+fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: i32) -> ! {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    loop {
+        let mut header = [0u8; 16];
+        if !exec::read_exact(request, &mut header) {
+            break;
+        }
+        let seq = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+        let len = (u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) as usize).min(INPUT_MAX);
+        // SAFETY: the zygote has one thread, so the child inherits no lock held elsewhere
+        // and may allocate and unwind; it leaves only through `_exit` below.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            panic!("fork: {}", std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            die_with(me);
+            crate::arena::start();
+            // SAFETY: the region holds INPUT_MAX bytes, mapped for the zygote's life; the
+            // runner wrote `len` of them before the request and writes it again only
+            // after this child's answer.
+            let input = unsafe { std::slice::from_raw_parts(region, len) };
+            let mut out = Vec::new();
+            frame(&mut out, seq, ANSWER, &exec::encode(&exec::in_process(run, input)));
+            exec::write_all(report, &out);
+            // SAFETY: ends the child at once, running no destructor and flushing no
+            // buffer it shares with the zygote.
+            unsafe { libc::_exit(0) }
+        }
+        // The zygote's frame, on its stack: no heap page of its own written.
+        let mut end = [0u8; 8 + 8 + 1 + 4];
+        end[8..16].copy_from_slice(&seq.to_le_bytes());
+        let len = match ended_within(pid, bound) {
+            Some(status) => {
+                end[16] = ENDED;
+                end[17..].copy_from_slice(&status.to_le_bytes());
+                end.len()
+            }
+            None => {
+                exec::kill(pid);
+                exec::wait(pid, 0);
+                end[16] = HANG;
+                17
+            }
+        };
+        end[..8].copy_from_slice(&(len as u64 - 8).to_le_bytes());
+        if !exec::write_all(report, &end[..len]) {
+            break;
+        }
+    }
+    // SAFETY: ends the zygote at once, running no destructor and flushing no buffer it
+    // shares with the runner; it has no child left (each is reaped before the next).
+    unsafe { libc::_exit(0) }
+}
+
+/// Waits for the zygote's child `pid` to end, until `bound`: its wait status, or `None`
+/// if it still runs then.
+fn ended_within(pid: libc::pid_t, bound: Duration) -> Option<i32> {
+    // SAFETY: pidfd_open takes a pid and flags; `pid` is our child, not yet reaped.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        // No pidfd (a kernel before 5.3): its wait status, polled until the bound.
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = exec::wait(pid, libc::WNOHANG) {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    let ended = !matches!(exec::readable_by(pidfd, Instant::now() + bound), exec::Readable::Late);
+    exec::close(pidfd);
+    if ended {
+        exec::wait(pid, 0)
+    } else {
+        None
+    }
+}
