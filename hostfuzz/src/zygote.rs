@@ -10,26 +10,26 @@
 //!    `MAP_SHARED` memory it mapped before the zygote's fork, read-only in the zygote and
 //!    its children) and writes `n` and the input's length down the zygote's request pipe.
 //! 2. The zygote forks a child, which runs the input from the shared region under
-//!    [`exec::in_process`], writes its answer down the report pipe (a frame: a `u64`
-//!    length, `n`, [`ANSWER`], the [`Outcome`]'s encoding) and leaves by `_exit`. The
-//!    runner goes on as soon as the answer is whole.
-//! 3. The zygote waits for the child's end (a pidfd, polled until the bound), reaps it
-//!    and writes a frame of its own: [`ENDED`] and its wait status, or, past the bound,
-//!    [`HANG`] once it has killed and reaped it. Only then does it read the next request:
-//!    one child at a time. On the pipe a child's answer comes before its end, so an
-//!    [`ENDED`] frame for `n` before an answer is a crash (its wait status makes the
-//!    finding); frames of an earlier input are skipped.
+//!    [`exec::in_process`], writes its answer (a frame: a `u64` length, `n`, [`ANSWER`],
+//!    the [`Outcome`]'s encoding) down the zygote's answer pipe and leaves by `_exit`.
+//! 3. The zygote waits for the child's end (`SIGCHLD`, blocked in the zygote and taken
+//!    with `sigtimedwait` until the bound), reaps it, and reports down the report pipe, in
+//!    one frame: the child's answer if a whole one for `n` is in the answer pipe; else
+//!    [`ENDED`] and its wait status (it died, or left without an answer: the `crash`
+//!    finding); past the bound, [`HANG`] once it has killed and reaped it. Only then does
+//!    it read the next request: one child at a time, one report per request, the runner
+//!    woken once per input.
 //!
-//! The zygote writes nothing but its stack and its frame between two forks: the input is
-//! never copied into it, and the answer never passes through it.
+//! Between two forks the zygote writes only its stack and the answer it relays: the
+//! input is never copied into it.
 //!
 //! Every wait has a deadline: the zygote's for the child's end (the bound, then
-//! `SIGKILL`); the runner's for the answer or the zygote's frame (the bound and
-//! [`GRACE`]: past it the zygote is killed, with its child, and the input is a hang); the
-//! runner's for a zygote told to leave ([`LEAVE`], then `SIGKILL`). The zygote dies with
-//! the runner and each child with the zygote (`PR_SET_PDEATHSIG`, `SIGKILL`), so no child
-//! outlives the runner. A zygote serves one target's `run`: the next target gets a new
-//! one, and the old one leaves when its request pipe closes.
+//! `SIGKILL`); the runner's for the report (the bound and [`GRACE`]: past it the zygote
+//! is killed, with its child, and the input is a hang); the runner's for a zygote told to
+//! leave ([`LEAVE`], then `SIGKILL`). The zygote dies with the runner and each child with
+//! the zygote (`PR_SET_PDEATHSIG`, `SIGKILL`), so no child outlives the runner. A zygote
+//! serves one target's `run`: the next target gets a new one, and the old one leaves when
+//! its request pipe closes.
 
 use crate::exec::{self, Outcome, Verdict};
 use crate::RunFn;
@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 /// Frame tag: a child's answer, its [`Outcome`] encoded.
 const ANSWER: u8 = b'a';
-/// Frame tag: the zygote reaped the child; its wait status follows (`i32` LE).
+/// Frame tag: the child ended without a whole answer; its wait status follows (`i32` LE).
 const ENDED: u8 = b'e';
 /// Frame tag: the child did not end within the bound; the zygote killed and reaped it.
 const HANG: u8 = b'h';
@@ -49,6 +49,9 @@ pub const INPUT_MAX: usize = 16 << 20;
 const GRACE: Duration = Duration::from_secs(5);
 /// How long a zygote told to leave may take to go.
 const LEAVE: Duration = Duration::from_secs(10);
+/// The answer pipe's capacity the zygote asks for: a child's whole answer must fit, as
+/// nothing reads it before the child ends (a longer finding's detail is cut to fit).
+const ANSWER_PIPE: i32 = 1 << 20;
 
 /// A zygote of the runner's.
 struct Zygote {
@@ -57,7 +60,7 @@ struct Zygote {
     run: usize,
     /// The write end of its request pipe.
     request: i32,
-    /// The read end of the report pipe (its children's answers and its own frames).
+    /// The read end of its report pipe.
     report: i32,
 }
 
@@ -175,9 +178,9 @@ impl ForkServer {
         }
     }
 
-    /// Reads frames from the report pipe until one settles the current input: its
-    /// answer, its end before an answer (a crash), or its hang. `Err(true)` past the
-    /// deadline, `Err(false)` if the pipe ends or a frame is garbled.
+    /// Reads the zygote's report on the current input: its child's answer, its end
+    /// without one (a crash), or its hang. `Err(true)` past the deadline, `Err(false)` if
+    /// the pipe ends or a frame is garbled.
     fn outcome(&mut self, fd: i32, deadline: Instant) -> Result<Outcome, bool> {
         let mut chunk = [0u8; 4096];
         loop {
@@ -193,7 +196,7 @@ impl ForkServer {
                     return Err(false);
                 };
                 if u64::from_le_bytes(seq.try_into().expect("8 bytes")) != self.seq {
-                    continue; // an earlier input's end
+                    continue; // not this input's: none should come, but none is taken for it
                 }
                 return match (tag, payload) {
                     (ANSWER, answer) => exec::decode(answer).ok_or(false),
@@ -269,19 +272,24 @@ fn die_with(parent: libc::pid_t) {
     }
 }
 
-/// A frame on the report pipe: length, sequence number, tag, payload.
-fn frame(out: &mut Vec<u8>, seq: u64, tag: u8, payload: &[u8]) {
-    out.extend_from_slice(&(9 + payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.push(tag);
-    out.extend_from_slice(payload);
-}
-
 /// The zygote: a child per request, one at a time, each reaped and reported, until the
 /// request pipe closes.
 fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: i32) -> ! {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
+    let (answers, answer_write) = exec::pipe();
+    // SAFETY: fcntl on a pipe end of ours: a bigger capacity (best effort: the child reads
+    // back what it got), and reads that never block.
+    let capacity = unsafe {
+        libc::fcntl(answers, libc::F_SETPIPE_SZ, ANSWER_PIPE);
+        libc::fcntl(answers, libc::F_SETFL, libc::O_NONBLOCK);
+        libc::fcntl(answers, libc::F_GETPIPE_SZ).max(4096) as usize
+    };
+    // SAFETY: blocks SIGCHLD in the zygote, for `sigtimedwait` in `ended_within`. Its
+    // children inherit the mask and keep it (restoring it would cost each two page
+    // faults): they fork no child of their own, so SIGCHLD never concerns them.
+    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &sigchld(), std::ptr::null_mut()) };
+    let mut answer: Vec<u8> = Vec::with_capacity(capacity);
     loop {
         let mut header = [0u8; 16];
         if !exec::read_exact(request, &mut header) {
@@ -299,34 +307,61 @@ fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: 
             die_with(me);
             crate::arena::start();
             // SAFETY: the region holds INPUT_MAX bytes, mapped for the zygote's life; the
-            // runner wrote `len` of them before the request and writes it again only
-            // after this child's answer.
+            // runner wrote `len` of them before the request and writes again only after
+            // this child's report.
             let input = unsafe { std::slice::from_raw_parts(region, len) };
+            let mut outcome = exec::in_process(run, input);
             let mut out = Vec::new();
-            frame(&mut out, seq, ANSWER, &exec::encode(&exec::in_process(run, input)));
-            exec::write_all(report, &out);
+            frame(&mut out, seq, ANSWER, &exec::encode(&outcome));
+            if out.len() > capacity {
+                // Nothing reads the pipe before this child ends: the answer must fit.
+                if let Verdict::Found(finding) = &mut outcome.verdict {
+                    let detail = &finding.detail;
+                    let keep = (0..=capacity / 2).rev().find(|&i| detail.is_char_boundary(i)).unwrap_or(0);
+                    finding.detail.truncate(keep);
+                    finding.detail.push_str(" [cut to fit the fork server's answer pipe]");
+                }
+                out.clear();
+                frame(&mut out, seq, ANSWER, &exec::encode(&outcome));
+            }
+            exec::write_all(answer_write, &out);
             // SAFETY: ends the child at once, running no destructor and flushing no
             // buffer it shares with the zygote.
             unsafe { libc::_exit(0) }
         }
-        // The zygote's frame, on its stack: no heap page of its own written.
+        let ended = ended_within(pid, bound);
+        if ended.is_none() {
+            exec::kill(pid);
+            exec::wait(pid, 0);
+        }
+        // Whatever the child wrote is in the pipe now: it has ended.
+        answer.clear();
+        drain(answers, &mut answer);
+        let whole = answer.get(..8).map(|l| u64::from_le_bytes(l.try_into().expect("8 bytes")) as usize)
+            == Some(answer.len().wrapping_sub(8))
+            && answer.get(8..16) == Some(&seq.to_le_bytes()[..])
+            && answer.get(16) == Some(&ANSWER);
         let mut end = [0u8; 8 + 8 + 1 + 4];
-        end[8..16].copy_from_slice(&seq.to_le_bytes());
-        let len = match ended_within(pid, bound) {
+        let own = match ended {
+            _ if whole => 0,
             Some(status) => {
                 end[16] = ENDED;
                 end[17..].copy_from_slice(&status.to_le_bytes());
                 end.len()
             }
             None => {
-                exec::kill(pid);
-                exec::wait(pid, 0);
                 end[16] = HANG;
                 17
             }
         };
-        end[..8].copy_from_slice(&(len as u64 - 8).to_le_bytes());
-        if !exec::write_all(report, &end[..len]) {
+        let sent = if own == 0 {
+            exec::write_all(report, &answer)
+        } else {
+            end[..8].copy_from_slice(&(own as u64 - 8).to_le_bytes());
+            end[8..16].copy_from_slice(&seq.to_le_bytes());
+            exec::write_all(report, &end[..own])
+        };
+        if !sent {
             break;
         }
     }
@@ -335,29 +370,56 @@ fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: 
     unsafe { libc::_exit(0) }
 }
 
-/// Waits for the zygote's child `pid` to end, until `bound`: its wait status, or `None`
-/// if it still runs then.
-fn ended_within(pid: libc::pid_t, bound: Duration) -> Option<i32> {
-    // SAFETY: pidfd_open takes a pid and flags; `pid` is our child, not yet reaped.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if pidfd < 0 {
-        // No pidfd (a kernel before 5.3): its wait status, polled until the bound.
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(status) = exec::wait(pid, libc::WNOHANG) {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_micros(50));
+/// A frame: length, sequence number, tag, payload.
+fn frame(out: &mut Vec<u8>, seq: u64, tag: u8, payload: &[u8]) {
+    out.extend_from_slice(&(9 + payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.push(tag);
+    out.extend_from_slice(payload);
+}
+
+/// Everything in the non-blocking pipe `fd`, appended to `buf`.
+fn drain(fd: i32, buf: &mut Vec<u8>) {
+    loop {
+        buf.reserve(4096);
+        let room = buf.capacity() - buf.len();
+        // SAFETY: the pointer and length name the reserved, unfilled end of `buf`.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()).cast(), room) };
+        if n <= 0 {
+            return;
         }
+        // SAFETY: `read` filled `n` bytes of that room.
+        unsafe { buf.set_len(buf.len() + n as usize) };
     }
-    let ended = !matches!(exec::readable_by(pidfd, Instant::now() + bound), exec::Readable::Late);
-    exec::close(pidfd);
-    if ended {
-        exec::wait(pid, 0)
-    } else {
-        None
+}
+
+/// The signal set of `SIGCHLD` alone.
+fn sigchld() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset and sigaddset initialise it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        set
+    }
+}
+
+/// Waits for the zygote's child `pid` to end, until `bound`: its wait status, or `None`
+/// if it still runs then. `SIGCHLD` is blocked in the zygote: `sigtimedwait` takes it
+/// (one left pending by an earlier child only makes one more turn of the loop).
+fn ended_within(pid: libc::pid_t, bound: Duration) -> Option<i32> {
+    let deadline = Instant::now() + bound;
+    let children = sigchld();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = libc::timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
+        // SAFETY: a valid signal set and timespec; no siginfo is asked for.
+        unsafe { libc::sigtimedwait(&children, std::ptr::null_mut(), &timeout) };
+        if let Some(status) = exec::wait(pid, libc::WNOHANG) {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
     }
 }

@@ -244,3 +244,20 @@ fn a_zygote_killed_from_outside_is_replaced_and_the_run_goes_on() {
     let now = children(std::process::id());
     assert!(!zygote.iter().any(|z| now.contains(z)));
 }
+
+#[test]
+fn an_answer_longer_than_the_zygote_s_pipe_is_cut_and_still_reported() {
+    let out = out_dir("long");
+    let long = isolation_input(&out, "long.hex", hostfuzz::targets::isolation::LONG);
+    let replay = |mode: &[&str]| hostfuzz(&out, &[mode, &["--replay", "isolation", &long]].concat());
+    let served = replay(&[]);
+    assert_eq!(served.status.code(), Some(1), "{}", stdout(&served));
+    let text = stdout(&served);
+    assert!(text.contains("isolation: FINDING: isolation: asked for a long finding"), "{}", &text[..200]);
+    assert!(text.contains("[cut to fit the fork server's answer pipe]"), "{}", &text[text.len() - 200..]);
+    assert!(text.len() < 1 << 20, "{} bytes", text.len());
+    // A fork each answers through a pipe it reads as the child writes: nothing is cut.
+    let each = replay(&["--fork-each"]);
+    assert_eq!(each.status.code(), Some(1));
+    assert!(stdout(&each).contains(&"x".repeat(2 << 20)));
+}
