@@ -161,6 +161,8 @@ fn a_child_s_panic_abort_and_hang_are_reported_by_both_forks() {
         assert!(text.contains(": asked to panic"), "{mode:?}: {text}");
         let aborted = replay(&abort);
         assert_eq!(aborted.status.code(), Some(1), "{mode:?}: {}", stdout(&aborted));
+        // The child's own SIGABRT, not its zygote's: the zygote reported it and lives on.
+        assert!(!String::from_utf8_lossy(&aborted.stderr).contains("zygote"), "{mode:?}: {aborted:?}");
         assert!(
             stdout(&aborted).contains("isolation: FINDING: crash: killed by signal 6 (0 bytes read)"),
             "{mode:?}: {}",
@@ -226,7 +228,11 @@ fn the_fork_server_s_children_die_with_the_runner() {
 fn a_zygote_killed_from_outside_is_replaced_and_the_run_goes_on() {
     let out = out_dir("zygote-killed");
     let args = ["--count", "20000", "elf"];
-    let run = runner(&out, &args).stdout(std::process::Stdio::piped()).spawn().expect("the runner starts");
+    let run = runner(&out, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the runner starts");
     let start = std::time::Instant::now();
     let mut zygote = children(run.id());
     while zygote.is_empty() && start.elapsed() < std::time::Duration::from_secs(20) {
@@ -239,6 +245,8 @@ fn a_zygote_killed_from_outside_is_replaced_and_the_run_goes_on() {
     assert!(killed.success());
     let served = run.wait_with_output().expect("the runner ends");
     assert_eq!(served.status.code(), Some(0), "{}", stdout(&served));
+    let said = String::from_utf8_lossy(&served.stderr);
+    assert!(said.contains(&format!("hostfuzz: the fork server's zygote {} ", zygote[0])), "{said}");
     let inline = hostfuzz(&out, &[&["--in-process"][..], &args].concat());
     assert_eq!(stdout(&served), stdout(&inline));
     let now = children(std::process::id());
