@@ -284,8 +284,8 @@ fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: 
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     let (answers, answer_write) = exec::pipe();
-    // SAFETY: fcntl on a pipe end of ours: a bigger capacity (best effort: the child reads
-    // back what it got), and reads that never block.
+    // SAFETY: fcntl on a pipe end of ours: a bigger capacity (best effort: what it got is
+    // read back, and each child fits its answer in that), and reads that never block.
     let capacity = unsafe {
         libc::fcntl(answers, libc::F_SETPIPE_SZ, ANSWER_PIPE);
         libc::fcntl(answers, libc::F_SETFL, libc::O_NONBLOCK);
