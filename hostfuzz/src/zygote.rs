@@ -384,13 +384,21 @@ fn zygote(run: RunFn, bound: Duration, region: *const u8, request: i32, report: 
 /// later) asks the kernel for the thread id when a thread signals itself (`raise`,
 /// `abort`: `a_child_s_panic_abort_and_hang_are_reported_by_both_forks`), the threads a
 /// child makes get their own (the `timers` target), and nothing here takes a
-/// recursive or error-checking pthread mutex. Returns as `fork` does.
+/// recursive or error-checking pthread mutex. Returns as `fork` does. (On an
+/// architecture whose `clone` takes its arguments in another order, glibc's `fork`.)
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 fn bare_fork() -> libc::pid_t {
     // SAFETY: clone(SIGCHLD, no new stack, no tid pointers, no TLS) is fork: the child
     // gets a copy of the address space and continues here on its copy of the stack.
     // The zygote is single-threaded and holds no lock (see above).
     let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0usize, 0usize, 0usize, 0usize) };
     pid as libc::pid_t
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+fn bare_fork() -> libc::pid_t {
+    // SAFETY: the zygote is single-threaded and holds no lock.
+    unsafe { libc::fork() }
 }
 
 /// A frame: length, sequence number, tag, payload.
