@@ -1,12 +1,15 @@
 //! Running one input: in this process (for the tests and the shrinker's unit tests), or in
 //! a fresh child forked for it, so that no input's statics reach the next and a child
-//! stuck past its bound can be killed. Two ways to get that child:
+//! stuck past its bound can be killed. Three ways to get that child:
 //!
-//! - [`served`], the runner's: a fork server. The runner keeps one child forked ahead of
-//!   need ([`ForkServer`]), blocked on a pipe for its input; a run hands the input to that
-//!   spare and forks the next spare while the input runs, so the fork overlaps the run
-//!   (the runner and its children have the machine's two cores). Each input still runs in
-//!   a child of its own, forked from the runner, which never runs a target itself: no
+//! - [`served`], the runner's: the fork server's zygote ([`crate::zygote`]), a process
+//!   forked once from the loaded runner that forks a child per input and reports how it
+//!   ended.
+//! - [`spared`], the fork server before the zygote (`--fork-spare`, kept to measure the
+//!   zygote against): the runner keeps one child forked ahead of need ([`ForkServer`]),
+//!   blocked on a pipe for its input; a run hands the input to that spare and forks the
+//!   next spare while the input runs, so the fork overlaps the run. Each input still runs
+//!   in a child of its own, forked from the runner, which never runs a target itself: no
 //!   input's state can reach another child.
 //! - [`forked`], a fork per input made when the input is known and waited for to its exit
 //!   (`--fork-each`, kept to measure the fork server against).
@@ -72,7 +75,7 @@ static RUNNING: AtomicUsize = AtomicUsize::new(0);
 /// Replaces the panic hook by one that keeps the panic's location and message for the
 /// run's finding instead of printing them. Done once: the fork server does it before its
 /// first fork, so no child does it again.
-fn quiet_panics() {
+pub(crate) fn quiet_panics() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         let before = panic::take_hook();
@@ -101,6 +104,7 @@ pub(crate) fn take_panic() -> Option<(String, String)> {
 /// Runs `input` through `run` in this process.
 pub fn in_process(run: RunFn, input: &[u8]) -> Outcome {
     quiet_panics();
+    crate::targets::prepare();
     let mut d = Decisions::new(input);
     RUNNING.fetch_add(1, Ordering::SeqCst);
     let result = panic::catch_unwind(AssertUnwindSafe(|| run(&mut d)));
@@ -122,7 +126,7 @@ fn put_field(out: &mut Vec<u8>, field: &[u8]) {
 }
 
 /// The outcome as bytes for the pipe: length-prefixed fields.
-fn encode(outcome: &Outcome) -> Vec<u8> {
+pub(crate) fn encode(outcome: &Outcome) -> Vec<u8> {
     let mut out = Vec::new();
     let fields: Vec<&[u8]> = match &outcome.verdict {
         Verdict::Pass(reason) => vec![b"pass", reason.as_bytes()],
@@ -137,7 +141,7 @@ fn encode(outcome: &Outcome) -> Vec<u8> {
     out
 }
 
-fn decode(mut bytes: &[u8]) -> Option<Outcome> {
+pub(crate) fn decode(mut bytes: &[u8]) -> Option<Outcome> {
     let mut fields = Vec::new();
     while !bytes.is_empty() {
         let len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as usize;
@@ -160,6 +164,8 @@ fn decode(mut bytes: &[u8]) -> Option<Outcome> {
 
 /// Runs `input` through `run` in a forked child, killed past `bound`.
 pub fn forked(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
+    quiet_panics();
+    crate::targets::prepare();
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -233,7 +239,7 @@ pub fn forked(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
 }
 
 /// Whether a pipe can be read (data, or its other end closed) by a deadline.
-enum Readable {
+pub(crate) enum Readable {
     Yes,
     Late,
     /// `poll` failed for another reason than a signal.
@@ -241,7 +247,7 @@ enum Readable {
 }
 
 /// Waits in `poll` until `fd` can be read or `deadline` passes.
-fn readable_by(fd: i32, deadline: Instant) -> Readable {
+pub(crate) fn readable_by(fd: i32, deadline: Instant) -> Readable {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -261,7 +267,7 @@ fn readable_by(fd: i32, deadline: Instant) -> Readable {
 }
 
 /// Writes all of `bytes` to `fd`; false if the other end is gone first.
-fn write_all(fd: i32, mut bytes: &[u8]) -> bool {
+pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) -> bool {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length name the unwritten rest of `bytes`.
         let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
@@ -277,7 +283,7 @@ fn write_all(fd: i32, mut bytes: &[u8]) -> bool {
 }
 
 /// Fills `buf` from `fd`, blocking; false if the pipe ends first.
-fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
+pub(crate) fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
     let mut done = 0;
     while done < buf.len() {
         // SAFETY: the pointer and length name the unfilled rest of `buf`.
@@ -294,7 +300,7 @@ fn read_exact(fd: i32, buf: &mut [u8]) -> bool {
 }
 
 /// A new pipe: (read end, write end).
-fn pipe() -> (i32, i32) {
+pub(crate) fn pipe() -> (i32, i32) {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -303,7 +309,7 @@ fn pipe() -> (i32, i32) {
     (fds[0], fds[1])
 }
 
-fn close(fd: i32) {
+pub(crate) fn close(fd: i32) {
     // SAFETY: every caller closes an end of a pipe it made and owns, once.
     unsafe { libc::close(fd) };
 }
@@ -311,7 +317,7 @@ fn close(fd: i32) {
 /// `waitpid` on our child `pid` with `flags` (0, or `WNOHANG` not to block): its wait
 /// status once it has ended, `None` while it runs (with `WNOHANG`), 0 if it is no child
 /// to wait for.
-fn wait(pid: libc::pid_t, flags: i32) -> Option<i32> {
+pub(crate) fn wait(pid: libc::pid_t, flags: i32) -> Option<i32> {
     let mut status = 0;
     loop {
         // SAFETY: waits for our own child; `status` is a valid int to fill.
@@ -329,7 +335,7 @@ fn wait(pid: libc::pid_t, flags: i32) -> Option<i32> {
 
 /// Waits for our child `pid` to end, until `deadline`; past it the child is killed (and
 /// then waited for: a killed child's end does not depend on it).
-fn wait_until(pid: libc::pid_t, deadline: Instant) -> i32 {
+pub(crate) fn wait_until(pid: libc::pid_t, deadline: Instant) -> i32 {
     loop {
         if let Some(status) = wait(pid, libc::WNOHANG) {
             return status;
@@ -342,13 +348,13 @@ fn wait_until(pid: libc::pid_t, deadline: Instant) -> i32 {
     }
 }
 
-fn kill(pid: libc::pid_t) {
+pub(crate) fn kill(pid: libc::pid_t) {
     // SAFETY: `pid` is our child, not yet waited for, so the id is still its own.
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
 /// The outcome of a child that gave no answer, from its wait status.
-fn crashed(status: i32) -> Outcome {
+pub(crate) fn crashed(status: i32) -> Outcome {
     let what = if libc::WIFSIGNALED(status) {
         format!("killed by signal {}", libc::WTERMSIG(status))
     } else {
@@ -369,7 +375,7 @@ struct Spare {
 }
 
 /// What a served child's answer pipe gave.
-enum Answer {
+pub(crate) enum Answer {
     /// A whole answer: its length prefix said so.
     Whole(Vec<u8>),
     /// The pipe ended before a whole answer (the child died, or left without one).
@@ -409,6 +415,7 @@ impl ForkServer {
     fn fork_spare(run: RunFn) -> Spare {
         // Once, in the runner: no child installs the hook or reserves its heap again.
         quiet_panics();
+        crate::targets::prepare();
         crate::arena::reserve();
         let (input_read, input_write) = pipe();
         let (answer_read, answer_write) = pipe();
@@ -546,7 +553,7 @@ fn serve(run: RunFn, input: i32, answer: i32) -> ! {
 }
 
 /// Reads a served child's answer from `fd` until it is whole, the pipe ends, or `deadline`.
-fn read_answer(fd: i32, deadline: Instant) -> Answer {
+pub(crate) fn read_answer(fd: i32, deadline: Instant) -> Answer {
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -571,18 +578,27 @@ fn read_answer(fd: i32, deadline: Instant) -> Answer {
 }
 
 thread_local! {
-    /// The runner's fork server (it has one thread).
-    static SERVER: RefCell<ForkServer> = RefCell::new(ForkServer::new());
+    /// The runner's spares (it has one thread).
+    static SPARES: RefCell<ForkServer> = RefCell::new(ForkServer::new());
+    /// The runner's fork server, its zygote (it has one thread).
+    static SERVER: RefCell<crate::zygote::ForkServer> = RefCell::new(crate::zygote::ForkServer::new());
 }
 
-/// Runs `input` through `run` in a fresh child of the runner's fork server, killed past
-/// `bound`.
+/// Runs `input` through `run` in a fresh child of the runner's fork server (its zygote,
+/// [`crate::zygote`]), killed past `bound`.
 pub fn served(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
     SERVER.with(|server| server.borrow_mut().run(run, input, bound))
 }
 
-/// Stops the runner's fork server: no spare waits and every child is reaped.
+/// Runs `input` through `run` in a spare the runner forked ahead of need
+/// (`--fork-spare`, the fork server before the zygote), killed past `bound`.
+pub fn spared(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
+    SPARES.with(|server| server.borrow_mut().run(run, input, bound))
+}
+
+/// Stops the runner's fork servers: no spare or zygote waits and every child is reaped.
 pub fn stop_serving() {
+    SPARES.with(|server| server.borrow_mut().stop());
     SERVER.with(|server| server.borrow_mut().stop());
 }
 

@@ -5,6 +5,7 @@
 //! - [`targets`]: the generators and the guest code they drive.
 //! - [`machine`]: kernel tasks as threads, one at a time, the input deciding who runs.
 //! - [`exec`]: one input, in a fresh child (the runner's fork server) or in process (tests).
+//! - [`zygote`]: the fork server, a process forked once that forks a child per input.
 //! - [`arena`]: a served child's heap, on fresh pages of its own.
 //! - [`shrink`]: a finding's input made as small as it goes.
 //! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
@@ -22,6 +23,7 @@ pub mod runner;
 pub mod shrink;
 pub mod slurm;
 pub mod targets;
+pub mod zygote;
 
 pub use decisions::Decisions;
 pub use finding::Finding;

@@ -13,6 +13,9 @@
 //!     cargo hostfuzz --fork-each ...                  each input in a child forked when it
 //!                                                     comes, not from the fork server (for
 //!                                                     measurement: as isolated, slower)
+//!     cargo hostfuzz --fork-spare ...                 each input in a spare the runner forked
+//!                                                     ahead of need, the fork server before its
+//!                                                     zygote (for measurement)
 //!     cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--seconds T | --count N] [TARGET]
 //!                                                     a campaign as a Slurm job array, one seed
 //!                                                     a task, joined in seed order (src/slurm.rs)
@@ -30,8 +33,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process | --fork-each] [--target] [TARGET]\n       \
-     cargo hostfuzz [--in-process | --fork-each] --replay TARGET FILE.hex\n       \
+    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process | --fork-each | --fork-spare] [--target] [TARGET]\n       \
+     cargo hostfuzz [--in-process | --fork-each | --fork-spare] --replay TARGET FILE.hex\n       \
      cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--slurm-queue-secs S] [--seconds T | --count N] [TARGET]\n       \
      cargo hostfuzz --mutations [ID...]";
 
@@ -73,6 +76,7 @@ fn run(args: &[String]) -> Result<u8, String> {
             "--count" => budget = Budget::Count(number("--count", args.next())?),
             "--in-process" => settings.in_process = true,
             "--fork-each" => settings.fork_each = true,
+            "--fork-spare" => settings.fork_spare = true,
             "--slurm" => slurm = true,
             "--seeds" => seeds = Some(hostfuzz::slurm::parse_seeds(&value("--seeds", args.next())?)?),
             "--slurm-partition" => partition = Some(value("--slurm-partition", args.next())?),

@@ -1,7 +1,9 @@
 //! The gate, campaigns and replay: what `cargo hostfuzz` does (src/main.rs parses the
 //! arguments). Every input runs in its own child from the fork server
-//! ([`crate::exec::served`]); with `--fork-each` ([`Settings::fork_each`]) in a child
-//! forked for it when it comes ([`crate::exec::forked`]); with `--in-process`
+//! ([`crate::exec::served`]); with `--fork-spare` ([`Settings::fork_spare`]) in a spare
+//! the runner forked ahead of need ([`crate::exec::spared`]); with `--fork-each`
+//! ([`Settings::fork_each`]) in a child forked for it when it comes
+//! ([`crate::exec::forked`]); with `--in-process`
 //! ([`Settings::in_process`]) in the runner's own process.
 
 use crate::exec::{self, Outcome, Verdict};
@@ -48,6 +50,9 @@ pub struct Settings {
     /// to its exit ([`exec::forked`]), not from the fork server ([`exec::served`]). For
     /// measurement: the fork server's inputs are as isolated, and faster.
     pub fork_each: bool,
+    /// `--fork-spare`: every input in a spare the runner forked ahead of need
+    /// ([`exec::spared`]), the fork server before its zygote. For measurement.
+    pub fork_spare: bool,
 }
 
 impl Settings {
@@ -63,6 +68,7 @@ impl Settings {
             stats: var("HOSTFUZZ_STATS").is_some_and(|v| v != "0"),
             in_process: false,
             fork_each: false,
+            fork_spare: false,
         }
     }
 
@@ -73,6 +79,8 @@ impl Settings {
             exec::in_process(run, input)
         } else if self.fork_each {
             exec::forked(run, input, self.bound)
+        } else if self.fork_spare {
+            exec::spared(run, input, self.bound)
         } else {
             exec::served(run, input, self.bound)
         }
@@ -84,6 +92,8 @@ impl Settings {
             "in process"
         } else if self.fork_each {
             "a fork each"
+        } else if self.fork_spare {
+            "spares forked by the runner"
         } else {
             "fork server"
         }

@@ -99,7 +99,11 @@ fn the_fork_server_fork_each_and_in_process_print_the_same() {
     for args in [&["--count", "300"][..], &["--target", "canary"]] {
         let served = hostfuzz(&out, args);
         assert!(String::from_utf8_lossy(&served.stderr).contains("inputs/s, fork server"), "{args:?}");
-        for (mode, rate) in [("--fork-each", "inputs/s, a fork each"), ("--in-process", "inputs/s, in process")] {
+        for (mode, rate) in [
+            ("--fork-spare", "inputs/s, spares forked by the runner"),
+            ("--fork-each", "inputs/s, a fork each"),
+            ("--in-process", "inputs/s, in process"),
+        ] {
             let other = hostfuzz(&out, &[&[mode][..], args].concat());
             assert_eq!(served.status.code(), other.status.code(), "{mode} {args:?}: {}", stdout(&other));
             assert_eq!(stdout(&served), stdout(&other), "{mode} {args:?}");
@@ -120,7 +124,7 @@ fn isolation_input(out: &Path, name: &str, magic: u32) -> String {
 #[test]
 fn no_input_s_static_reaches_the_next_unless_in_process() {
     let out = out_dir("isolation");
-    for mode in [&[][..], &["--fork-each"]] {
+    for mode in [&[][..], &["--fork-spare"], &["--fork-each"]] {
         let run = hostfuzz(&out, &[mode, &["--target", "isolation", "--count", "200"]].concat());
         assert_eq!(run.status.code(), Some(0), "{mode:?}: {}", stdout(&run));
         assert!(stdout(&run).contains("isolation: 200 inputs from seed 1"), "{}", stdout(&run));
@@ -143,7 +147,7 @@ fn a_child_s_panic_abort_and_hang_are_reported_by_both_forks() {
     let panic = isolation_input(&out, "panic.hex", hostfuzz::targets::isolation::PANIC);
     let abort = isolation_input(&out, "abort.hex", hostfuzz::targets::isolation::ABORT);
     let hang = isolation_input(&out, "hang.hex", hostfuzz::targets::isolation::HANG);
-    for mode in [&[][..], &["--fork-each"]] {
+    for mode in [&[][..], &["--fork-spare"], &["--fork-each"]] {
         let replay = |file: &str| {
             runner(&out, &[mode, &["--replay", "isolation", file]].concat())
                 .env("HOSTFUZZ_BOUND_MS", "300")
@@ -157,6 +161,8 @@ fn a_child_s_panic_abort_and_hang_are_reported_by_both_forks() {
         assert!(text.contains(": asked to panic"), "{mode:?}: {text}");
         let aborted = replay(&abort);
         assert_eq!(aborted.status.code(), Some(1), "{mode:?}: {}", stdout(&aborted));
+        // The child's own SIGABRT, not its zygote's: the zygote reported it and lives on.
+        assert!(!String::from_utf8_lossy(&aborted.stderr).contains("zygote"), "{mode:?}: {aborted:?}");
         assert!(
             stdout(&aborted).contains("isolation: FINDING: crash: killed by signal 6 (0 bytes read)"),
             "{mode:?}: {}",
@@ -181,28 +187,85 @@ fn alive(pid: u32) -> bool {
     state.is_some_and(|s| s != "Z" && s != "X")
 }
 
+/// `pid`'s children and their children.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = children(pid);
+    let grandchildren: Vec<u32> = all.iter().flat_map(|&c| children(c)).collect();
+    all.extend(grandchildren);
+    all
+}
+
 #[test]
 fn the_fork_server_s_children_die_with_the_runner() {
     let out = out_dir("orphans");
     let hang = isolation_input(&out, "hang.hex", hostfuzz::targets::isolation::HANG);
-    let mut run = runner(&out, &["--replay", "isolation", &hang])
-        .env("HOSTFUZZ_BOUND_MS", "60000")
-        .stdout(std::process::Stdio::null())
+    // The zygote and its hanging child; the spare forked ahead of need and the hanging
+    // child with `--fork-spare`.
+    for mode in [&[][..], &["--fork-spare"]] {
+        let mut run = runner(&out, &[mode, &["--replay", "isolation", &hang]].concat())
+            .env("HOSTFUZZ_BOUND_MS", "60000")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("the runner starts");
+        let start = std::time::Instant::now();
+        let mut kids = descendants(run.id());
+        while kids.len() < 2 && start.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            kids = descendants(run.id());
+        }
+        assert_eq!(kids.len(), 2, "{mode:?}: the runner's children and theirs: {kids:?}");
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let start = std::time::Instant::now();
+        while kids.iter().any(|&k| alive(k)) && start.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!kids.iter().any(|&k| alive(k)), "{mode:?}: children outlived the runner: {kids:?}");
+    }
+}
+
+#[test]
+fn a_zygote_killed_from_outside_is_replaced_and_the_run_goes_on() {
+    let out = out_dir("zygote-killed");
+    let args = ["--count", "20000", "elf"];
+    let run = runner(&out, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the runner starts");
-    // The hanging child and the spare forked ahead of need.
     let start = std::time::Instant::now();
-    let mut kids = children(run.id());
-    while kids.len() < 2 && start.elapsed() < std::time::Duration::from_secs(20) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        kids = children(run.id());
+    let mut zygote = children(run.id());
+    while zygote.is_empty() && start.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        zygote = children(run.id());
     }
-    assert_eq!(kids.len(), 2, "the runner's children: {kids:?}");
-    run.kill().unwrap();
-    run.wait().unwrap();
-    let start = std::time::Instant::now();
-    while kids.iter().any(|&k| alive(k)) && start.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!kids.iter().any(|&k| alive(k)), "children outlived the runner: {kids:?}");
+    assert_eq!(zygote.len(), 1, "the runner's one child, its zygote: {zygote:?}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let killed = Command::new("kill").args(["-KILL", &zygote[0].to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    let served = run.wait_with_output().expect("the runner ends");
+    assert_eq!(served.status.code(), Some(0), "{}", stdout(&served));
+    let said = String::from_utf8_lossy(&served.stderr);
+    assert!(said.contains(&format!("hostfuzz: the fork server's zygote {} ", zygote[0])), "{said}");
+    let inline = hostfuzz(&out, &[&["--in-process"][..], &args].concat());
+    assert_eq!(stdout(&served), stdout(&inline));
+    let now = children(std::process::id());
+    assert!(!zygote.iter().any(|z| now.contains(z)));
+}
+
+#[test]
+fn an_answer_longer_than_the_zygote_s_pipe_is_cut_and_still_reported() {
+    let out = out_dir("long");
+    let long = isolation_input(&out, "long.hex", hostfuzz::targets::isolation::LONG);
+    let replay = |mode: &[&str]| hostfuzz(&out, &[mode, &["--replay", "isolation", &long]].concat());
+    let served = replay(&[]);
+    assert_eq!(served.status.code(), Some(1), "{}", stdout(&served));
+    let text = stdout(&served);
+    assert!(text.contains("isolation: FINDING: isolation: asked for a long finding"), "{}", &text[..200]);
+    assert!(text.contains("[cut to fit the fork server's answer pipe]"), "{}", &text[text.len() - 200..]);
+    assert!(text.len() < 1 << 20, "{} bytes", text.len());
+    // A fork each answers through a pipe it reads as the child writes: nothing is cut.
+    let each = replay(&["--fork-each"]);
+    assert_eq!(each.status.code(), Some(1));
+    assert!(stdout(&each).contains(&"x".repeat(2 << 20)));
 }

@@ -33,7 +33,7 @@ extern crate std;
 #[cfg(feature = "sign")]
 mod sign;
 #[cfg(feature = "sign")]
-pub use sign::{pack, pack_signed, sign, sign_bare, DEV_SEED};
+pub use sign::{pack, pack_signed, sign, sign_bare, Signer, DEV_SEED};
 
 use curve25519_dalek::edwards::CompressedEdwardsY;
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -270,7 +270,15 @@ fn align(n: usize) -> Option<usize> {
 
 /// Checks `bytes` (archive and trailer) against the public key `key`, then parses the
 /// archive strictly. Nothing of the archive is parsed before the signature verifies.
+/// The key is read at each call; [`Verifier`] reads it once for many bundles.
 pub fn verify<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<Bundle<'a>, Error> {
+    let (archive, signature) = split(bytes)?;
+    Verifier::new(key)?.check_signature(archive, &signature)?;
+    parse(archive)
+}
+
+/// The archive and the signature of `bytes` (archive and trailer), the trailer checked.
+fn split(bytes: &[u8]) -> Result<(&[u8], [u8; 64]), Error> {
     let Some(archive_len) = bytes.len().checked_sub(TRAILER_LEN) else {
         return Err(Error::Short);
     };
@@ -283,29 +291,50 @@ pub fn verify<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<Bundle<'a>, Error> 
     }
     let mut signature = [0u8; 64];
     signature.copy_from_slice(trailer.get(16..TRAILER_LEN).ok_or(Error::Short)?);
-    check_signature(archive, &signature, key)?;
-    parse(archive)
+    Ok((archive, signature))
 }
 
-/// Ed25519 over DOMAIN || archive_len (u64 LE) || archive, checked as strictly as
-/// `verify_strict` (canonical s, neither the key nor R of small order) but streamed,
-/// so the message is never copied.
-fn check_signature(archive: &[u8], signature: &[u8; 64], key: &[u8; 32]) -> Result<(), Error> {
-    let key = VerifyingKey::from_bytes(key).map_err(|_| Error::Key)?;
-    if key.is_weak() {
-        return Err(Error::Key);
+/// A public key read once (decompressed, and refused if of small order), to verify many
+/// bundles: [`verify`] without the key's work at each call.
+#[derive(Clone, Debug)]
+pub struct Verifier {
+    key: VerifyingKey,
+}
+
+impl Verifier {
+    /// The verifier for the public key `key`; [`Error::Key`] if it is no valid key or
+    /// one of small order.
+    pub fn new(key: &[u8; 32]) -> Result<Verifier, Error> {
+        let key = VerifyingKey::from_bytes(key).map_err(|_| Error::Key)?;
+        if key.is_weak() {
+            return Err(Error::Key);
+        }
+        Ok(Verifier { key })
     }
-    let mut r = [0u8; 32];
-    r.copy_from_slice(&signature[..32]);
-    match CompressedEdwardsY(r).decompress() {
-        Some(point) if !point.is_small_order() => {}
-        _ => return Err(Error::Signature),
+
+    /// [`verify`] with this key: the trailer, the signature, then the strict parse.
+    pub fn verify<'a>(&self, bytes: &'a [u8]) -> Result<Bundle<'a>, Error> {
+        let (archive, signature) = split(bytes)?;
+        self.check_signature(archive, &signature)?;
+        parse(archive)
     }
-    let mut stream = key.verify_stream(&Signature::from_bytes(signature)).map_err(|_| Error::Signature)?;
-    stream.update(DOMAIN);
-    stream.update((archive.len() as u64).to_le_bytes());
-    stream.update(archive);
-    stream.finalize_and_verify().map_err(|_| Error::Signature)
+
+    /// Ed25519 over DOMAIN || archive_len (u64 LE) || archive, checked as strictly as
+    /// `verify_strict` (canonical s, neither the key nor R of small order) but streamed,
+    /// so the message is never copied.
+    fn check_signature(&self, archive: &[u8], signature: &[u8; 64]) -> Result<(), Error> {
+        let mut r = [0u8; 32];
+        r.copy_from_slice(&signature[..32]);
+        match CompressedEdwardsY(r).decompress() {
+            Some(point) if !point.is_small_order() => {}
+            _ => return Err(Error::Signature),
+        }
+        let mut stream = self.key.verify_stream(&Signature::from_bytes(signature)).map_err(|_| Error::Signature)?;
+        stream.update(DOMAIN);
+        stream.update((archive.len() as u64).to_le_bytes());
+        stream.update(archive);
+        stream.finalize_and_verify().map_err(|_| Error::Signature)
+    }
 }
 
 /// One table entry as stored.

@@ -2,7 +2,7 @@
 
 use crate::{align, parse_rules, Error, Kind, Malformed, ARCHIVE_MAGIC, DOMAIN, ENTRY_LEN, HEADER_LEN, NAME_LEN};
 use crate::{TRAILER_LEN, TRAILER_MAGIC};
-use ed25519_dalek::{Signer, SigningKey};
+use ed25519_dalek::{Signer as _, SigningKey};
 use std::vec::Vec;
 
 /// The DEVELOPMENT signing seed, whose public key is [`crate::DEV_PUBLIC_KEY`].
@@ -12,29 +12,64 @@ use std::vec::Vec;
 /// `DEV_PUBLIC_KEY` accepts anybody's bundle. Use it for the bench and local work only.
 pub const DEV_SEED: [u8; 32] = *b"TESTBENCH-DEV-SEED-NOT-A-SECRET!";
 
+/// A signing key derived once from its seed, to sign many archives: [`sign`] and
+/// [`pack_signed`] without the key's derivation at each call.
+#[derive(Clone, Debug)]
+pub struct Signer {
+    key: SigningKey,
+}
+
+impl Signer {
+    /// The signer for `seed`.
+    pub fn new(seed: &[u8; 32]) -> Signer {
+        Signer { key: SigningKey::from_bytes(seed) }
+    }
+
+    /// The trailer for `archive`: Ed25519 over DOMAIN || archive_len (u64 LE) || archive.
+    pub fn sign(&self, archive: &[u8]) -> [u8; TRAILER_LEN] {
+        let mut message = Vec::with_capacity(DOMAIN.len() + 8 + archive.len());
+        message.extend_from_slice(DOMAIN);
+        message.extend_from_slice(&(archive.len() as u64).to_le_bytes());
+        message.extend_from_slice(archive);
+        self.trailer(archive.len(), &message)
+    }
+
+    /// The HOSTILE variant of [`Signer::sign`]: a trailer of the same layout whose
+    /// signature covers the archive alone (no domain, no length). [`crate::verify`] must
+    /// refuse it.
+    pub fn sign_bare(&self, archive: &[u8]) -> [u8; TRAILER_LEN] {
+        self.trailer(archive.len(), archive)
+    }
+
+    /// [`pack`], then the [`Signer::sign`] trailer appended: a whole bundle.
+    pub fn pack_signed(&self, entries: &[(&str, Kind, &[u8])]) -> Result<Vec<u8>, Error> {
+        let mut out = pack(entries)?;
+        let trailer = self.sign(&out);
+        out.extend_from_slice(&trailer);
+        Ok(out)
+    }
+
+    fn trailer(&self, archive_len: usize, message: &[u8]) -> [u8; TRAILER_LEN] {
+        let signature = self.key.sign(message);
+        let mut out = [0u8; TRAILER_LEN];
+        out[..8].copy_from_slice(&TRAILER_MAGIC);
+        out[8..16].copy_from_slice(&(archive_len as u64).to_le_bytes());
+        out[16..].copy_from_slice(&signature.to_bytes());
+        out
+    }
+}
+
 /// The trailer for `archive`: Ed25519 (key from `seed`) over
-/// DOMAIN || archive_len (u64 LE) || archive.
+/// DOMAIN || archive_len (u64 LE) || archive. The key is derived at each call; a
+/// [`Signer`] derives it once.
 pub fn sign(archive: &[u8], seed: &[u8; 32]) -> [u8; TRAILER_LEN] {
-    let mut message = Vec::with_capacity(DOMAIN.len() + 8 + archive.len());
-    message.extend_from_slice(DOMAIN);
-    message.extend_from_slice(&(archive.len() as u64).to_le_bytes());
-    message.extend_from_slice(archive);
-    trailer(archive.len(), &message, seed)
+    Signer::new(seed).sign(archive)
 }
 
 /// The HOSTILE variant of [`sign`]: a trailer of the same layout whose signature covers
 /// the archive alone (no domain, no length). [`crate::verify`] must refuse it.
 pub fn sign_bare(archive: &[u8], seed: &[u8; 32]) -> [u8; TRAILER_LEN] {
-    trailer(archive.len(), archive, seed)
-}
-
-fn trailer(archive_len: usize, message: &[u8], seed: &[u8; 32]) -> [u8; TRAILER_LEN] {
-    let signature = SigningKey::from_bytes(seed).sign(message);
-    let mut out = [0u8; TRAILER_LEN];
-    out[..8].copy_from_slice(&TRAILER_MAGIC);
-    out[8..16].copy_from_slice(&(archive_len as u64).to_le_bytes());
-    out[16..].copy_from_slice(&signature.to_bytes());
-    out
+    Signer::new(seed).sign_bare(archive)
 }
 
 /// The archive holding `entries` (name, kind, data), in the canonical layout: the
@@ -74,8 +109,5 @@ pub fn pack(entries: &[(&str, Kind, &[u8])]) -> Result<Vec<u8>, Error> {
 
 /// [`pack`], then the [`sign`] trailer appended: a whole bundle.
 pub fn pack_signed(entries: &[(&str, Kind, &[u8])], seed: &[u8; 32]) -> Result<Vec<u8>, Error> {
-    let mut out = pack(entries)?;
-    let trailer = sign(&out, seed);
-    out.extend_from_slice(&trailer);
-    Ok(out)
+    Signer::new(seed).pack_signed(entries)
 }

@@ -130,6 +130,35 @@ fn other_keys_are_refused() {
 }
 
 #[test]
+fn a_prepared_signer_and_verifier_answer_as_the_one_shot_calls() {
+    let signer = Signer::new(&DEV_SEED);
+    let verifier = Verifier::new(&DEV_PUBLIC_KEY).unwrap();
+    let bytes = signer.pack_signed(&entries()).unwrap();
+    assert_eq!(bytes, good(), "Ed25519 signatures are deterministic");
+    let archive = &bytes[..bytes.len() - TRAILER_LEN];
+    assert_eq!(signer.sign(archive), sign(archive, &DEV_SEED));
+    assert_eq!(signer.sign_bare(archive), sign_bare(archive, &DEV_SEED));
+    let mut bare = archive.to_vec();
+    bare.extend_from_slice(&signer.sign_bare(archive));
+    let mut flipped = bytes.clone();
+    flipped[20] ^= 4;
+    let mut magic = archive.to_vec();
+    magic[0] = b'X';
+    let resigned = signed(&magic);
+    for case in [&bytes[..], &bare, &flipped, &resigned, &bytes[..bytes.len() - 1], &bytes[..10]] {
+        let one_shot = verify(case, &DEV_PUBLIC_KEY).map(|b| b.entries().count());
+        assert_eq!(verifier.verify(case).map(|b| b.entries().count()), one_shot);
+    }
+    assert_eq!(verifier.verify(&bytes).unwrap().entries().count(), 4);
+    assert_eq!(verifier.verify(&bare).unwrap_err(), Error::Signature);
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    assert_eq!(Verifier::new(&identity).unwrap_err(), Error::Key);
+    let other = SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes();
+    assert_eq!(Verifier::new(&other).unwrap().verify(&bytes).unwrap_err(), Error::Signature);
+}
+
+#[test]
 fn the_signature_is_checked_before_any_entry() {
     let bytes = good();
     let mut bad = bytes.clone();

@@ -9,9 +9,26 @@
 //!   the signature sees it: what it accepts must still keep the format's rules.
 //!
 //! Any panic is a finding too.
+//!
+//! The keys are read once, in the runner before its first fork ([`prepare`]): a child
+//! signs with the prepared [`Signer`] and verifies with the prepared [`Verifier`], the
+//! same code as `bundle::sign` and `bundle::verify` without the key's work at each call.
 
 use crate::{Decisions, Finding};
-use bundle::{Kind, DEV_PUBLIC_KEY, DEV_SEED, TRAILER_LEN};
+use bundle::{Kind, Signer, Verifier, DEV_PUBLIC_KEY, DEV_SEED, TRAILER_LEN};
+use std::sync::LazyLock;
+
+/// The development signing key, derived once.
+static SIGNER: LazyLock<Signer> = LazyLock::new(|| Signer::new(&DEV_SEED));
+/// The development public key, decompressed and checked once.
+static VERIFIER: LazyLock<Verifier> =
+    LazyLock::new(|| Verifier::new(&DEV_PUBLIC_KEY).expect("the development public key is a valid key"));
+
+/// Reads the keys, in the runner: its children inherit them.
+pub fn prepare() {
+    LazyLock::force(&SIGNER);
+    LazyLock::force(&VERIFIER);
+}
 
 /// An entry: name, kind, data.
 type Packed = (String, Kind, Vec<u8>);
@@ -183,11 +200,11 @@ fn rules(verified: &bundle::Bundle<'_>) -> Result<(), String> {
 pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let packed = entries(d);
     let list: Vec<(&str, Kind, &[u8])> = packed.iter().map(|(n, k, data)| (n.as_str(), *k, &data[..])).collect();
-    let signed = match bundle::pack_signed(&list, &DEV_SEED) {
+    let signed = match SIGNER.pack_signed(&list) {
         Ok(signed) => signed,
         Err(e) => return Err(Finding::oracle("a valid entry list refused by pack", e.describe())),
     };
-    match bundle::verify(&signed, &DEV_PUBLIC_KEY) {
+    match VERIFIER.verify(&signed) {
         Ok(verified) if same_entries(&verified, &packed) => {}
         Ok(_) => return Err(Finding::oracle("an intact bundle verified with other entries", "")),
         Err(e) => return Err(Finding::oracle("an intact bundle refused", e.describe())),
@@ -196,9 +213,9 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         // The archive changed and signed again: the parser's rules, past the signature.
         let mut archive = signed[..signed.len() - TRAILER_LEN].to_vec();
         mutate(d, &mut archive);
-        let trailer = bundle::sign(&archive, &DEV_SEED);
+        let trailer = SIGNER.sign(&archive);
         archive.extend_from_slice(&trailer);
-        match bundle::verify(&archive, &DEV_PUBLIC_KEY) {
+        match VERIFIER.verify(&archive) {
             Ok(verified) => {
                 rules(&verified).map_err(|e| Finding::oracle("a re-signed archive accepted against the rules", e))?;
                 d.end("re-signed: accepted");
@@ -213,7 +230,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         d.end("mutation undone");
         return Ok(());
     }
-    match bundle::verify(&changed, &DEV_PUBLIC_KEY) {
+    match VERIFIER.verify(&changed) {
         Ok(_) => Err(Finding::new("forgery", "a changed bundle verified", format!("{} bytes", changed.len()))),
         Err(e) => {
             d.end(e.describe());

@@ -3,9 +3,9 @@
 //! earlier run in the same process counted there first: never with a fresh child per
 //! input, at the second input in process (`--in-process`). Not in the gate.
 //!
-//! A first decision of one of three magic values (never drawn in practice: 3 in 2^32)
-//! makes the run panic, die by a signal or hang instead: saved inputs for the runner's
-//! tests of those endings (tests/cli.rs).
+//! A first decision of one of four magic values (never drawn in practice: 4 in 2^32)
+//! makes the run panic, die by a signal, hang or find with a 2 MiB detail instead: saved
+//! inputs for the runner's tests of those endings (tests/cli.rs).
 
 use crate::{Decisions, Finding};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,9 @@ pub const PANIC: u32 = 0x4349_4e50;
 pub const ABORT: u32 = 0x5452_4241;
 /// A first decision that makes the run hang (it sleeps forever).
 pub const HANG: u32 = 0x474e_4148;
+/// A first decision that makes the run a finding whose detail is 2 MiB long (longer than
+/// the fork server's answer pipe holds).
+pub const LONG: u32 = 0x474e_4f4c;
 
 /// Runs so far in this process.
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -30,6 +33,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         HANG => loop {
             std::thread::sleep(Duration::from_millis(10));
         },
+        LONG => return Err(Finding::new("isolation", "asked for a long finding", "x".repeat(2 << 20))),
         _ => {}
     }
     if earlier != 0 {

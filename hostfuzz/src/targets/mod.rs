@@ -93,6 +93,14 @@ pub const TARGETS: &[Target] = &[
     },
 ];
 
+/// What the targets do once, in the runner before it forks: its children inherit it
+/// instead of each doing it again (the bundle target's keys). Called by every way of
+/// running an input.
+pub fn prepare() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(bundle::prepare);
+}
+
 /// The target called `name`.
 pub fn by_name(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)
