@@ -541,7 +541,8 @@ fn broken(d: &mut Decisions, world: &RefCell<World>, model: &Model) -> Result<()
             let k = 1 + d.below(n as usize);
             let (start, end) = (marks[k - 1].0, marks[k].0);
             // The end of record k - 1 counting one record fewer, or a sector inside it.
-            let (head, records) = if end - start > 1 && d.bool() { (start + 1, k as u64 - 1) } else { (end, k as u64 - 1) };
+            let (head, records) =
+                if end - start > 1 && d.bool() { (start + 1, k as u64 - 1) } else { (end, k as u64 - 1) };
             put(older.seq % 2, &Commit { head, records, ..older });
             (Inconsistency::OlderNotPrefix { head, records }, true, None)
         }
@@ -592,7 +593,13 @@ fn broken(d: &mut Decisions, world: &RefCell<World>, model: &Model) -> Result<()
 /// Both commits moved to the last sequence numbers: the checker silent, the store mounts
 /// with commit 2^64 - 1 and holds the log, and an append answers `Full` (the next number
 /// would wrap) without a request, or `ValueTooLong`.
-fn last_seq(d: &mut Decisions, world: &RefCell<World>, model: &Model, newer: Commit, older: Commit) -> Result<(), Finding> {
+fn last_seq(
+    d: &mut Decisions,
+    world: &RefCell<World>,
+    model: &Model,
+    newer: Commit,
+    older: Commit,
+) -> Result<(), Finding> {
     let size = world.borrow().size;
     let (older, newer) = (Commit { seq: u64::MAX - 1, ..older }, Commit { seq: u64::MAX, ..newer });
     world.borrow_mut().durable.insert(0, commit_sector(size, &older));
@@ -613,7 +620,10 @@ fn last_seq(d: &mut Decisions, world: &RefCell<World>, model: &Model, newer: Com
     for key in 0..4 {
         let got = store.get(key, &mut out);
         if got.as_ref().ok().copied().flatten().map(|n| &out[..n]) != model.latest(key) || got.is_err() {
-            return oracle("at the last sequence number a read answered other than the log", format!("key {key}: {got:?}"));
+            return oracle(
+                "at the last sequence number a read answered other than the log",
+                format!("key {key}: {got:?}"),
+            );
         }
     }
     let bytes = value(d, size);
