@@ -751,7 +751,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         if lie(d) && d.below(4) == 0 {
             return moved(d, &world);
         }
-        if lie(d) && d.below(2) == 0 {
+        if lie(d) && d.below(4) == 0 {
             return broken(d, &world, &model);
         }
         plan(d, &mut world.borrow_mut());
