@@ -18,7 +18,13 @@
 //! refused by mount or by every read; a forged commit (its checksum right, its head
 //! anywhere up to 2^64) must be refused when out of range, and otherwise appends past it
 //! must stop at the disk's end without wrapping; a disk that comes back with another
-//! sector count must not mount the store made for the old one.
+//! sector count must not mount the store made for the old one. And damage with every
+//! checksum right (the world computes the CRC-32C), each breaking one rule: both commits
+//! in the wrong slots, a record count past the log, sequence numbers not consecutive (the
+//! checker must name it and mount refuse it), a record numbered other than its place
+//! (named, and every read refused), an older commit off the newer log's record boundaries
+//! (named); or both commits at the last sequence numbers, where an append must answer
+//! `Full`. A read now and then gets a buffer shorter than the value: `BufferTooSmall`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
