@@ -29,8 +29,11 @@
 //! A failed request makes the call fail and poisons the store (every later call is
 //! [`Error::Poisoned`] until it is mounted again), as the device's state is then unknown.
 //!
-//! [`check`] reads an image and names every inconsistency it finds; [`Store::mount`] and
-//! [`Store::get`] refuse on the first.
+//! [`check`] reads an image and names every inconsistency it finds. [`Store::mount`]
+//! refuses on the first it finds in the two commits, and [`Store::get`] on the first in
+//! the log it reads. One the checker names is refused by neither: an older commit that
+//! does not end on a record boundary of the newer log, which no read uses once both
+//! commits are valid.
 //!
 //! The `records-unchecked` feature stops the records' checksums from being checked (a
 //! must-fail self-check's build, `store-flip-unchecked`; never a guest's build).

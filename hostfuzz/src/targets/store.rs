@@ -18,7 +18,13 @@
 //! refused by mount or by every read; a forged commit (its checksum right, its head
 //! anywhere up to 2^64) must be refused when out of range, and otherwise appends past it
 //! must stop at the disk's end without wrapping; a disk that comes back with another
-//! sector count must not mount the store made for the old one.
+//! sector count must not mount the store made for the old one. And damage with every
+//! checksum right (the world computes the CRC-32C), each breaking one rule: both commits
+//! in the wrong slots, a record count past the log, sequence numbers not consecutive (the
+//! checker must name it and mount refuse it), a record numbered other than its place
+//! (named, and every read refused), an older commit off the newer log's record boundaries
+//! (named); or both commits at the last sequence numbers, where an append must answer
+//! `Full`. A read now and then gets a buffer shorter than the value: `BufferTooSmall`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -230,12 +236,19 @@ fn epoch(
     for _ in 0..1 + d.below(6) {
         if d.below(4) == 3 {
             let key = d.below(5) as u32;
-            let mut out = vec![0; MAX_VALUE];
+            let want = model.latest(key);
+            // Now and then a buffer shorter than the value (or none at all).
+            let cap = match (want, d.below(8)) {
+                (Some(w), 0) if !w.is_empty() => w.len() - 1 - d.below(w.len()),
+                _ => MAX_VALUE,
+            };
+            let mut out = vec![0; cap];
             let (got, failed, _) = watch(world, || store.get(key, &mut out));
             violation(world)?;
-            let want = model.latest(key);
+            let short = want.map(<[u8]>::len).filter(|&n| n > cap);
             match got {
-                Ok(n) if failed == 0 && n.map(|n| &out[..n]) == want => {}
+                Ok(n) if failed == 0 && short.is_none() && n.map(|n| &out[..n]) == want => {}
+                Err(Error::BufferTooSmall { need }) if failed == 0 && short == Some(need) => {}
                 Err(Error::Io { .. }) if failed > 0 => {}
                 got => {
                     return oracle(
@@ -429,6 +442,216 @@ fn forged(d: &mut Decisions, world: &RefCell<World>, current: Commit) -> Result<
     Ok(())
 }
 
+/// The CRC-32C the store's layout puts on commits and records (docs/reference-guest.md),
+/// computed here by the world, not by the store.
+const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// A commit's sector by the layout: magic, checksum (over everything past it), version,
+/// geometry, sequence number, head and record count.
+fn commit_sector(size: usize, c: &Commit) -> Vec<u8> {
+    let mut b = vec![0; size];
+    b[0..4].copy_from_slice(b"TBsc");
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b[12..16].copy_from_slice(&c.sector_size.to_le_bytes());
+    b[16..24].copy_from_slice(&c.seq.to_le_bytes());
+    b[24..32].copy_from_slice(&c.sector_count.to_le_bytes());
+    b[32..40].copy_from_slice(&c.head.to_le_bytes());
+    b[40..48].copy_from_slice(&c.records.to_le_bytes());
+    let sum = CRC.checksum(&b[8..]);
+    b[4..8].copy_from_slice(&sum.to_le_bytes());
+    b
+}
+
+/// A record's sectors by the layout, numbered `number`, its checksum right.
+fn record_sectors(size: usize, number: u64, key: u32, value: &[u8]) -> Vec<Vec<u8>> {
+    let mut b = vec![0; extent(size, value.len()) as usize * size];
+    b[0..4].copy_from_slice(b"TBsr");
+    b[8..16].copy_from_slice(&number.to_le_bytes());
+    b[16..20].copy_from_slice(&key.to_le_bytes());
+    b[20..24].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    b[24..24 + value.len()].copy_from_slice(value);
+    let sum = CRC.checksum(&b[8..]);
+    b[4..8].copy_from_slice(&sum.to_le_bytes());
+    b.chunks(size).map(<[u8]>::to_vec).collect()
+}
+
+/// Where each record starts, and where the log ends: (sector, number) for 0..=len.
+fn boundaries(size: usize, model: &Model) -> Vec<(u64, u64)> {
+    let mut at = store::FIRST_RECORD;
+    let mut marks = vec![(at, 0)];
+    for (i, (_, v)) in (1u64..).zip(&model.log) {
+        at += extent(size, v.len());
+        marks.push((at, i));
+    }
+    marks
+}
+
+/// Damage a hostile disk could hold, every checksum right (the world computes it), each
+/// breaking exactly one of the store's rules: both commits in the wrong slots, a record
+/// count past the log, sequence numbers not consecutive, a record numbered other than its
+/// place, an older commit that does not end on a record boundary of the newer log. The
+/// checker must name it, and mount (a slot's rule) or every read (a record's) refuse it;
+/// the older commit off the newer log's boundaries is the checker's alone (mount judges
+/// the slots, a read walks the newer log). Or the two commits moved to the last sequence
+/// numbers, 2^64 - 2 and 2^64 - 1: consistent, and an append must answer `Full`.
+fn broken(d: &mut Decisions, world: &RefCell<World>, model: &Model) -> Result<(), Finding> {
+    let size = world.borrow().size;
+    let count = world.borrow().count;
+    let marks = boundaries(size, model);
+    let n = model.log.len() as u64;
+    // Format leaves commits 0 and 1; every acknowledged append adds one.
+    let newer = Commit { seq: n + 1, sector_size: size as u32, sector_count: count, head: model.head, records: n };
+    let (head, records) = marks[marks.len().saturating_sub(2)];
+    let older = Commit { seq: n, head, records, ..newer };
+    let put = |slot: u64, c: &Commit| {
+        world.borrow_mut().durable.insert(slot, commit_sector(size, c));
+    };
+    put(newer.seq % 2, &newer);
+    put(older.seq % 2, &older);
+    let kind = if n == 0 { *d.choose(&[0, 1, 2, 5]) } else { d.below(6) };
+    // What the checker must name (exactly, or at least), and what mount must answer.
+    let (want, exact, mount): (Inconsistency, bool, Option<Inconsistency>) = match kind {
+        0 => {
+            put(newer.seq % 2, &older);
+            put(older.seq % 2, &newer);
+            let in0 = if newer.seq % 2 == 1 { newer } else { older };
+            let want = Inconsistency::SlotMisplaced { slot: 0, seq: in0.seq };
+            (want, false, Some(want))
+        }
+        1 => {
+            let records = any_u64(d, &[model.head - 1, model.head, u64::MAX]).max(model.head - 1);
+            let forged = Commit { seq: newer.seq + 1, records, ..newer };
+            put(forged.seq % 2, &forged);
+            let want = Inconsistency::TooManyRecords { slot: forged.seq % 2, records };
+            (want, false, Some(want))
+        }
+        2 => {
+            let last = u64::MAX - (u64::MAX - (newer.seq + 1)) % 2;
+            let seq = *d.choose(&[newer.seq + 3, newer.seq + 5, last]);
+            put(seq % 2, &Commit { seq, ..newer });
+            let want = Inconsistency::NotConsecutive { older: newer.seq, newer: seq };
+            (want, true, Some(want))
+        }
+        3 => {
+            let index = d.below(n as usize) as u64;
+            let found = any_u64(d, &[index + 1, index.wrapping_sub(1), u64::MAX, n]);
+            let found = if found == index { index + 1 } else { found };
+            let (key, value) = &model.log[index as usize];
+            let sector = marks[index as usize].0;
+            for (s, bytes) in (sector..).zip(record_sectors(size, found, *key, value)) {
+                world.borrow_mut().durable.insert(s, bytes);
+            }
+            (Inconsistency::RecordMisnumbered { sector, index, found }, true, None)
+        }
+        4 => {
+            let k = 1 + d.below(n as usize);
+            let (start, end) = (marks[k - 1].0, marks[k].0);
+            // The end of record k - 1 counting one record fewer, or a sector inside it.
+            let (head, records) =
+                if end - start > 1 && d.bool() { (start + 1, k as u64 - 1) } else { (end, k as u64 - 1) };
+            put(older.seq % 2, &Commit { head, records, ..older });
+            (Inconsistency::OlderNotPrefix { head, records }, true, None)
+        }
+        _ => return last_seq(d, world, model, newer, older),
+    };
+    let found = inconsistencies(world);
+    violation(world)?;
+    if !found.contains(&want) || (exact && found.len() != 1) {
+        return oracle(
+            "the checker did not name a forged commit's or record's broken rule",
+            format!("want {want:?}{}, found {found:?}", if exact { " alone" } else { "" }),
+        );
+    }
+    let mounted = Store::mount(Port(world));
+    violation(world)?;
+    match (mounted, mount) {
+        (Err(Error::Inconsistent(i)), Some(w)) if i == w => {}
+        // Not promised by mount (it judges the slots alone), but no wrong answer either.
+        (Err(Error::Inconsistent(i)), None) if kind == 4 && i == want => {}
+        (Ok(mut store), None) => {
+            if kind == 3 {
+                let mut out = vec![0; MAX_VALUE];
+                for key in 0..5 {
+                    let got = store.get(key, &mut out);
+                    violation(world)?;
+                    if got != Err(Error::Inconsistent(want)) {
+                        return oracle(
+                            "a read over a misnumbered record was not refused",
+                            format!("key {key}: {got:?}, want {want:?}"),
+                        );
+                    }
+                }
+            }
+        }
+        (got, _) => {
+            let got = got.map(|s| s.commit());
+            return oracle("a store with a broken rule was mounted otherwise", format!("{got:?}, want {mount:?}"));
+        }
+    }
+    d.end(match kind {
+        0 => "forged: commits misplaced",
+        1 => "forged: too many records",
+        2 => "forged: not consecutive",
+        3 => "forged: record misnumbered",
+        _ => "forged: older not a boundary",
+    });
+    Ok(())
+}
+
+/// Both commits moved to the last sequence numbers: the checker silent, the store mounts
+/// with commit 2^64 - 1 and holds the log, and an append answers `Full` (the next number
+/// would wrap) without a request, or `ValueTooLong`.
+fn last_seq(
+    d: &mut Decisions,
+    world: &RefCell<World>,
+    model: &Model,
+    newer: Commit,
+    older: Commit,
+) -> Result<(), Finding> {
+    let size = world.borrow().size;
+    let (older, newer) = (Commit { seq: u64::MAX - 1, ..older }, Commit { seq: u64::MAX, ..newer });
+    world.borrow_mut().durable.insert(0, commit_sector(size, &older));
+    world.borrow_mut().durable.insert(1, commit_sector(size, &newer));
+    let found = inconsistencies(world);
+    violation(world)?;
+    if !found.is_empty() {
+        return oracle("the checker named commits at the last sequence numbers", format!("{found:?}"));
+    }
+    let mut store = match Store::mount(Port(world)) {
+        Ok(store) if store.commit() == newer => store,
+        got => {
+            let got = got.map(|s| s.commit());
+            return oracle("a store at the last sequence number mounted otherwise", format!("{got:?}, want {newer:?}"));
+        }
+    };
+    let mut out = vec![0; MAX_VALUE];
+    for key in 0..4 {
+        let got = store.get(key, &mut out);
+        if got.as_ref().ok().copied().flatten().map(|n| &out[..n]) != model.latest(key) || got.is_err() {
+            return oracle(
+                "at the last sequence number a read answered other than the log",
+                format!("key {key}: {got:?}"),
+            );
+        }
+    }
+    let bytes = value(d, size);
+    let len = bytes.len();
+    let (got, _, requests) = watch(world, || store.append(0, &bytes));
+    violation(world)?;
+    match got {
+        Err(Error::Full) if len <= MAX_VALUE && requests == 0 => {}
+        Err(Error::ValueTooLong(l)) if len > MAX_VALUE && l == len && requests == 0 => {}
+        got => {
+            return oracle(
+                "an append at the last sequence number answered other than Full",
+                format!("{got:?} for {len} bytes after {requests} requests"),
+            );
+        }
+    }
+    d.end("forged: the last sequence number");
+    violation(world)
+}
+
 /// The disk comes back with another sector count (grown, or cut short): the store made
 /// for the old geometry must refuse to mount, and the checker name both slots.
 fn moved(d: &mut Decisions, world: &RefCell<World>) -> Result<(), Finding> {
@@ -535,6 +758,9 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         }
         if lie(d) && d.below(4) == 0 {
             return moved(d, &world);
+        }
+        if lie(d) && d.below(4) == 0 {
+            return broken(d, &world, &model);
         }
         plan(d, &mut world.borrow_mut());
     }
