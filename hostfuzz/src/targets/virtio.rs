@@ -24,6 +24,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use super::device_memory::DeviceMemory;
 use crate::{Decisions, Finding};
 use virtio::blk::{self, Blk};
 use virtio::mmio::{reg, status, F_VERSION_1, MAGIC};
@@ -287,8 +288,8 @@ struct Request {
 /// The device's state and its books.
 struct Model {
     setup: Setup,
-    /// The driver memory the device may reach: (device address, pointer, length).
-    regions: Vec<(u64, *mut u8, usize)>,
+    /// The driver memory the device may reach, and the first finding.
+    mem: DeviceMemory,
     status: u32,
     features_sel: u32,
     driver_sel: u32,
@@ -311,7 +312,6 @@ struct Model {
     left: Vec<u8>,
     /// The last write the device saw: sector and bytes.
     seen_write: Option<(u64, Vec<u8>)>,
-    violation: Option<Finding>,
 }
 
 fn sector_byte(sector: u64, i: usize) -> u8 {
@@ -320,44 +320,7 @@ fn sector_byte(sector: u64, i: usize) -> u8 {
 
 impl Model {
     fn violate(&mut self, what: &str, detail: String) {
-        if self.violation.is_none() {
-            self.violation = Some(Finding::oracle(what, detail));
-        }
-    }
-
-    /// The pointer to `len` bytes at device address `addr`, when they lie in one region.
-    fn at(&self, addr: u64, len: usize) -> Option<*mut u8> {
-        self.regions.iter().find_map(|&(start, ptr, size)| {
-            let offset = addr.checked_sub(start)?;
-            let end = offset.checked_add(len as u64)?;
-            // SAFETY: offset + len <= size: inside the region, which lies in the arena.
-            (end <= size as u64).then(|| unsafe { ptr.add(offset as usize) })
-        })
-    }
-
-    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
-        let Some(ptr) = self.at(addr, out.len()) else {
-            self.violate("the device was sent outside the driver's memory", format!("{addr:#x}+{}", out.len()));
-            return false;
-        };
-        // SAFETY: at() checked the bytes lie in the arena; the driver is not running.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr(), out.len()) };
-        true
-    }
-
-    fn write(&mut self, addr: u64, bytes: &[u8]) {
-        let Some(ptr) = self.at(addr, bytes.len()) else {
-            self.violate("the device was sent outside the driver's memory", format!("{addr:#x}+{}", bytes.len()));
-            return;
-        };
-        // SAFETY: as in read.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
-    }
-
-    fn read16(&mut self, addr: u64) -> u16 {
-        let mut b = [0; 2];
-        self.read(addr, &mut b);
-        u16::from_le_bytes(b)
+        self.mem.violate(what, detail);
     }
 
     /// Before a request: the used ring's flags (no notification, or none asked for).
@@ -368,7 +331,7 @@ impl Model {
         self.seen_write = None;
         if self.addrs[2] != 0 {
             let flags: u16 = if plan.no_notify { 1 } else { 0 };
-            self.write(self.addrs[2], &flags.to_le_bytes());
+            self.mem.write(self.addrs[2], &flags.to_le_bytes());
         }
         self.plan = plan;
     }
@@ -382,7 +345,7 @@ impl Model {
             self.violate("the driver notified without a request", String::new());
             return;
         };
-        let avail_idx = self.read16(avail + 2);
+        let avail_idx = self.mem.read16(avail + 2);
         if avail_idx != self.last_avail.wrapping_add(1) {
             self.violate(
                 "the driver published other than one chain",
@@ -391,7 +354,7 @@ impl Model {
             return;
         }
         let slot = u64::from(u32::from(self.last_avail) % size);
-        let head = self.read16(avail + 4 + 2 * slot);
+        let head = self.mem.read16(avail + 4 + 2 * slot);
         self.last_avail = avail_idx;
         // The chain, each descriptor's address and length checked.
         let mut chain = Vec::new();
@@ -402,13 +365,13 @@ impl Model {
                 return;
             }
             let mut d = [0u8; 16];
-            if !self.read(desc + 16 * u64::from(id), &mut d) {
+            if !self.mem.read(desc + 16 * u64::from(id), &mut d) {
                 return;
             }
             let addr = u64::from_le_bytes(d[..8].try_into().unwrap());
             let len = u32::from_le_bytes(d[8..12].try_into().unwrap());
             let flags = u16::from_le_bytes(d[12..14].try_into().unwrap());
-            if addr.checked_add(u64::from(len)).is_none() || self.at(addr, len as usize).is_none() {
+            if addr.checked_add(u64::from(len)).is_none() || self.mem.at(addr, len as usize).is_none() {
                 self.violate("a descriptor outside the driver's memory", format!("{addr:#x}+{len}"));
                 return;
             }
@@ -429,7 +392,7 @@ impl Model {
             return;
         }
         let mut header = [0u8; HEADER];
-        self.read(chain[0].0, &mut header);
+        self.mem.read(chain[0].0, &mut header);
         let kind = u32::from_le_bytes(header[..4].try_into().unwrap());
         let sector = u64::from_le_bytes(header[8..].try_into().unwrap());
         let want_kind = match request.op {
@@ -451,7 +414,7 @@ impl Model {
         if request.op == Op::Read {
             let (addr, len, _) = chain[1];
             let mut bytes = vec![0u8; len];
-            self.read(addr, &mut bytes);
+            self.mem.read(addr, &mut bytes);
             let count = plan.partial.map_or(len, |p| p % len);
             for (i, byte) in bytes.iter_mut().enumerate().take(count) {
                 let s = sector + (i / 512) as u64;
@@ -460,13 +423,13 @@ impl Model {
             if let Some((at, x)) = plan.garbage {
                 bytes[at % len] ^= x;
             }
-            self.write(addr, &bytes);
+            self.mem.write(addr, &bytes);
             self.left = bytes;
             written = count;
         } else if request.op == Op::Write {
             let (addr, len, _) = chain[1];
             let mut bytes = vec![0u8; len];
-            self.read(addr, &mut bytes);
+            self.mem.read(addr, &mut bytes);
             if plan.status.is_none() && !plan.no_status {
                 for (k, block) in bytes.chunks(512).enumerate() {
                     self.disk.insert(sector + k as u64, block.to_vec());
@@ -476,7 +439,7 @@ impl Model {
         }
         let status_byte = if plan.no_status { 0xff } else { plan.status.unwrap_or(blk::S_OK) };
         if !plan.no_status {
-            self.write(chain.last().unwrap().0, &[status_byte]);
+            self.mem.write(chain.last().unwrap().0, &[status_byte]);
         }
         // The used element.
         let data = if request.op == Op::Read { request.len as u32 } else { 0 };
@@ -492,11 +455,11 @@ impl Model {
         };
         let id = plan.id.unwrap_or(u32::from(head));
         let slot = u64::from(u32::from(self.used_idx) % size);
-        self.write(used + 4 + 8 * slot, &id.to_le_bytes());
-        self.write(used + 8 + 8 * slot, &len.to_le_bytes());
+        self.mem.write(used + 4 + 8 * slot, &id.to_le_bytes());
+        self.mem.write(used + 8 + 8 * slot, &len.to_le_bytes());
         let delta = 1u16.wrapping_add(plan.jump);
         self.used_idx = self.used_idx.wrapping_add(delta);
-        self.write(used + 2, &self.used_idx.to_le_bytes());
+        self.mem.write(used + 2, &self.used_idx.to_le_bytes());
         self.interrupt |= 1;
         if let Some(seed) = plan.scribble {
             let mut x = seed | 1;
@@ -507,8 +470,8 @@ impl Model {
                 x ^= x << 17;
                 *b = x as u8;
             }
-            self.write(desc, &junk[..16 * size as usize]);
-            self.write(avail, &junk[16 * size as usize..]);
+            self.mem.write(desc, &junk[..16 * size as usize]);
+            self.mem.write(avail, &junk[16 * size as usize..]);
         }
         // What the driver must answer, by its checks in their order.
         let writable = u64::from(data) + 1;
@@ -668,7 +631,7 @@ impl Drop for Arena {
 }
 
 fn check(model: &RefCell<Model>) -> Result<(), Finding> {
-    model.borrow_mut().violation.take().map_or(Ok(()), Err)
+    model.borrow_mut().mem.violation.take().map_or(Ok(()), Err)
 }
 
 fn differ(what: &str, got: &Result<(), Error>, want: &Result<(), Error>, request: &Request) -> Finding {
@@ -705,7 +668,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let arena = Arena::new();
     let model = RefCell::new(Model {
         setup,
-        regions: vec![(BASE, arena.0, blk::MEMORY)],
+        mem: DeviceMemory::new(vec![(BASE, arena.0, blk::MEMORY)]),
         status: 0,
         features_sel: 0,
         driver_sel: 0,
@@ -724,7 +687,6 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         outcome: None,
         left: Vec::new(),
         seen_write: None,
-        violation: None,
     });
     // SAFETY: the first MEMORY bytes of the arena, which outlives the driver (declared
     // before it); only the driver and the device reach them.
@@ -815,9 +777,9 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         dma.write(0, &fill).expect("the buffer is len bytes");
         {
             let mut m = model.borrow_mut();
-            m.regions.truncate(1);
+            m.mem.regions.truncate(1);
             // SAFETY: as for the Dma above.
-            m.regions.push((buffer, unsafe { arena.0.add(BUFFER_AT) }, len));
+            m.mem.regions.push((buffer, unsafe { arena.0.add(BUFFER_AT) }, len));
         }
         let request = Request { op, sector, len, buffer };
         model.borrow_mut().begin(request, plan);

@@ -20,6 +20,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use super::device_memory::DeviceMemory;
 use super::virtio::{any_u32, lie, name, Arena, ARENA};
 use crate::{Decisions, Finding};
 use virtio::mmio::{reg, status, F_VERSION_1, MAGIC};
@@ -144,7 +145,8 @@ struct QueueState {
 /// The card's state and its books.
 struct Model {
     setup: Setup,
-    memory: (u64, *mut u8, usize),
+    /// The driver memory the card may reach, and the first finding.
+    mem: DeviceMemory,
     status: u32,
     features_sel: u32,
     driver_sel: u32,
@@ -162,53 +164,11 @@ struct Model {
     sent: Vec<Vec<u8>>,
     /// The transmit answer the driver must give (None: the card never answered).
     tx_outcome: Option<Result<(), Error>>,
-    violation: Option<Finding>,
 }
 
 impl Model {
     fn violate(&mut self, what: &str, detail: String) {
-        if self.violation.is_none() {
-            self.violation = Some(Finding::oracle(what, detail));
-        }
-    }
-
-    fn at(&self, addr: u64, len: usize) -> Option<*mut u8> {
-        let (start, ptr, size) = self.memory;
-        let offset = addr.checked_sub(start)?;
-        let end = offset.checked_add(len as u64)?;
-        // SAFETY: offset + len <= size: inside the driver's memory, in the arena.
-        (end <= size as u64).then(|| unsafe { ptr.add(offset as usize) })
-    }
-
-    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
-        let Some(ptr) = self.at(addr, out.len()) else {
-            self.violate("the card was sent outside the driver's memory", format!("{addr:#x}+{}", out.len()));
-            return false;
-        };
-        // SAFETY: at() checked the bytes lie in the arena; the driver is not running.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr(), out.len()) };
-        true
-    }
-
-    fn write(&mut self, addr: u64, bytes: &[u8]) {
-        let Some(ptr) = self.at(addr, bytes.len()) else {
-            self.violate("the card was sent outside the driver's memory", format!("{addr:#x}+{}", bytes.len()));
-            return;
-        };
-        // SAFETY: as in read.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
-    }
-
-    fn read16(&mut self, addr: u64) -> u16 {
-        let mut b = [0; 2];
-        self.read(addr, &mut b);
-        u16::from_le_bytes(b)
-    }
-
-    fn read32(&mut self, addr: u64) -> u32 {
-        let mut b = [0; 4];
-        self.read(addr, &mut b);
-        u32::from_le_bytes(b)
+        self.mem.violate(what, detail);
     }
 
     /// The next new chain of queue `q`: its head and its one descriptor (address, length,
@@ -217,23 +177,23 @@ impl Model {
         let [desc, avail, _] = self.queues[q].addrs;
         let size = self.queues[q].num;
         let last = self.queues[q].last_avail;
-        if self.read16(avail + 2) == last {
+        if self.mem.read16(avail + 2) == last {
             return None;
         }
-        let head = self.read16(avail + 4 + 2 * u64::from(u32::from(last) % size));
+        let head = self.mem.read16(avail + 4 + 2 * u64::from(u32::from(last) % size));
         self.queues[q].last_avail = last.wrapping_add(1);
         if u32::from(head) >= size {
             self.violate("a chain head beyond the queue", format!("queue {q}: head {head} of {size}"));
             return None;
         }
         let mut d = [0u8; 16];
-        if !self.read(desc + 16 * u64::from(head), &mut d) {
+        if !self.mem.read(desc + 16 * u64::from(head), &mut d) {
             return None;
         }
         let addr = u64::from_le_bytes(d[..8].try_into().unwrap());
         let len = u32::from_le_bytes(d[8..12].try_into().unwrap());
         let flags = u16::from_le_bytes(d[12..14].try_into().unwrap());
-        if flags & 1 != 0 || self.at(addr, len as usize).is_none() {
+        if flags & 1 != 0 || self.mem.at(addr, len as usize).is_none() {
             self.violate(
                 "a chain that is not one descriptor in the driver's memory",
                 format!("{addr:#x}+{len} {flags:#x}"),
@@ -263,11 +223,11 @@ impl Model {
         let used = self.queues[q].addrs[2];
         let idx = self.queues[q].used_idx;
         let slot = u64::from(u32::from(idx) % self.queues[q].num);
-        self.write(used + 4 + 8 * slot, &id.to_le_bytes());
-        self.write(used + 8 + 8 * slot, &len.to_le_bytes());
+        self.mem.write(used + 4 + 8 * slot, &id.to_le_bytes());
+        self.mem.write(used + 8 + 8 * slot, &len.to_le_bytes());
         let idx = idx.wrapping_add(1).wrapping_add(jump);
         self.queues[q].used_idx = idx;
-        self.write(used + 2, &idx.to_le_bytes());
+        self.mem.write(used + 2, &idx.to_le_bytes());
     }
 
     /// Random bytes over queue `q`'s descriptor table and its available ring's entries.
@@ -282,8 +242,8 @@ impl Model {
             x ^= x << 17;
             *b = x as u8;
         }
-        self.write(desc, &junk[..16 * size]);
-        self.write(avail + 4, &junk[16 * size..]);
+        self.mem.write(desc, &junk[..16 * size]);
+        self.mem.write(avail + 4, &junk[16 * size..]);
     }
 
     /// The card's work on a notification of the transmit queue: the new chain, checked,
@@ -294,7 +254,7 @@ impl Model {
             return;
         };
         let mut bytes = vec![0u8; len as usize];
-        self.read(addr, &mut bytes);
+        self.mem.read(addr, &mut bytes);
         if flags & 2 != 0 || len as usize > BUFFER || len as usize <= HEADER || bytes[..HEADER] != [0; HEADER] {
             self.violate("a transmit chain unlike a frame", format!("{addr:#x}+{len} {flags:#x}"));
             return;
@@ -342,7 +302,7 @@ impl Model {
         let mut bytes = vec![0u8; HEADER];
         bytes[1] = plan.gso;
         bytes.extend_from_slice(frame);
-        self.write(addr, &bytes);
+        self.mem.write(addr, &bytes);
         let id = plan.id.unwrap_or(u32::from(head));
         self.complete(RX, id, plan.len.unwrap_or(bytes.len() as u32), plan.jump);
         if let Some(seed) = plan.scribble {
@@ -368,8 +328,8 @@ impl Model {
                 return (Err(Error::UsedIndexJump(pending)), taken, dropped);
             }
             let slot = u64::from(u32::from(at) % size);
-            let id = self.read32(used + 4 + 8 * slot);
-            let len = self.read32(used + 8 + 8 * slot);
+            let id = self.mem.read32(used + 4 + 8 * slot);
+            let len = self.mem.read32(used + 8 + 8 * slot);
             if id >= size {
                 return (Err(Error::UsedIdOutOfRange(id)), taken, dropped);
             }
@@ -386,7 +346,7 @@ impl Model {
                 return (Ok(None), taken, dropped);
             };
             let mut bytes = vec![0u8; len as usize];
-            self.read(addr, &mut bytes);
+            self.mem.read(addr, &mut bytes);
             let frame = bytes.split_off(HEADER);
             if frame.len() < FRAME_MIN || bytes[1] != 0 {
                 dropped += 1;
@@ -485,7 +445,7 @@ impl Mmio for Port<'_> {
 }
 
 fn check(model: &RefCell<Model>) -> Result<(), Finding> {
-    model.borrow_mut().violation.take().map_or(Ok(()), Err)
+    model.borrow_mut().mem.violation.take().map_or(Ok(()), Err)
 }
 
 /// A frame of `len` bytes that changes with `seed`.
@@ -500,7 +460,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     let arena = Arena::new();
     let model = RefCell::new(Model {
         setup,
-        memory: (BASE, arena.0, net::MEMORY),
+        mem: DeviceMemory::new(vec![(BASE, arena.0, net::MEMORY)]),
         status: 0,
         features_sel: 0,
         driver_sel: 0,
@@ -513,7 +473,6 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         want_frame: Vec::new(),
         sent: Vec::new(),
         tx_outcome: None,
-        violation: None,
     });
     // SAFETY: the first MEMORY bytes of the arena, which outlives the driver (declared
     // before it); only the driver and the card reach them.
@@ -571,7 +530,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
                 m.want_frame = bytes.clone();
                 m.tx_outcome = None;
                 let used = m.queues[TX].addrs[2];
-                m.write(used, &u16::from(plan.no_notify).to_le_bytes());
+                m.mem.write(used, &u16::from(plan.no_notify).to_le_bytes());
                 m.sent.len()
             };
             let got = card.send(&bytes);
