@@ -117,6 +117,14 @@ fn run(args: &[String]) -> Result<u8, String> {
 }
 
 fn main() -> ExitCode {
+    // First, with one thread: the code on huge pages before any fork (hugetext.rs).
+    let moved = hostfuzz::hugetext::remap();
+    if std::env::var_os("HOSTFUZZ_HUGE_TEXT").is_some_and(|v| v == "report") {
+        eprintln!(
+            "hostfuzz: code on huge pages: {} stretches of 2 MiB ({} left on small pages)",
+            moved.huge, moved.left
+        );
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--mutations") {
         return ExitCode::from(hostfuzz::mutations::main(&args[1..], &Settings::from_env()));

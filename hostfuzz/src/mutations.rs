@@ -211,7 +211,7 @@ fn tail(path: &Path, lines: usize) -> String {
 /// .cargo/config.toml): linked static for the host's triple, so their forks cost what
 /// the gate's do.
 const BUILD_TARGET: &str = "x86_64-unknown-linux-gnu";
-const BUILD_STATIC: &str = "target.x86_64-unknown-linux-gnu.rustflags=['-C', 'target-feature=+crt-static']";
+const BUILD_STATIC: &str = "target.x86_64-unknown-linux-gnu.rustflags=['-C', 'target-feature=+crt-static', '-C', 'link-arg=-Wl,-z,max-page-size=0x200000']";
 
 /// The copy, its shared target directory and where each run writes.
 struct Scratch {

@@ -269,3 +269,26 @@ fn an_answer_longer_than_the_zygote_s_pipe_is_cut_and_still_reported() {
     assert_eq!(each.status.code(), Some(1));
     assert!(stdout(&each).contains(&"x".repeat(2 << 20)));
 }
+
+/// Whether this kernel gives transparent huge pages to memory that asks (`madvise`).
+fn huge_pages_offered() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"))
+}
+
+#[test]
+fn the_code_on_huge_pages_changes_no_outcome() {
+    let out = out_dir("huge-text");
+    let args = ["--count", "300"];
+    let moved = runner(&out, &args).env("HOSTFUZZ_HUGE_TEXT", "report").output().expect("the runner starts");
+    let stayed = runner(&out, &args).env("HOSTFUZZ_HUGE_TEXT", "0").output().expect("the runner starts");
+    assert_eq!(moved.status.code(), Some(0), "{}", stdout(&moved));
+    assert_eq!(stdout(&moved), stdout(&stayed));
+    let said = String::from_utf8_lossy(&moved.stderr);
+    let line = said.lines().find(|l| l.starts_with("hostfuzz: code on huge pages: ")).expect("the report line");
+    let count: usize = line["hostfuzz: code on huge pages: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    if huge_pages_offered() {
+        assert!(count >= 1, "{line}");
+    }
+    assert!(!String::from_utf8_lossy(&stayed.stderr).contains("code on huge pages"));
+}
