@@ -355,9 +355,15 @@ fn walks(path: &str) -> bool {
 }
 
 /// The rules a walk's answer keeps: a value only from a sound stretch of the structure
-/// block, under the path's property name; `None` only from a sound block.
-fn walk_rules(path: &str, value: Option<&[u8]>, structs: &[u8], strings: &[u8]) -> Result<(), String> {
-    let broken = first_break(structs);
+/// block, under the path's property name; `None` only from a sound block. `broken` is
+/// the block's [`first_break`], found once for all the walks of an input.
+fn walk_rules(
+    path: &str,
+    value: Option<&[u8]>,
+    structs: &[u8],
+    strings: &[u8],
+    broken: Option<usize>,
+) -> Result<(), String> {
     let Some(value) = value else {
         return match broken {
             Some(at) if walks(path) => Err(format!("{path}: not found, but the block breaks at {at}")),
@@ -420,11 +426,12 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     }
     paths.extend(["/", "//x", "/chosen/", "/cpus/cpu/reg", "/memory/reg"].map(String::from));
     let (structs, strings) = header_rules(&blob).map_err(|e| Finding::oracle("Fdt::new accepted a bad header", e))?;
+    let broken = first_break(structs);
     let mut walk_error = None;
     for path in &paths {
         let found = reader.property(path);
         if let Ok(value) = found {
-            walk_rules(path, value, structs, strings)
+            walk_rules(path, value, structs, strings, broken)
                 .map_err(|e| Finding::oracle("a walk answered past a broken structure block", e))?;
         }
         // The numbers: a value of exactly their length.
