@@ -33,19 +33,18 @@ pub fn prepare() {
 /// An entry: name, kind, data.
 type Packed = (String, Kind, Vec<u8>);
 
+/// A name for the next entry, none of `taken`'s nor a fixed entry's: the decisions' own
+/// if free; on a clash, the first free `entry-N` from `N` = the entries so far. (A retry
+/// with more decisions would spin once the input has run out: past its end every try
+/// reads the same zeros, the same name.)
 fn name(d: &mut Decisions, taken: &[Packed]) -> String {
-    loop {
-        let len = 1 + d.below(bundle::NAME_LEN);
-        let name: String = (0..len).map(|_| (b'!' + d.below(94) as u8) as char).collect();
-        if !taken.iter().any(|(n, _, _)| *n == name) && !["kernel", "logsrv"].contains(&name.as_str()) {
-            return name;
-        }
-        // A clash: a zero decision here means the next try differs from this one.
-        let _ = d.u8();
-        if d.consumed() > 1 << 20 {
-            return format!("entry-{}", taken.len());
-        }
+    let len = 1 + d.below(bundle::NAME_LEN);
+    let name: String = (0..len).map(|_| (b'!' + d.below(94) as u8) as char).collect();
+    let free = |n: &str| !taken.iter().any(|(t, _, _)| t == n) && !["kernel", "logsrv"].contains(&n);
+    if free(&name) {
+        return name;
     }
+    (taken.len()..).map(|i| format!("entry-{i}")).find(|n| free(n)).expect("fewer entries than names")
 }
 
 fn entries(d: &mut Decisions) -> Vec<Packed> {
