@@ -36,7 +36,7 @@ fn gate_exits_0_and_prints_the_same_twice() {
     let second = hostfuzz(&out, &[]);
     assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
     assert_eq!(stdout(&first), stdout(&second));
-    for target in ["fdt", "bundle", "elf", "programs", "timers", "virtio", "net", "store"] {
+    for target in ["fdt", "bundle", "bundle-format", "elf", "programs", "timers", "virtio", "net", "store"] {
         assert!(stdout(&first).contains(&format!("{target}: 3000 inputs from seed 1")), "{}", stdout(&first));
     }
     assert!(!stdout(&first).contains("canary"));

@@ -23,6 +23,13 @@
 //! So data never overlaps the header, the table or other data, and there is no gap or
 //! trailing garbage. [`verify`] checks the trailer and the signature before it parses
 //! a single entry.
+//!
+//! The feature `fuzz-stand-in` (host fuzzing only; a guest build with it does not
+//! compile) adds [`Verifier::stand_in`] and `Signer::stand_in`: the same trailer, message
+//! and checks, with SHA-512 over a marker, the public key and the message in place of
+//! Ed25519. Anyone holding the public key can make such a signature, so it proves nothing
+//! about who signed; it lets a fuzzing campaign spend its time on the format and the
+//! verifier's own code instead of on Ed25519's arithmetic (hostfuzz's `bundle-format`).
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -34,6 +41,9 @@ extern crate std;
 mod sign;
 #[cfg(feature = "sign")]
 pub use sign::{pack, pack_signed, sign, sign_bare, Signer, DEV_SEED};
+
+#[cfg(all(feature = "fuzz-stand-in", target_os = "none"))]
+compile_error!("bundle's `fuzz-stand-in` is for host fuzzing: a guest with it would accept signatures anyone can make");
 
 use curve25519_dalek::edwards::CompressedEdwardsY;
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -298,7 +308,16 @@ fn split(bytes: &[u8]) -> Result<(&[u8], [u8; 64]), Error> {
 /// bundles: [`verify`] without the key's work at each call.
 #[derive(Clone, Debug)]
 pub struct Verifier {
-    key: VerifyingKey,
+    key: Scheme,
+}
+
+/// How a [`Verifier`] checks a signature.
+#[derive(Clone, Debug)]
+enum Scheme {
+    Ed25519(VerifyingKey),
+    /// The public key's bytes: [`stand_in_signature`].
+    #[cfg(feature = "fuzz-stand-in")]
+    StandIn([u8; 32]),
 }
 
 impl Verifier {
@@ -309,7 +328,14 @@ impl Verifier {
         if key.is_weak() {
             return Err(Error::Key);
         }
-        Ok(Verifier { key })
+        Ok(Verifier { key: Scheme::Ed25519(key) })
+    }
+
+    /// UNSAFE, host fuzzing only: a verifier that takes the stand-in signature of the
+    /// public key `key` (see the crate's doc), which anyone holding `key` can make.
+    #[cfg(feature = "fuzz-stand-in")]
+    pub fn stand_in(key: &[u8; 32]) -> Verifier {
+        Verifier { key: Scheme::StandIn(*key) }
     }
 
     /// [`verify`] with this key: the trailer, the signature, then the strict parse.
@@ -319,22 +345,54 @@ impl Verifier {
         parse(archive)
     }
 
-    /// Ed25519 over DOMAIN || archive_len (u64 LE) || archive, checked as strictly as
-    /// `verify_strict` (canonical s, neither the key nor R of small order) but streamed,
-    /// so the message is never copied.
+    /// The signature over the [`signed_message`], by this verifier's scheme.
     fn check_signature(&self, archive: &[u8], signature: &[u8; 64]) -> Result<(), Error> {
-        let mut r = [0u8; 32];
-        r.copy_from_slice(&signature[..32]);
-        match CompressedEdwardsY(r).decompress() {
-            Some(point) if !point.is_small_order() => {}
-            _ => return Err(Error::Signature),
+        match &self.key {
+            Scheme::Ed25519(key) => check_ed25519(key, archive, signature),
+            #[cfg(feature = "fuzz-stand-in")]
+            Scheme::StandIn(key) => {
+                let made = stand_in_signature(key, |part| signed_message(archive, part));
+                if made == *signature {
+                    Ok(())
+                } else {
+                    Err(Error::Signature)
+                }
+            }
         }
-        let mut stream = self.key.verify_stream(&Signature::from_bytes(signature)).map_err(|_| Error::Signature)?;
-        stream.update(DOMAIN);
-        stream.update((archive.len() as u64).to_le_bytes());
-        stream.update(archive);
-        stream.finalize_and_verify().map_err(|_| Error::Signature)
     }
+}
+
+/// Ed25519 over the [`signed_message`], checked as strictly as `verify_strict` (canonical
+/// s, neither the key nor R of small order) but streamed, so the message is never copied.
+fn check_ed25519(key: &VerifyingKey, archive: &[u8], signature: &[u8; 64]) -> Result<(), Error> {
+    let mut r = [0u8; 32];
+    r.copy_from_slice(&signature[..32]);
+    match CompressedEdwardsY(r).decompress() {
+        Some(point) if !point.is_small_order() => {}
+        _ => return Err(Error::Signature),
+    }
+    let mut stream = key.verify_stream(&Signature::from_bytes(signature)).map_err(|_| Error::Signature)?;
+    signed_message(archive, |part| stream.update(part));
+    stream.finalize_and_verify().map_err(|_| Error::Signature)
+}
+
+/// The message a signature covers, in parts: DOMAIN || archive_len (u64 LE) || archive.
+fn signed_message(archive: &[u8], mut part: impl FnMut(&[u8])) {
+    part(DOMAIN);
+    part(&(archive.len() as u64).to_le_bytes());
+    part(archive);
+}
+
+/// The stand-in signature (feature `fuzz-stand-in`): SHA-512 over a marker, the public
+/// key and the message `message` gives in parts.
+#[cfg(feature = "fuzz-stand-in")]
+pub(crate) fn stand_in_signature(key: &[u8; 32], message: impl FnOnce(&mut dyn FnMut(&[u8]))) -> [u8; 64] {
+    use sha2::Digest;
+    let mut hash = sha2::Sha512::new();
+    hash.update(b"testbench bundle fuzzing stand-in, not a signature\0");
+    hash.update(key);
+    message(&mut |part| hash.update(part));
+    hash.finalize().into()
 }
 
 /// One table entry as stored.

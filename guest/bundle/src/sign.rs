@@ -17,12 +17,29 @@ pub const DEV_SEED: [u8; 32] = *b"TESTBENCH-DEV-SEED-NOT-A-SECRET!";
 #[derive(Clone, Debug)]
 pub struct Signer {
     key: SigningKey,
+    /// Feature `fuzz-stand-in`: the public key whose stand-in signature this signer makes
+    /// instead of Ed25519's (see the crate's doc).
+    #[cfg(feature = "fuzz-stand-in")]
+    stand_in: Option<[u8; 32]>,
 }
 
 impl Signer {
     /// The signer for `seed`.
     pub fn new(seed: &[u8; 32]) -> Signer {
-        Signer { key: SigningKey::from_bytes(seed) }
+        Signer {
+            key: SigningKey::from_bytes(seed),
+            #[cfg(feature = "fuzz-stand-in")]
+            stand_in: None,
+        }
+    }
+
+    /// UNSAFE, host fuzzing only: a signer that makes the stand-in signature of `seed`'s
+    /// public key, which [`crate::Verifier::stand_in`] of that key takes and no Ed25519
+    /// verifier does.
+    #[cfg(feature = "fuzz-stand-in")]
+    pub fn stand_in(seed: &[u8; 32]) -> Signer {
+        let key = SigningKey::from_bytes(seed);
+        Signer { stand_in: Some(key.verifying_key().to_bytes()), key }
     }
 
     /// The trailer for `archive`: Ed25519 over DOMAIN || archive_len (u64 LE) || archive.
@@ -50,12 +67,31 @@ impl Signer {
     }
 
     fn trailer(&self, archive_len: usize, message: &[u8]) -> [u8; TRAILER_LEN] {
-        let signature = self.key.sign(message);
+        let signature = self.signature(message);
         let mut out = [0u8; TRAILER_LEN];
         out[..8].copy_from_slice(&TRAILER_MAGIC);
         out[8..16].copy_from_slice(&(archive_len as u64).to_le_bytes());
-        out[16..].copy_from_slice(&signature.to_bytes());
+        out[16..].copy_from_slice(&signature);
         out
+    }
+}
+
+#[cfg(feature = "fuzz-stand-in")]
+impl Signer {
+    /// The signature over `message`: Ed25519's, or the stand-in's.
+    fn signature(&self, message: &[u8]) -> [u8; 64] {
+        match &self.stand_in {
+            Some(key) => crate::stand_in_signature(key, |part| part(message)),
+            None => self.key.sign(message).to_bytes(),
+        }
+    }
+}
+
+#[cfg(not(feature = "fuzz-stand-in"))]
+impl Signer {
+    /// The Ed25519 signature over `message`.
+    fn signature(&self, message: &[u8]) -> [u8; 64] {
+        self.key.sign(message).to_bytes()
     }
 }
 

@@ -284,3 +284,39 @@ fn describe_is_distinct_per_error() {
         }
     }
 }
+
+/// The fuzzing stand-in (feature `fuzz-stand-in`): the same trailer, message and checks,
+/// and no bundle crosses between it and Ed25519.
+#[cfg(feature = "fuzz-stand-in")]
+#[test]
+fn the_stand_in_verifies_only_its_own_signatures_over_the_whole_message() {
+    let (signer, verifier) = (Signer::stand_in(&DEV_SEED), Verifier::stand_in(&DEV_PUBLIC_KEY));
+    let bytes = signer.pack_signed(&entries()).unwrap();
+    let verified = verifier.verify(&bytes).unwrap();
+    assert_eq!(verified.kernel().data, KERNEL);
+    // Ed25519's verifier refuses it, and the stand-in refuses Ed25519's bundle.
+    assert_eq!(verify(&bytes, &DEV_PUBLIC_KEY).unwrap_err(), Error::Signature);
+    assert_eq!(verifier.verify(&good()).unwrap_err(), Error::Signature);
+    // Another key's stand-in, a flipped bit anywhere in the archive or the signature, and
+    // a signature over the bare archive are refused.
+    let other = Verifier::stand_in(&[7; 32]);
+    assert_eq!(other.verify(&bytes).unwrap_err(), Error::Signature);
+    let archive_len = bytes.len() - TRAILER_LEN;
+    for i in (0..archive_len).chain(archive_len + 16..bytes.len()) {
+        let mut changed = bytes.clone();
+        changed[i] ^= 0x10;
+        assert_eq!(verifier.verify(&changed).unwrap_err(), Error::Signature, "byte {i}");
+    }
+    let mut bare = bytes[..archive_len].to_vec();
+    bare.extend_from_slice(&signer.sign_bare(&bytes[..archive_len]));
+    assert_eq!(verifier.verify(&bare).unwrap_err(), Error::Signature);
+    // The stand-in signer's other calls agree with its verifier.
+    assert_eq!(signed_by(&signer, &bytes[..archive_len]), bytes);
+}
+
+#[cfg(feature = "fuzz-stand-in")]
+fn signed_by(signer: &Signer, archive: &[u8]) -> Vec<u8> {
+    let mut out = archive.to_vec();
+    out.extend_from_slice(&signer.sign(archive));
+    out
+}

@@ -41,6 +41,12 @@ pub const TARGETS: &[Target] = &[
         gate: true,
         run: bundle::run,
     },
+    Target {
+        name: "bundle-format",
+        about: "guest/bundle: the same, signed with the fuzzing stand-in instead of Ed25519 (campaigns)",
+        gate: true,
+        run: bundle::run_format,
+    },
     Target { name: "elf", about: "guest/elf: built images and corrupted fixtures", gate: true, run: elf::run },
     Target {
         name: "programs",
