@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The reserved region's size: address space only (`MAP_NORESERVE`), never touched by
 /// the runner; a child's pages are made on its first write to them. The gate's children
-/// use 6–30 KB on average, 1 MB at most (bundle); the bound keeps what a child that
+/// use 6–30 KB on average (docs/host-fuzzing.md); the bound keeps what a child that
 /// allocates and frees in a loop can hold to 64 MiB more than `malloc` would.
 const SIZE: usize = 64 << 20;
 
