@@ -7,12 +7,14 @@
 //! - [`exec`]: one input, in a fresh child (the runner's fork server) or in process (tests).
 //! - [`zygote`]: the fork server, a process forked once that forks a child per input.
 //! - [`arena`]: a served child's heap, on fresh pages of its own.
+//! - [`cpu`]: one core for a run's runner, zygote and children.
 //! - [`hugetext`]: the runner's code moved onto huge pages, so children take no fault on it.
 //! - [`shrink`]: a finding's input made as small as it goes.
 //! - [`runner`]: the gate, campaigns and replay behind `cargo hostfuzz`.
 //! - [`mutations`]: `cargo hostfuzz --mutations`, the proof that each harness bites.
 
 pub mod arena;
+pub mod cpu;
 pub mod decisions;
 pub mod exec;
 pub mod finding;

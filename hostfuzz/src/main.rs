@@ -107,6 +107,8 @@ fn run(args: &[String]) -> Result<u8, String> {
         };
         return campaign.run(&hostfuzz::slurm::root());
     }
+    // One core for the runner, its zygote and their children (src/cpu.rs).
+    hostfuzz::cpu::pin()?;
     let self_check = matches!(budget, Budget::Count(_));
     let chosen: Vec<&Target> = match chosen {
         Some(t) => vec![t],

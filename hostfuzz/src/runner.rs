@@ -221,10 +221,11 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
         println!("  ended: {}", line.join("; "));
     }
     eprintln!(
-        "{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, {})",
+        "{}: {iter} inputs in {elapsed:.2} s ({:.0} inputs/s, {}{})",
         target.name,
         iter as f64 / elapsed,
-        settings.how()
+        settings.how(),
+        crate::cpu::describe()
     );
     status
 }

@@ -292,3 +292,37 @@ fn the_code_on_huge_pages_changes_no_outcome() {
     }
     assert!(!String::from_utf8_lossy(&stayed.stderr).contains("code on huge pages"));
 }
+
+/// The first CPU this process may run on, from its `/proc/self/status`.
+fn first_allowed_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_owned();
+    list.split([',', '-']).next().unwrap().to_owned()
+}
+
+/// The rate line's end: how the run was placed.
+fn placement(output: &Output) -> String {
+    let err = String::from_utf8_lossy(&output.stderr);
+    let line = err.lines().find(|l| l.contains("inputs/s, fork server")).expect("the rate line").to_owned();
+    line.split("fork server").nth(1).unwrap().to_owned()
+}
+
+#[test]
+fn a_run_pins_itself_to_one_cpu_unless_told_not_to_and_a_cpu_it_may_not_use_is_refused() {
+    let out = out_dir("cpu");
+    let args = ["--count", "100", "fdt"];
+    let chosen = runner(&out, &args).env_remove("HOSTFUZZ_CPU").output().expect("the runner starts");
+    let said = placement(&chosen);
+    // Other tests' runners may hold every CPU meanwhile: then it says so and runs unpinned.
+    assert!(said.starts_with(", on CPU ") || said.contains("each run a pinned process"), "{said}");
+    let cpu = first_allowed_cpu();
+    let named = runner(&out, &args).env("HOSTFUZZ_CPU", &cpu).output().expect("the runner starts");
+    assert_eq!(placement(&named), format!(", on CPU {cpu})"));
+    let unpinned = runner(&out, &args).env("HOSTFUZZ_CPU", "none").output().expect("the runner starts");
+    assert_eq!(placement(&unpinned), ", unpinned: HOSTFUZZ_CPU=none)");
+    assert_eq!(stdout(&chosen), stdout(&named));
+    assert_eq!(stdout(&chosen), stdout(&unpinned));
+    let refused = runner(&out, &args).env("HOSTFUZZ_CPU", "100000").output().expect("the runner starts");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("HOSTFUZZ_CPU=100000: this process may run on CPUs "));
+}

@@ -1,0 +1,189 @@
+//! One CPU for a run: the runner, its zygote and their children on the same core.
+//!
+//! A fork server hands the core back and forth between three processes at every input
+//! (the runner wakes the zygote, the zygote forks the child and waits for it, the child
+//! answers). Left to the scheduler, they spread over the cores, and each hand-over wakes
+//! a process on another core: on this two-core virtual machine fdt runs at ~5,600 inputs
+//! a second that way against ~10,900 on one core (docs/host-fuzzing.md, "One CPU a
+//! run"). So, as AFL does, a campaign or gate run pins itself, before its first fork, to
+//! a CPU it may run on where no other process is pinned; its zygote and children inherit
+//! that. A process already limited to one CPU (`taskset`, a Slurm task bound to its CPU)
+//! keeps it. With every CPU taken by a pinned process it runs unpinned, and says so.
+//! `HOSTFUZZ_CPU=N` chooses the CPU, `HOSTFUZZ_CPU=none` leaves the run unpinned.
+
+use std::sync::OnceLock;
+
+/// Where the run is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpu {
+    /// Pinned here to this CPU (chosen, or named by `HOSTFUZZ_CPU`).
+    Pinned(usize),
+    /// Already limited to this one CPU when it started.
+    Given(usize),
+    /// Not pinned, and why.
+    Unpinned(String),
+}
+
+static CHOSEN: OnceLock<Cpu> = OnceLock::new();
+
+/// Pins this process as the module says, once; `HOSTFUZZ_CPU` naming no CPU this process
+/// may use is an error that says which it may.
+pub fn pin() -> Result<&'static Cpu, String> {
+    if let Some(cpu) = CHOSEN.get() {
+        return Ok(cpu);
+    }
+    let allowed = allowed()?;
+    let wanted = std::env::var("HOSTFUZZ_CPU").ok().filter(|v| !v.is_empty());
+    let cpu = match wanted.as_deref() {
+        Some("none") => Cpu::Unpinned("HOSTFUZZ_CPU=none".into()),
+        Some(n) => {
+            let cpu: usize = n.parse().map_err(|_| format!("HOSTFUZZ_CPU={n}: a CPU number, or none"))?;
+            if !allowed.contains(&cpu) {
+                return Err(format!("HOSTFUZZ_CPU={n}: this process may run on CPUs {} only", list(&allowed)));
+            }
+            set(cpu)?;
+            Cpu::Pinned(cpu)
+        }
+        None if allowed.len() == 1 => Cpu::Given(allowed[0]),
+        None => {
+            let taken = pinned_elsewhere();
+            match allowed.iter().find(|c| !taken.contains(c)) {
+                Some(&cpu) => {
+                    set(cpu)?;
+                    Cpu::Pinned(cpu)
+                }
+                None => Cpu::Unpinned(format!("CPUs {} each run a pinned process", list(&allowed))),
+            }
+        }
+    };
+    Ok(CHOSEN.get_or_init(|| cpu))
+}
+
+/// How the rate line names it: ", on CPU 1", or ", unpinned: why"; empty before [`pin`].
+pub fn describe() -> String {
+    match CHOSEN.get() {
+        Some(Cpu::Pinned(c) | Cpu::Given(c)) => format!(", on CPU {c}"),
+        Some(Cpu::Unpinned(why)) => format!(", unpinned: {why}"),
+        None => String::new(),
+    }
+}
+
+/// The CPUs this process may run on.
+fn allowed() -> Result<Vec<usize>, String> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills the set it is given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is this thread; the size is the set's.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: CPU_ISSET reads the set within its size.
+    Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+/// Limits this process (its one thread: the runner has no other when it pins) to `cpu`.
+fn set(cpu: usize) -> Result<(), String> {
+    // SAFETY: as in `allowed`; CPU_SET writes within the set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is this thread; the size is the set's.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(format!("sched_setaffinity to CPU {cpu}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The CPUs to which some other user process is pinned (limited to that one CPU), from
+/// `/proc/*/status`; kernel threads (no `VmSize`) are not counted.
+fn pinned_elsewhere() -> Vec<usize> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut taken = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|p| p.bytes().all(|b| b.is_ascii_digit()) && *p != me) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        if let Some(cpu) = single_cpu(&status) {
+            if !taken.contains(&cpu) {
+                taken.push(cpu);
+            }
+        }
+    }
+    taken
+}
+
+/// The one CPU a user process's `/proc/PID/status` limits it to, if it is one.
+fn single_cpu(status: &str) -> Option<usize> {
+    if !status.lines().any(|l| l.starts_with("VmSize:")) {
+        return None;
+    }
+    let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(parse_list)?;
+    match cpus.as_deref() {
+        Some([one]) => Some(*one),
+        _ => None,
+    }
+}
+
+/// A CPU list as the kernel writes it (`0-3,6,8-9`); `None` if it is not one.
+fn parse_list(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',') {
+        let (lo, hi): (usize, usize) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.parse().ok()?, hi.parse().ok()?),
+            None => {
+                let one = part.parse().ok()?;
+                (one, one)
+            }
+        };
+        if lo > hi || hi - lo > 1 << 16 {
+            return None;
+        }
+        out.extend(lo..=hi);
+    }
+    Some(out)
+}
+
+/// `cpus` as a list the way the kernel writes one.
+fn list(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_read_and_write_as_the_kernel_does() {
+        assert_eq!(parse_list("0-3,6,8-9\n"), Some(vec![0, 1, 2, 3, 6, 8, 9]));
+        assert_eq!(parse_list("5"), Some(vec![5]));
+        assert_eq!(parse_list("3-1"), None);
+        assert_eq!(parse_list("x"), None);
+        assert_eq!(list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(list(&[4]), "4");
+    }
+
+    #[test]
+    fn only_a_user_process_limited_to_one_cpu_takes_it() {
+        let user = |cpus: &str| format!("Name:\tx\nVmSize:\t  1000 kB\nCpus_allowed_list:\t{cpus}\n");
+        assert_eq!(single_cpu(&user("3")), Some(3));
+        assert_eq!(single_cpu(&user("0-1")), None);
+        assert_eq!(single_cpu(&user("2,4")), None);
+        // A kernel thread (no VmSize), pinned to its CPU, takes nothing.
+        assert_eq!(single_cpu("Name:\tksoftirqd/1\nCpus_allowed_list:\t1\n"), None);
+    }
+}
