@@ -6,10 +6,11 @@
 //! a process on another core: on this two-core virtual machine fdt runs at ~5,600 inputs
 //! a second that way against ~10,900 on one core (docs/host-fuzzing.md, "One CPU a
 //! run"). So, as AFL does, a campaign or gate run pins itself, before its first fork, to
-//! a CPU it may run on where no other process is pinned; its zygote and children inherit
-//! that. A process already limited to one CPU (`taskset`, a Slurm task bound to its CPU)
-//! keeps it. With every CPU taken by a pinned process it runs unpinned, and says so.
-//! `HOSTFUZZ_CPU=N` chooses the CPU, `HOSTFUZZ_CPU=none` leaves the run unpinned.
+//! a CPU it may run on where no other process is pinned and no other run holds a claim
+//! (a lock file, see [`claim`]); its zygote and children inherit that. A process already
+//! limited to one CPU (`taskset`, a Slurm task bound to its CPU) keeps it. With every CPU
+//! taken it runs unpinned, and says so. `HOSTFUZZ_CPU=N` chooses the CPU,
+//! `HOSTFUZZ_CPU=none` leaves the run unpinned.
 
 use std::sync::OnceLock;
 
@@ -47,8 +48,10 @@ pub fn pin() -> Result<&'static Cpu, String> {
         None if allowed.len() == 1 => Cpu::Given(allowed[0]),
         None => {
             let taken = pinned_elsewhere();
-            match allowed.iter().find(|c| !taken.contains(c)) {
-                Some(&cpu) => {
+            let claims = claims_dir();
+            let free = allowed.iter().copied().filter(|c| !taken.contains(c)).find(|&c| claim(claims.as_deref(), c));
+            match free {
+                Some(cpu) => {
                     set(cpu)?;
                     Cpu::Pinned(cpu)
                 }
@@ -66,6 +69,43 @@ pub fn describe() -> String {
         Some(Cpu::Unpinned(why)) => format!(", unpinned: {why}"),
         None => String::new(),
     }
+}
+
+/// The directory of the runs' claims on CPUs: `$XDG_RUNTIME_DIR/hostfuzz-cpus`, else
+/// `/tmp/hostfuzz-cpus-<uid>`, made 0700; `None` (no claims: the scan alone decides) if it
+/// cannot be made or is not a directory of this user's that nobody else may enter.
+fn claims_dir() -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(runtime) => std::path::Path::new(&runtime).join("hostfuzz-cpus"),
+        None => std::path::PathBuf::from(format!("/tmp/hostfuzz-cpus-{me}")),
+    };
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == me && meta.mode() & 0o077 == 0).then_some(dir)
+}
+
+/// Claims `cpu` for this run: an exclusive `flock` on `<claims>/<cpu>`, held until the
+/// run and its children have all ended, so that two runs starting at once (a Slurm
+/// array's tasks on one node, a shell loop) do not both take a CPU the scan saw free.
+/// Without a claims directory, true: the scan alone decides.
+fn claim(claims: Option<&std::path::Path>, cpu: usize) -> bool {
+    static HELD: OnceLock<std::fs::File> = OnceLock::new();
+    let Some(claims) = claims else {
+        return true;
+    };
+    lock(&claims.join(cpu.to_string())).is_some_and(|file| HELD.set(file).is_ok())
+}
+
+/// `path` (made if missing), open and under an exclusive `flock` of its own; `None` if
+/// another open of it holds one.
+fn lock(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).ok()?;
+    // SAFETY: flock on a descriptor of ours.
+    (unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0).then_some(file)
 }
 
 /// The CPUs this process may run on.
@@ -175,6 +215,18 @@ mod tests {
         assert_eq!(parse_list("x"), None);
         assert_eq!(list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
         assert_eq!(list(&[4]), "4");
+    }
+
+    #[test]
+    fn a_claim_is_held_until_its_file_closes() {
+        let dir = std::env::temp_dir().join(format!("hostfuzz-claims-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1");
+        let first = lock(&path).expect("a free claim");
+        assert!(lock(&path).is_none(), "a held claim taken twice");
+        drop(first);
+        assert!(lock(&path).is_some(), "a released claim refused");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
