@@ -43,6 +43,9 @@ impl Harts {
     /// # Safety
     /// Only hart `hartid` may call this, and it must not hold two of the references at
     /// once.
+    // A mutable block from a shared `HARTS` is the point: each hart's block is its own,
+    // which the contract above (not the borrow checker) guarantees.
+    #[allow(clippy::mut_from_ref)]
     pub unsafe fn mine(&self, hartid: usize) -> &mut Hart {
         // SAFETY: the caller is hart `hartid` (< MAX_HARTS, checked by the entry code),
         // the only one to use this block, and holds no other reference to it.
