@@ -97,8 +97,17 @@ impl Campaign {
                 ));
             }
         }
+        let campaigns = root.join("target/hostfuzz");
+        let pruned = prune(&campaigns, KEEP);
+        if !pruned.is_empty() {
+            eprintln!(
+                "hostfuzz: removed {} joined campaign directories of {} (the {KEEP} newest joined are kept)",
+                pruned.len(),
+                campaigns.display()
+            );
+        }
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let dir = root.join(format!("target/hostfuzz/slurm-{secs}-{}", std::process::id()));
+        let dir = campaigns.join(format!("slurm-{secs}-{}", std::process::id()));
         let io = |what: &str, path: &Path, e: std::io::Error| format!("--slurm: {what} {}: {e}", path.display());
         std::fs::create_dir_all(&dir).map_err(|e| io("creating", &dir, e))?;
         let exe = std::env::current_exe().map_err(|e| format!("--slurm: finding this binary: {e}"))?;
@@ -195,13 +204,50 @@ impl Campaign {
                 }
             }
         }
-        println!(
+        let summary = format!(
             "hostfuzz --slurm: {} seeds: {clean} clean, {found} with a finding or hang, {unfinished} without a result (in {})",
             self.tasks(),
             dir.display()
         );
+        println!("{summary}");
+        // Written last: the campaign is over and reported, and a later campaign may prune it.
+        let _ = std::fs::write(dir.join(JOINED), format!("{summary}\n"));
         Ok(if unfinished > 0 { EXIT_UNFINISHED.max(worst) } else { worst })
     }
+}
+
+/// How many joined campaign directories a new campaign leaves in place.
+const KEEP: usize = 10;
+/// The file the submitter writes into a campaign's directory once it has joined and
+/// reported it: only such a directory is ever pruned (one without it may still have an
+/// array running, or a finding nobody has read).
+const JOINED: &str = "joined";
+
+/// Removes the joined campaign directories (`slurm-<secs>-<pid>` with a [`JOINED`]
+/// file) under `campaigns` but the `keep` newest; returns those removed.
+fn prune(campaigns: &Path, keep: usize) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(campaigns) else {
+        return Vec::new();
+    };
+    let mut joined: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (secs, pid) = name.strip_prefix("slurm-")?.split_once('-')?;
+            pid.parse::<u32>().ok()?;
+            let path = e.path();
+            let real = e.file_type().ok()?.is_dir() && path.join(JOINED).is_file();
+            real.then_some((secs.parse().ok()?, path))
+        })
+        .collect();
+    joined.sort_by(|a, b| b.cmp(a));
+    let mut removed = Vec::new();
+    for (_, path) in joined.into_iter().skip(keep) {
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 /// A finding's lines in a task's output: the FINDING or HANG line and what follows it
@@ -240,6 +286,32 @@ mod tests {
         assert!(parse_seeds("3,4").unwrap_err().contains("accepted"));
         assert!(parse_seeds("1..x").unwrap_err().contains("\"x\" is not a seed"));
         assert!(parse_seeds("0..1000").unwrap_err().contains("more than 1000"));
+    }
+
+    #[test]
+    fn only_joined_campaigns_past_the_newest_are_pruned() {
+        let root = std::env::temp_dir().join(format!("hostfuzz-slurm-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let make = |name: &str, joined: bool| {
+            let dir = root.join(name);
+            std::fs::create_dir_all(dir.join("seed-1")).unwrap();
+            if joined {
+                std::fs::write(dir.join(JOINED), "done\n").unwrap();
+            }
+        };
+        make("slurm-100-7", true);
+        make("slurm-200-7", true);
+        make("slurm-300-8", true);
+        make("slurm-150-9", false); // a campaign not joined: still running, or its submitter died
+        make("findings", true); // not a campaign's
+        std::fs::write(root.join("slurm-50-1"), "a file, not a campaign").unwrap();
+        let removed = prune(&root, 2);
+        assert_eq!(removed, vec![root.join("slurm-100-7")]);
+        for kept in ["slurm-200-7", "slurm-300-8", "slurm-150-9", "findings", "slurm-50-1"] {
+            assert!(root.join(kept).exists(), "{kept} was removed");
+        }
+        assert!(prune(&root, 2).is_empty());
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
