@@ -9,11 +9,12 @@
 #   4. a hostfuzz campaign of 4 seeds finds in each (exit 1), each finding with a replay
 #      command that finds again; a clean campaign exits 0;
 #   5. a first SIGINT while the array runs cancels it: the run reports the boots its
-#      tasks did not finish as failed, saying so, and Slurm holds none of them after.
+#      tasks did not finish as failed, saying so, and Slurm holds none of them after;
+#   6. the cluster's daemons are all gone once it is stopped.
 set -euo pipefail
 root=$(pwd)
 dir=$(mktemp -d /tmp/testbench-slurm.XXXXXX)
-trap 'scripts/slurm-cluster stop "$dir"; rm -rf "$dir"' EXIT
+trap 'scripts/slurm-cluster stop "$dir/cluster"; rm -rf "$dir"' EXIT
 scripts/slurm-cluster start "$dir/cluster"
 export SLURM_CONF=$dir/cluster/slurm.conf
 fail() { echo "slurm-cluster: $*" >&2; exit 1; }
@@ -125,5 +126,11 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [ -z "$left" ] || fail "Slurm still holds job $job 10 s after the cancel: $left"
+
+# 6. The cluster stops: no daemon of it outlives the case (the trap stops it again, in
+#    vain, on any way out).
+scripts/slurm-cluster stop "$dir/cluster"
+daemons=$(pgrep -af "$dir/cluster" || true)
+[ -z "$daemons" ] || fail "daemons of the test cluster still run after its stop: $daemons"
 
 echo "slurm-cluster: every check held"
