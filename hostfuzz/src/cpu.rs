@@ -55,7 +55,10 @@ pub fn pin() -> Result<&'static Cpu, String> {
                     set(cpu)?;
                     Cpu::Pinned(cpu)
                 }
-                None => Cpu::Unpinned(format!("CPUs {} each run a pinned process", list(&allowed))),
+                None => Cpu::Unpinned(format!(
+                    "CPUs {} are each taken (a pinned process, or another run's claim)",
+                    list(&allowed)
+                )),
             }
         }
     };

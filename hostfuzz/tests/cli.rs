@@ -314,7 +314,7 @@ fn a_run_pins_itself_to_one_cpu_unless_told_not_to_and_a_cpu_it_may_not_use_is_r
     let chosen = runner(&out, &args).env_remove("HOSTFUZZ_CPU").output().expect("the runner starts");
     let said = placement(&chosen);
     // Other tests' runners may hold every CPU meanwhile: then it says so and runs unpinned.
-    assert!(said.starts_with(", on CPU ") || said.contains("each run a pinned process"), "{said}");
+    assert!(said.starts_with(", on CPU ") || said.contains("are each taken"), "{said}");
     let cpu = first_allowed_cpu();
     let named = runner(&out, &args).env("HOSTFUZZ_CPU", &cpu).output().expect("the runner starts");
     assert_eq!(placement(&named), format!(", on CPU {cpu})"));
