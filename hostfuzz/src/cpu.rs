@@ -113,26 +113,43 @@ fn lock(path: &std::path::Path) -> Option<std::fs::File> {
 
 /// The CPUs this process may run on.
 fn allowed() -> Result<Vec<usize>, String> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills the set it is given.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is this thread; the size is the set's.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
-    }
+    let set = mask().map_err(|e| format!("sched_getaffinity: {e}"))?;
     // SAFETY: CPU_ISSET reads the set within its size.
     Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
 }
 
 /// Limits this process (its one thread: the runner has no other when it pins) to `cpu`.
 fn set(cpu: usize) -> Result<(), String> {
-    // SAFETY: as in `allowed`; CPU_SET writes within the set.
+    set_mask(&only(cpu)).map_err(|e| format!("sched_setaffinity to CPU {cpu}: {e}"))
+}
+
+/// The calling thread's CPU mask.
+pub(crate) fn mask() -> std::io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a plain bit array: all zeros is a valid, empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 is this thread; the size is the set's.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(format!("sched_setaffinity to CPU {cpu}: {}", std::io::Error::last_os_error()));
+    // SAFETY: pid 0 is the calling thread; the kernel fills `set`, of the size given.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+/// Sets the calling thread's CPU mask (threads it starts later inherit it).
+pub(crate) fn set_mask(set: &libc::cpu_set_t) -> std::io::Result<()> {
+    // SAFETY: pid 0 is the calling thread; the kernel reads `set`, of the size given.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The mask of `cpu` alone (a CPU number below `CPU_SETSIZE`, as the kernel gives).
+pub(crate) fn only(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: all zeros is a valid, empty set; CPU_SET writes a bit within it (and
+    // panics, not writes, past its end).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
 }
 
 /// The CPUs to which some other user process is pinned (limited to that one CPU), from

@@ -35,13 +35,11 @@ pub struct Moved {
 }
 
 /// Moves the binary's 2 MiB stretches of code and read-only data onto huge pages, once
-/// per process; the later calls do nothing. Call it first thing, with one thread running.
+/// per process; the later calls do nothing. Call it first thing, with one thread running
+/// (`main` does, unless `HOSTFUZZ_HUGE_TEXT=0`).
 pub fn remap() -> Moved {
     static ONCE: std::sync::OnceLock<Moved> = std::sync::OnceLock::new();
     *ONCE.get_or_init(|| {
-        if std::env::var_os("HOSTFUZZ_HUGE_TEXT").is_some_and(|v| v == "0") {
-            return Moved::default();
-        }
         let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
             return Moved::default();
         };

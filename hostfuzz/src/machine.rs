@@ -607,30 +607,23 @@ struct OneCore {
 
 impl OneCore {
     fn here() -> OneCore {
-        // SAFETY: cpu_set_t is a plain bit array: all zeros is a valid, empty set.
-        let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: `before` is a valid cpu_set_t of `size` bytes for the kernel to fill
-        // (pid 0: the calling thread); sched_getcpu has no preconditions.
-        let (got, cpu) = unsafe { (libc::sched_getaffinity(0, size, &mut before), libc::sched_getcpu()) };
-        if got != 0 || cpu < 0 {
+        // SAFETY: sched_getcpu has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        let Ok(before) = crate::cpu::mask() else {
+            return OneCore { before: None };
+        };
+        if cpu < 0 {
             return OneCore { before: None };
         }
-        // SAFETY: as above, all zeros is an empty set; `cpu` is the kernel's number of a
-        // core, below CPU_SETSIZE, so CPU_SET sets a bit inside `one`.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::CPU_SET(cpu as usize, &mut one) };
-        // SAFETY: `one` is a valid cpu_set_t of `size` bytes, read by the kernel.
-        let set = unsafe { libc::sched_setaffinity(0, size, &one) };
-        OneCore { before: (set == 0).then_some(before) }
+        let set = crate::cpu::set_mask(&crate::cpu::only(cpu as usize));
+        OneCore { before: set.is_ok().then_some(before) }
     }
 }
 
 impl Drop for OneCore {
     fn drop(&mut self) {
         if let Some(before) = &self.before {
-            // SAFETY: `before` is the valid cpu_set_t read in `here`.
-            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), before) };
+            let _ = crate::cpu::set_mask(before);
         }
     }
 }

@@ -119,13 +119,17 @@ fn run(args: &[String]) -> Result<u8, String> {
 }
 
 fn main() -> ExitCode {
-    // First, with one thread: the code on huge pages before any fork (hugetext.rs).
-    let moved = hostfuzz::hugetext::remap();
-    if std::env::var_os("HOSTFUZZ_HUGE_TEXT").is_some_and(|v| v == "report") {
-        eprintln!(
-            "hostfuzz: code on huge pages: {} stretches of 2 MiB ({} left on small pages)",
-            moved.huge, moved.left
-        );
+    // First, with one thread: the code on huge pages before any fork (hugetext.rs);
+    // HOSTFUZZ_HUGE_TEXT=0 leaves it where it is, =report says what moved.
+    let huge = std::env::var_os("HOSTFUZZ_HUGE_TEXT");
+    if huge.as_deref() != Some("0".as_ref()) {
+        let moved = hostfuzz::hugetext::remap();
+        if huge.as_deref() == Some("report".as_ref()) {
+            eprintln!(
+                "hostfuzz: code on huge pages: {} stretches of 2 MiB ({} left on small pages)",
+                moved.huge, moved.left
+            );
+        }
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--mutations") {
