@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use testbench_case::{Arch, Firmware, Pattern, Session, SshLoopbackCase, Step as CaseStep, TEST_KEYS};
 use testbench_session::SessionOutcome;
 
+use crate::boot::parts::sessions::{notes_and_failures, run_all, session_cmd, spec_of, Run, SESSIONS_DIR};
 use crate::case_result::{Blocked, CaseResult};
 use crate::command::shell_quote;
-use crate::sessions::{notes_and_failures, run_all, session_cmd, spec_of, Run, SESSIONS_DIR};
 use crate::ssh::{Client, HostKeys, Invocation, Route};
 
 /// The OpenSSH reference guest's recipe.

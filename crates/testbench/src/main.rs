@@ -7,11 +7,11 @@
 // The one process wrapper (crates/process), under the name the bench's modules use.
 use testbench_process as command;
 
+mod boot;
 mod build;
 mod case_result;
 mod cli;
 mod config;
-mod devices;
 mod error;
 mod fdt_edit;
 mod fresh;
@@ -27,7 +27,6 @@ mod report;
 mod report_html;
 mod rundir;
 mod runner;
-mod sessions;
 mod ssh;
 mod workspace;
 
@@ -162,7 +161,7 @@ fn oracle_by_hand(args: &[std::ffi::OsString]) -> ! {
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == devices::net::PEER_HELPER) {
+    if args.get(1).is_some_and(|a| a == boot::parts::net::PEER_HELPER) {
         peer_helper(&args[2..]);
     }
     if args.get(1).is_some_and(|a| a == loopback::PROXY_HELPER) {

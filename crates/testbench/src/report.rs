@@ -177,7 +177,7 @@ pub fn job_class(case: &testbench_case::Case) -> JobClass {
             JobClass {
                 cores: boot.smp.iter().flat_map(|(_, counts)| counts.iter().copied()).max().unwrap_or(1),
                 quiet: boot.icount.is_none() && (bounded || deadline_is_evidence),
-                ports: crate::devices::host_ports(boot),
+                ports: crate::boot::parts::host_ports(boot),
             }
         }
         Kind::HostTests(_) => JobClass { cores: 2, quiet: deadline_is_evidence, ports: 0 },

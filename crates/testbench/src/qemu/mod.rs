@@ -1,11 +1,10 @@
-//! QEMU: the probe, the firmware check, the command line, and one boot.
+//! QEMU itself: the probe, the firmware check, the accelerator, QMP. One boot is
+//! `crate::boot`.
 //!
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | the probe (a value per width: version, firmware directories), the firmware check, the RTC's pinned base, record/replay, the quote of QEMU's stderr |
-//! | `command.rs` | [`BootSpec`]: everything one boot needs, and the command line built from it and from its devices' arguments |
-//! | `devices.rs` | the devices a boot attaches ([`DeviceSpec`], [`Hook`]), their fixed virtio-mmio slots |
-//! | `boot.rs` | one boot: one loop over one channel of events (console bytes, QMP events, device events, timers) |
+//! | `accel.rs` | `accel = tcg \| kvm \| auto`: KVM's probe boot and the choice per case and width |
 //! | `qmp.rs` | QEMU's QMP connection: the run's private socket directory, the peer check, the negotiation before the guest runs, the client that sends commands and hears events |
 
 use std::path::{Path, PathBuf};
@@ -16,33 +15,23 @@ use testbench_case::{Arch, Firmware};
 use crate::command::Cmd;
 
 pub mod accel;
-mod boot;
-mod command;
-mod devices;
-mod post_check;
 pub mod qmp;
-pub(crate) mod ram;
-
-pub use boot::{Event, MARKS_FILE};
-pub use command::BootSpec;
-#[allow(unused_imports)]
-pub use devices::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};
 
 /// QEMU prints its version at once; ten seconds is a QEMU that cannot run.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// QEMU has this long from its start to connect to the bench's QMP socket (the guest
 /// does not run until it has, so this is QEMU's own start, however loaded the host).
-const QMP_DEADLINE: Duration = Duration::from_secs(30);
+pub const QMP_DEADLINE: Duration = Duration::from_secs(30);
 /// A QEMU whose QMP connection failed has this long to exit on its own (it is judged by
 /// its exit and stderr) before it is killed (the boot fails with the QMP trouble).
-const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
+pub const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
 /// After the console closes, QEMU has this long to exit before it is killed.
-const EXIT_DEADLINE: Duration = Duration::from_secs(10);
+pub const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
-const STDERR_TAIL_LINES: usize = 5;
+pub const STDERR_TAIL_LINES: usize = 5;
 /// `qemu-stderr.log` keeps this much of the start of QEMU's stderr, and of its end.
-const STDERR_LOG_HEAD: u64 = 256 * 1024;
-const STDERR_LOG_TAIL: usize = 64 * 1024;
+pub const STDERR_LOG_HEAD: u64 = 256 * 1024;
+pub const STDERR_LOG_TAIL: usize = 64 * 1024;
 
 /// A value inside one of QEMU's comma-separated options (`file=...`, `cmd:...`): its
 /// commas doubled, as QEMU's option syntax wants.
@@ -230,7 +219,7 @@ pub enum Rr {
 
 impl Rr {
     /// The `-icount` suboptions, the path's commas doubled as QEMU's option syntax wants.
-    fn icount_suboptions(&self, dir: &Path) -> String {
+    pub fn icount_suboptions(&self, dir: &Path) -> String {
         let (mode, path) = match self {
             Rr::Record => ("record", dir.join(RR_FILE)),
             Rr::Replay(path) => ("replay", path.clone()),

@@ -32,7 +32,7 @@ struct MarksFile {
 /// The marks the judge left in a boot's directory, in line order (none when the file
 /// is absent or not the bench's).
 pub fn read_marks(dir: &Path) -> Vec<Mark> {
-    let Ok(file) = std::fs::File::open(dir.join(crate::qemu::MARKS_FILE)) else { return Vec::new() };
+    let Ok(file) = std::fs::File::open(dir.join(crate::boot::MARKS_FILE)) else { return Vec::new() };
     let mut text = String::new();
     if file.take(MARKS_BYTES).read_to_string(&mut text).is_err() {
         return Vec::new();

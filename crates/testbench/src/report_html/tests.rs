@@ -5,7 +5,7 @@ fn boot_dir(run: &Path, name: &str, console: &[u8], marks: &str) -> PathBuf {
     let dir = run.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("console.log"), console).unwrap();
-    std::fs::write(dir.join(crate::qemu::MARKS_FILE), marks).unwrap();
+    std::fs::write(dir.join(crate::boot::MARKS_FILE), marks).unwrap();
     dir
 }
 

@@ -108,7 +108,7 @@ pub fn boot(
         Err(blocked) => return Booted::blocked(blocked),
         Ok(job) => job,
     };
-    let host_clock = spec.icount.is_none();
+    let host_clock = spec.machine.icount.is_none();
     let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
     let first = match first {
         Ok(first) => first,

@@ -281,7 +281,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         // Entry names are checked by the case parser (one entry per name).
         Guest::Built { .. } => {}
     }
-    errors.extend(crate::devices::check(case, root));
+    errors.extend(crate::boot::parts::check(case, root));
     if let Some(program) = case.as_boot().and_then(|b| b.post_check.as_ref()).and_then(|p| p.command.first()) {
         if !program.contains('/') && crate::command::on_path(program).is_none() {
             errors.push(format!(

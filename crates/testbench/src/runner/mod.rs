@@ -114,8 +114,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
 
     // The host ports the boots' forwards take: a lease too short for --jobs boots of the
     // most demanding case is refused before anything builds.
-    let per_boot = selected.iter().filter_map(|c| c.as_boot()).map(crate::devices::host_ports).max().unwrap_or(0);
-    let ports = crate::devices::net::Ports::from_env(options.jobs, per_boot)
+    let per_boot = selected.iter().filter_map(|c| c.as_boot()).map(crate::boot::parts::host_ports).max().unwrap_or(0);
+    let ports = crate::boot::parts::net::Ports::from_env(options.jobs, per_boot)
         .map_err(|error| BenchError::Refused(vec![error]))?;
     // Under q beside other benches: their boots count as beside this run's.
     let company = company::Company::from_env().map_err(|error| BenchError::Refused(vec![error]))?;

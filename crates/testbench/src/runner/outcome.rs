@@ -9,9 +9,11 @@ use testbench_case::{Arch, Case};
 use testbench_judge::{FailureKind, Verdict};
 
 use super::plan::{host_replay_line, replay_line, PlannedBoot, SeedFrom};
+use crate::boot::parts::sessions::SESSIONS_DIR;
+use crate::boot::BootSpec;
 use crate::case_result::{Blocked, CaseResult};
 use crate::cli::Options;
-use crate::qemu::{BootSpec, Rr, RR_FILE};
+use crate::qemu::{Rr, RR_FILE};
 use crate::report::{BootReport, Outcome};
 use crate::workspace::Workspace;
 
@@ -86,14 +88,14 @@ fn deadline_passed(verdict: &Verdict) -> bool {
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
     let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
-    let trouble = |e: String| Booted::blocked(Blocked::Build(format!("the bench could not boot: {e}")));
+    let trouble = |e: crate::boot::Trouble| Booted::blocked(Blocked::Build(format!("the bench could not boot: {e}")));
     let first = match spec.run(root) {
         Ok(first) => first,
         Err(e) => return trouble(e),
     };
     forget_passing_recording(&spec, &first.verdict);
     let mut notes = first.notes.clone();
-    if let Some(Rr::Replay(recording)) = &spec.rr {
+    if let Some(Rr::Replay(recording)) = &spec.machine.rr {
         let tail = console(&spec.dir, &first.verdict);
         return Booted {
             result: Ok(replayed(recording, &spec.dir, first.verdict)),
@@ -102,7 +104,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
             deadline: false,
         };
     }
-    if (spec.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
+    if (spec.plan.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
         let deadline = deadline_passed(&first.verdict);
         return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes, deadline };
@@ -142,7 +144,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
         };
         return done(result, None, notes);
     }
-    for ((pattern, a), b) in second_spec.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
+    for ((pattern, a), b) in second_spec.plan.judge.capture.iter().zip(&first.captures).zip(&second.captures) {
         if a == b {
             let message = format!(
                 "{} '{}' captured '{}' in both boots",
@@ -158,7 +160,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
 
 /// A passing boot's recording is of no use: only a failure's replay line names one.
 fn forget_passing_recording(spec: &BootSpec, verdict: &Verdict) {
-    if spec.rr == Some(Rr::Record) && *verdict == Verdict::Pass {
+    if spec.machine.rr == Some(Rr::Record) && *verdict == Verdict::Pass {
         let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
     }
 }
@@ -247,7 +249,7 @@ fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
     let _ = std::fs::copy(boot.dir.join("command-line"), dir.join(format!("{stem}.command-line")));
     let _ = std::fs::copy(boot.dir.join("devices.log"), dir.join(format!("{stem}.devices.log")));
     // Each session's transcript (sessions/<name>.log), as <stem>.session-<name>.log.
-    if let Ok(entries) = std::fs::read_dir(boot.dir.join(crate::sessions::SESSIONS_DIR)) {
+    if let Ok(entries) = std::fs::read_dir(boot.dir.join(SESSIONS_DIR)) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(session) = name.strip_suffix(".log") {
@@ -262,7 +264,7 @@ fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
 fn keep_failed_loopback(keep: &Path, case: &Case, arch: Option<Arch>, dir: &Path) {
     let stem = format!("{}-{}", arch.map_or("host", Arch::name), case.name);
     let _ = std::fs::copy(dir.join(crate::loopback::SERVER_LOG), keep.join(format!("{stem}.server.log")));
-    if let Ok(entries) = std::fs::read_dir(dir.join(crate::sessions::SESSIONS_DIR)) {
+    if let Ok(entries) = std::fs::read_dir(dir.join(SESSIONS_DIR)) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(session) = name.strip_suffix(".log") {

@@ -11,12 +11,13 @@ use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, ProgramE
 use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone};
 
 use super::plan::PlannedBoot;
+use crate::boot::{BootSpec, Machine, Plan};
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::case_result::Blocked;
 use crate::config::Config;
 use crate::qemu::accel::Chosen;
 use crate::qemu::qmp::QmpDir;
-use crate::qemu::{BootSpec, Probe, Rr};
+use crate::qemu::{Probe, Rr};
 use crate::report::Reporter;
 use crate::workspace::Workspace;
 
@@ -404,58 +405,48 @@ pub fn jobs(
     prepared: &HashMap<(usize, Arch), Result<Prepared, Blocked>>,
     ws: &Workspace,
     qmp_dir: Option<&Arc<QmpDir>>,
-    ports: &crate::devices::net::Ports,
+    ports: &crate::boot::parts::net::Ports,
 ) -> Vec<Result<BootJob, Blocked>> {
     boots
         .iter()
         .map(|boot| {
             let case = selected[boot.case];
-            let devices = crate::devices::for_case(boot_of(case), &ws.root, ports);
-            let prepared = prepared[&(boot.case, boot.arch)].clone().and_then(|p| Ok((p, devices?)));
-            let spec = prepared.map(|(p, devices)| BootSpec {
-                arch: boot.arch,
-                machine: p.machine,
-                accel: p.accel,
-                firmware: p.firmware,
-                kernel: p.kernel,
-                initrd: p.initrd,
-                append: p.append,
-                smp: boot.smp,
-                memory_mib: boot_of(case).memory_mib,
-                icount: boot_of(case).icount.clone(),
-                seed: boot.seed,
-                rtc_base: boot_of(case).rtc_base.clone(),
-                rr: boot.rr.clone().ok().flatten(),
-                extra_args: p.extra_args,
-                timeout: boot.timeout,
+            let parts = crate::boot::parts::for_case(boot_of(case), boot.arch, &ws.root, ports);
+            let prepared = prepared[&(boot.case, boot.arch)].clone().and_then(|p| Ok((p, parts?)));
+            let spec = prepared.map(|(p, parts)| BootSpec {
+                machine: Machine {
+                    arch: boot.arch,
+                    machine: p.machine,
+                    accel: p.accel,
+                    firmware: p.firmware,
+                    kernel: p.kernel,
+                    initrd: p.initrd,
+                    append: p.append,
+                    smp: boot.smp,
+                    memory_mib: boot_of(case).memory_mib,
+                    icount: boot_of(case).icount.clone(),
+                    seed: boot.seed,
+                    rtc_base: boot_of(case).rtc_base.clone(),
+                    rr: boot.rr.clone().ok().flatten(),
+                    extra_args: p.extra_args,
+                    dt_edits: boot_of(case).device_tree.clone(),
+                },
+                plan: Plan { judge: judge_of(case, boot, ws), parts, timeout: boot.timeout },
                 dir: boot.dir.clone(),
-                judge: {
-                    let mut judge = judge_config(boot_of(case), &ws.config);
-                    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
-                        // The recording types the input; QEMU takes none from the bench.
-                        judge.inputs.clear();
-                    }
-                    judge
-                },
-                dt_edits: boot_of(case).device_tree.clone(),
-                qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
-                devices,
                 first_boot: None,
-                ram_forbid: boot_of(case)
-                    .ram_forbid
-                    .iter()
-                    .map(|(label, bytes)| testbench_ram::Needle { label: label.clone(), bytes: bytes.clone() })
-                    .collect(),
-                memory: match (&boot_of(case).memory, &boot_of(case).guest) {
-                    (Some(memory), Guest::Built { programs, .. }) => Some(crate::qemu::ram::MemoryCheck::new(
-                        programs.iter().map(|p| p.program.entry_name()),
-                        memory.heap_fits,
-                    )),
-                    _ => None,
-                },
-                post_check: boot_of(case).post_check.clone(),
+                qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))
         })
         .collect()
+}
+
+/// A boot's judge: the case's console rules; a replayed boot types nothing (the
+/// recording types the input; QEMU takes none from the bench).
+fn judge_of(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> testbench_judge::Config {
+    let mut judge = judge_config(boot_of(case), &ws.config);
+    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
+        judge.inputs.clear();
+    }
+    judge
 }

@@ -1,19 +1,37 @@
-//! The devices a boot case gives its guest, as the bench attaches them to QEMU: disks
-//! (`disk.rs`) and the network (`net.rs`). The mechanism they plug into, one boot's
-//! loop and the fixed virtio-mmio slots, is `qemu/devices.rs`.
+//! Every piece of evidence a boot can have beside its console's judge, one file each,
+//! each a [`PartSpec`] planned once and a [`Part`](super::Part) per boot (`../part.rs`),
+//! and [`for_case`], the list a case's parts are planned from:
+//!
+//! | file | part |
+//! |---|---|
+//! | `console.rs` | the console's own side: marks, QEMU's stderr, the QMP log, draining |
+//! | `disk.rs` | `[disk]`, `[userland]`, `[vault]`: images made, kept, flipped; the read-only one checked unchanged |
+//! | `net.rs` | `[net]`: the card, forwards, peers, dials, the poke, the capture judged |
+//! | `sessions.rs` | `[[session]]`s over the forwarded ssh port (attached with `[net]`) |
+//! | `idle.rs` | `[idle]`: the window at rest, after the sessions |
+//! | `memory.rs` | `memory = true`: stacks and heaps measured in the guest's RAM |
+//! | `ram_forbid.rs` | `ram_forbid`: strings that must be nowhere in the guest's RAM |
+//! | `ram.rs` | the RAM dump both RAM parts read |
+//! | `post_check.rs` | `post_check`: a command or oracle that judges the whole console log |
 
+pub mod console;
 pub mod disk;
 pub mod idle;
+pub mod memory;
 pub mod net;
+pub mod post_check;
+pub mod ram;
+pub mod ram_forbid;
+pub mod sessions;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use testbench_case::{BootCase, Case, DiskLayout, DiskSpec};
+use testbench_case::{Arch, BootCase, Case, DiskLayout, DiskSpec, Guest};
 use testbench_disk::{DiskRecipe, Fs};
 
+use super::PartSpec;
 use crate::case_result::Blocked;
-use crate::qemu::DeviceSpec;
 
 /// Every disk recipe a case names, read and checked against what the case asks of it
 /// (a flip's partition and file system), before anything builds. The refusals name the
@@ -71,21 +89,38 @@ pub fn host_ports(boot: &BootCase) -> usize {
     boot.net.as_ref().map_or(0, |net| net.host_ports())
 }
 
-/// A boot case's devices, in slot order, planned once for all its boots.
+/// A boot case's parts on `arch`, planned once for all its boots, in the order they
+/// judge: the devices in slot order (the sessions with the card), the window at rest,
+/// the RAM's two checks, the post-check last (it reads the console once the rest passed).
 /// A host without a usable ssh is a host lack (a skip under `--allow-skip`); anything
 /// else that goes wrong here fails the case.
-pub fn for_case(boot: &BootCase, root: &Path, ports: &net::Ports) -> Result<Vec<Arc<dyn DeviceSpec>>, Blocked> {
-    let mut devices: Vec<Arc<dyn DeviceSpec>> = Vec::new();
+pub fn for_case(
+    boot: &BootCase,
+    arch: Arch,
+    root: &Path,
+    ports: &net::Ports,
+) -> Result<Vec<Arc<dyn PartSpec>>, Blocked> {
+    let mut parts: Vec<Arc<dyn PartSpec>> = Vec::new();
     for (table, spec) in boot.disks.iter() {
         let recipe = recipe_of(table, spec, root).map_err(Blocked::Build)?;
-        devices.push(Arc::new(disk::Disk::new(table, spec.clone(), recipe)));
+        parts.push(Arc::new(disk::Disk::new(table, spec.clone(), recipe)));
     }
     if let Some(spec) = &boot.net {
-        let sessions = crate::sessions::Sessions::for_case(boot, root).map_err(Blocked::HostLack)?;
-        devices.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions).map_err(Blocked::Build)?));
+        let sessions = sessions::Sessions::for_case(boot, root).map_err(Blocked::HostLack)?;
+        parts.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions).map_err(Blocked::Build)?));
     }
     if let Some(idle) = &boot.idle {
-        devices.push(Arc::new(idle::Idle::new(idle.clone())));
+        parts.push(Arc::new(idle::Idle::new(idle.clone())));
     }
-    Ok(devices)
+    if let (Some(memory), Guest::Built { programs, .. }) = (&boot.memory, &boot.guest) {
+        let names = programs.iter().map(|p| p.program.entry_name());
+        parts.push(Arc::new(memory::Memory::new(names, memory.heap_fits, boot.memory_mib)));
+    }
+    if !boot.ram_forbid.is_empty() {
+        parts.push(Arc::new(ram_forbid::RamForbid::new(&boot.ram_forbid, arch, boot.memory_mib)));
+    }
+    if let Some(check) = &boot.post_check {
+        parts.push(Arc::new(post_check::PostCheckSpec::new(check.clone())));
+    }
+    Ok(parts)
 }

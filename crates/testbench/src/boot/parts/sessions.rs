@@ -2,7 +2,7 @@
 //! logging in to the guest's port 22 through the port `[net] forward` gives it, each
 //! session driven by `testbench-session` through its steps.
 //!
-//! The sessions are one [`Hook`] of the boot's loop (attached with the network card,
+//! The sessions are one [`Part`] of the boot (attached with the network card,
 //! which owns the forwarded port): they hold the verdict, start together once every
 //! `expect` has matched, each on a thread of its own that spawns and reaps its ssh, and
 //! share a board of marks. The first session that fails fails the boot at once (its
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use testbench_case::{BootCase, HostKey, Session, Step as CaseStep};
 use testbench_session::{Forbid, Marks, Pattern, SessionOutcome, SessionSpec, Step};
 
+use crate::boot::{Broken, Ended, Event, Evidence, Live, Part, PartEvent, Phase};
 use crate::command::Cmd;
-use crate::qemu::{DeviceEvent, Event, Hook, HookStart};
 use crate::ssh::{Client, HostKeys, Invocation, Route};
 
 /// The folder of a boot's directory that holds each session's transcript, its key's
@@ -49,7 +49,7 @@ impl Sessions {
 
     /// This boot's hook: the sessions' folder made, each key copied private, the host key
     /// pinned for the forwarded port `host_port` (the guest's 22).
-    pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Hook>, Vec<String>), String> {
+    pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Part>, Vec<String>), String> {
         let folder = dir.join(SESSIONS_DIR);
         std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
         let route = Route::Port(host_port);
@@ -89,8 +89,8 @@ impl Sessions {
             log.push(format!("session {}: {}", session.name, cmd.display()));
             runs.push(Run { spec: spec_of(session)?, cmd, log: folder.join(format!("{}.log", session.name)) });
         }
-        let hook = SessionsHook { runs: Arc::new(runs), coordinator: None };
-        Ok((Box::new(hook), log))
+        let part = SessionsPart { runs: Arc::new(runs), coordinator: None };
+        Ok((Box::new(part), log))
     }
 }
 
@@ -147,19 +147,24 @@ pub(crate) struct Run {
 }
 
 /// One boot's sessions beside its console.
-struct SessionsHook {
+struct SessionsPart {
     runs: Arc<Vec<Run>>,
     /// The thread that runs the sessions and reports, once started: each session's
     /// outcome, in the case's order.
     coordinator: Option<JoinHandle<Vec<SessionOutcome>>>,
 }
 
-impl Hook for SessionsHook {
-    fn holds(&self) -> bool {
-        true
+impl Part for SessionsPart {
+    /// The sessions start once every expect has matched, and hold the verdict until all
+    /// have passed.
+    fn holds_from(&self) -> Option<Phase> {
+        Some(Phase::ExpectsMet)
     }
 
-    fn expects_matched(&mut self, at: &HookStart) {
+    fn on(&mut self, phase: Phase, at: &Live) {
+        if phase != Phase::ExpectsMet {
+            return;
+        }
         let runs = self.runs.clone();
         // The sessions' deadline comes a moment before the boot's, so that a session still
         // waiting then fails naming its step before the boot's loop gives up on them all.
@@ -167,28 +172,32 @@ impl Hook for SessionsHook {
         let (events, stop) = (at.events.clone(), at.stop.clone());
         self.coordinator = Some(std::thread::spawn(move || {
             let fail = |message: String| {
-                let _ = events.send(Event::Device(DeviceEvent::Failed(message)));
+                let _ = events.send(Event::Part(PartEvent::Failed(message)));
             };
             let outcomes = run_all(&runs, &stop, deadline, &fail);
             if outcomes.iter().all(|o| matches!(o, SessionOutcome::Pass { .. })) {
-                let _ = events.send(Event::Device(DeviceEvent::Released));
+                let _ = events.send(Event::Part(PartEvent::Released));
             }
             outcomes
         }));
     }
 
-    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+    fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
         let Some(coordinator) = self.coordinator.take() else {
             // The console's expects never all matched: the console's verdict says why.
-            return if passed { Err("the sessions never started".into()) } else { Ok(Vec::new()) };
+            return if ended.passed {
+                Err(Broken("the sessions never started".into()))
+            } else {
+                Ok(Evidence::default())
+            };
         };
-        let outcomes = coordinator.join().map_err(|_| "the sessions' thread panicked".to_string())?;
+        let outcomes = coordinator.join().map_err(|_| Broken("the sessions' thread panicked".into()))?;
         let (mut notes, failures) = notes_and_failures(&self.runs, &outcomes);
-        if failures.is_empty() || !passed {
+        if failures.is_empty() || !ended.passed {
             notes.extend(failures);
-            Ok(notes)
+            Ok(Evidence::notes(notes))
         } else {
-            Err(failures.join("; "))
+            Err(Broken(failures.join("; ")))
         }
     }
 }

@@ -7,7 +7,7 @@
 //! Dials and pokes are host-clock waits: the case's result says so.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -16,8 +16,9 @@ use testbench_case::NetSpec;
 use testbench_judge::Pattern;
 use testbench_net::{DialOutcome, ForwardPlan};
 
+use super::sessions::{Sessions, SESSIONS_DIR};
+use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase, Slot};
 use crate::command::shell_quote;
-use crate::qemu::{Attached, BootPlace, DeviceEvent, DeviceSpec, Hook, HookStart, Slot};
 
 /// The netdev's and the capture's ids on QEMU's command line.
 const NETDEV: &str = "net0";
@@ -106,18 +107,18 @@ pub struct Net {
     /// The case is a self-check that cuts its capture (`truncate_capture`).
     truncate: bool,
     /// The case's sessions, which reach the guest's port 22 through its forward.
-    sessions: Option<crate::sessions::Sessions>,
+    sessions: Option<Sessions>,
 }
 
 impl Net {
-    pub fn new(spec: NetSpec, ports: Ports, sessions: Option<crate::sessions::Sessions>) -> Result<Net, String> {
+    pub fn new(spec: NetSpec, ports: Ports, sessions: Option<Sessions>) -> Result<Net, String> {
         let exe = std::env::current_exe().map_err(|e| format!("the bench's own binary, for the peers: {e}"))?;
         let truncate = spec.truncate_capture;
         Ok(Net { spec, ports, exe, truncate, sessions })
     }
 }
 
-impl DeviceSpec for Net {
+impl PartSpec for Net {
     fn name(&self) -> String {
         "[net]".into()
     }
@@ -165,15 +166,15 @@ impl DeviceSpec for Net {
         for peer in &self.spec.peers {
             log.push(format!("peer {}: the bench's helper, records in {}", peer.addr, records.display()));
         }
-        let mut hooks: Vec<Box<dyn Hook>> = Vec::new();
+        let mut parts: Vec<Box<dyn Part>> = Vec::new();
         if let Some(sessions) = &self.sessions {
             let port = plan.host_port(22).ok_or("the sessions need the guest's port 22 forwarded")?;
             let (hook, lines) = sessions.attach(place.dir, port)?;
             log.extend(lines);
-            hooks.push(hook);
-            files.push(place.dir.join(crate::sessions::SESSIONS_DIR));
+            parts.push(hook);
+            files.push(place.dir.join(SESSIONS_DIR));
         }
-        let hook = NetHook {
+        let card = Card {
             spec: self.spec.clone(),
             plan,
             _taken: taken,
@@ -187,8 +188,8 @@ impl DeviceSpec for Net {
         if !self.spec.peers.is_empty() {
             files.push(records);
         }
-        hooks.insert(0, Box::new(hook));
-        Ok(Attached { args, files, log, hooks })
+        parts.insert(0, Box::new(card));
+        Ok(Attached { args, files, log, parts })
     }
 }
 
@@ -200,7 +201,7 @@ fn card_mac() -> String {
 }
 
 /// One boot's network beside its console.
-struct NetHook {
+struct Card {
     spec: NetSpec,
     plan: ForwardPlan,
     _taken: Option<Taken>,
@@ -215,8 +216,8 @@ struct NetHook {
     checked: Option<JoinHandle<Result<(), String>>>,
 }
 
-impl NetHook {
-    fn start_dial(&mut self, index: usize, at: &HookStart) {
+impl Card {
+    fn start_dial(&mut self, index: usize, at: &Live) {
         let dial = self.spec.dials[index].clone();
         let Some(host) = self.plan.host_port(dial.port) else { return };
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, host));
@@ -249,7 +250,7 @@ fn restricted(info: &str) -> Result<(), String> {
     }
 }
 
-impl Hook for NetHook {
+impl Part for Card {
     fn triggers(&self) -> Vec<Pattern> {
         let judged = |p: &testbench_case::Pattern| Pattern { label: p.label.clone(), regex: p.regex.clone() };
         let mut triggers: Vec<Pattern> = self.spec.dials.iter().filter_map(|d| d.after.as_ref().map(judged)).collect();
@@ -257,7 +258,10 @@ impl Hook for NetHook {
         triggers
     }
 
-    fn started(&mut self, at: &HookStart) {
+    fn on(&mut self, phase: Phase, at: &Live) {
+        if phase != Phase::Started {
+            return;
+        }
         // Asked on a thread of its own: QMP's replies do not wait on the boot's loop.
         let (qmp, events) = (at.qmp.clone(), at.events.clone());
         self.checked = Some(std::thread::spawn(move || {
@@ -268,10 +272,10 @@ impl Hook for NetHook {
             )?;
             let result = restricted(info.as_str().unwrap_or(""));
             let event = match &result {
-                Ok(()) => DeviceEvent::Note("net: QEMU itself says restrict=on (info network)".into()),
-                Err(message) => DeviceEvent::Failed(message.clone()),
+                Ok(()) => PartEvent::Note("net: QEMU itself says restrict=on (info network)".into()),
+                Err(message) => PartEvent::Failed(message.clone()),
             };
-            let _ = events.send(crate::qemu::Event::Device(event));
+            let _ = events.send(crate::boot::Event::Part(event));
             result
         }));
         for index in 0..self.spec.dials.len() {
@@ -281,7 +285,7 @@ impl Hook for NetHook {
         }
     }
 
-    fn triggered(&mut self, which: usize, at: &HookStart) {
+    fn triggered(&mut self, which: usize, at: &Live) {
         let with_after: Vec<usize> =
             (0..self.spec.dials.len()).filter(|&i| self.spec.dials[i].after.is_some()).collect();
         if let Some(&index) = with_after.get(which) {
@@ -297,7 +301,8 @@ impl Hook for NetHook {
         );
     }
 
-    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+    fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
+        let passed = ended.passed;
         let mut notes = Vec::new();
         let mut failures = Vec::new();
         if let Some(check) = self.checked.take() {
@@ -350,14 +355,14 @@ impl Hook for NetHook {
             // A boot that failed on its console keeps its verdict; the network's trouble
             // is noted beside it.
             notes.extend(failures);
-            Ok(notes)
+            Ok(Evidence::notes(notes))
         } else {
-            Err(failures.join("; "))
+            Err(Broken(failures.join("; ")))
         }
     }
 }
 
-impl NetHook {
+impl Card {
     /// After a passing boot: each peer's connections, and the capture read fail-closed
     /// and judged (with peers, its rules; without, only its form).
     fn judge_traffic(&self) -> Result<Vec<String>, String> {

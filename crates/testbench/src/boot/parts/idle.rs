@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use testbench_case::IdleSpec;
 
+use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase};
 use crate::qemu::qmp::QmpClient;
-use crate::qemu::{Attached, BootPlace, DeviceEvent, DeviceSpec, Event, Hook, HookStart};
 
 /// The window's trap log, in the boot's directory.
 pub const IDLE_LOG: &str = "idle-int.log";
@@ -40,7 +40,7 @@ impl Idle {
     }
 }
 
-impl DeviceSpec for Idle {
+impl PartSpec for Idle {
     fn name(&self) -> String {
         "[idle]".into()
     }
@@ -59,12 +59,12 @@ impl DeviceSpec for Idle {
             self.spec.window.as_secs_f64(),
             self.spec.after.as_ref().map_or(String::new(), |a| format!(" after '{}'", a.source()))
         )];
-        let hook = IdleHook { spec: self.spec.clone(), log: log.clone(), ready: false, seen: false, thread: None };
-        Ok(Attached { args: Vec::new(), files: vec![log], log: lines, hooks: vec![Box::new(hook)] })
+        let part = Window { spec: self.spec.clone(), log: log.clone(), ready: false, seen: false, thread: None };
+        Ok(Attached { args: Vec::new(), files: vec![log], log: lines, parts: vec![Box::new(part)] })
     }
 }
 
-struct IdleHook {
+struct Window {
     spec: IdleSpec,
     log: PathBuf,
     /// The expects have matched and the other holders have released.
@@ -74,8 +74,8 @@ struct IdleHook {
     thread: Option<JoinHandle<()>>,
 }
 
-impl IdleHook {
-    fn start(&mut self, at: &HookStart) {
+impl Window {
+    fn start(&mut self, at: &Live) {
         if self.thread.is_some() {
             return;
         }
@@ -85,17 +85,17 @@ impl IdleHook {
             let measured = window(&qmp, pid, &log, spec.window, deadline, &|| stop.load(Ordering::SeqCst));
             let event = match measured.and_then(|rates| judge(&rates, &spec.max).map(|_| rates.line())) {
                 Ok(line) => {
-                    let _ = events.send(Event::Device(DeviceEvent::Note(line)));
-                    DeviceEvent::Released
+                    let _ = events.send(crate::boot::Event::Part(PartEvent::Note(line)));
+                    PartEvent::Released
                 }
-                Err(message) => DeviceEvent::Failed(message),
+                Err(message) => PartEvent::Failed(message),
             };
-            let _ = events.send(Event::Device(event));
+            let _ = events.send(crate::boot::Event::Part(event));
         }));
     }
 }
 
-impl Hook for IdleHook {
+impl Part for Window {
     fn triggers(&self) -> Vec<testbench_judge::Pattern> {
         self.spec
             .after
@@ -104,32 +104,32 @@ impl Hook for IdleHook {
             .collect()
     }
 
-    fn holds(&self) -> bool {
-        true
+    /// The window follows the sessions: it holds the verdict from their release on.
+    fn holds_from(&self) -> Option<Phase> {
+        Some(Phase::Released)
     }
 
-    fn after_others(&self) -> bool {
-        true
-    }
-
-    fn others_done(&mut self, at: &HookStart) {
+    fn on(&mut self, phase: Phase, at: &Live) {
+        if phase != Phase::Released {
+            return;
+        }
         self.ready = true;
         if self.spec.after.is_none() || self.seen {
             self.start(at);
         }
     }
 
-    fn triggered(&mut self, _which: usize, at: &HookStart) {
+    fn triggered(&mut self, _which: usize, at: &Live) {
         self.seen = true;
         if self.ready {
             self.start(at);
         }
     }
 
-    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+    fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
-            return Ok(Vec::new());
+            return Ok(Evidence::default());
         }
         let waited = match (&self.spec.after, self.ready) {
             (Some(after), true) => {
@@ -137,10 +137,10 @@ impl Hook for IdleHook {
             }
             _ => "[idle]: the window never started: the expects and sessions never all ended".into(),
         };
-        if passed {
-            Err(waited)
+        if ended.passed {
+            Err(Broken(waited))
         } else {
-            Ok(vec![waited])
+            Ok(Evidence::note(waited))
         }
     }
 }

@@ -1,23 +1,23 @@
-//! [`BootSpec`]: what one boot needs, and QEMU's command line for it.
+//! [`Machine`]: QEMU's command line for one boot, as values: the machine, firmware,
+//! kernel and the case's settings, then the console on stdio, QMP's arguments, the
+//! parts' arguments and the case's own. Also the device tree QEMU builds for that line,
+//! dumped and edited when the case edits it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use testbench_case::{Arch, Firmware};
 
-use super::devices::DeviceSpec;
-use super::qmp::QmpDir;
-use super::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
 use crate::command::Cmd;
+use crate::qemu::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
 
-/// Everything one boot needs; built by the runner.
+/// What QEMU is asked to be for one boot; built by the runner.
 #[derive(Clone)]
-pub struct BootSpec {
+pub struct Machine {
     pub arch: Arch,
     pub machine: String,
-    /// QEMU's accelerator for this boot, decided once per run (`accel.rs`).
-    pub accel: super::accel::Chosen,
+    /// QEMU's accelerator for this boot, decided once per run (`qemu/accel.rs`).
+    pub accel: crate::qemu::accel::Chosen,
     pub firmware: Firmware,
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
@@ -26,43 +26,47 @@ pub struct BootSpec {
     pub memory_mib: u32,
     pub icount: Option<String>,
     pub seed: Option<u64>,
-    /// The case's `rtc_base`; under icount None is [`PINNED_RTC_BASE`].
+    /// The case's `rtc_base`; under icount None is `qemu::PINNED_RTC_BASE`.
     pub rtc_base: Option<String>,
     /// QEMU's record/replay of this boot (under icount only).
     pub rr: Option<Rr>,
     pub extra_args: Vec<String>,
-    pub timeout: Duration,
-    /// The boot's own directory: console.log, qemu-stderr.log, command-line.
-    pub dir: PathBuf,
-    pub judge: testbench_judge::Config,
     /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
     pub dt_edits: Vec<testbench_case::DtEdit>,
-    /// The run's private directory for QMP sockets.
-    pub qmp_dir: std::sync::Arc<QmpDir>,
-    /// The case's devices, attached afresh to every boot (devices.rs).
-    pub devices: Vec<Arc<dyn DeviceSpec>>,
-    /// For a case's second boot: the first boot's directory (a kept disk is there).
-    pub first_boot: Option<PathBuf>,
-    /// Byte strings that must be nowhere in the guest's RAM at the verdict (ram.rs).
-    pub ram_forbid: Vec<testbench_ram::Needle>,
-    /// `memory = true`: the programs whose stacks and heaps are measured (ram.rs).
-    pub memory: Option<super::ram::MemoryCheck>,
-    /// A command that judges the console log once the boot has passed.
-    pub post_check: Option<testbench_case::PostCheck>,
+}
+
+/// What one start of QEMU adds to the machine: where it runs, for how long, and the
+/// arguments that differ between the boot and the device tree's dump.
+pub struct Start<'a> {
+    /// The workspace root: QEMU's working directory.
+    pub root: &'a Path,
+    /// The boot's directory (a recording is kept there).
+    pub dir: &'a Path,
+    /// The process wrapper's deadline for this QEMU.
+    pub deadline: Duration,
+    /// QMP's arguments (`-S`, the socket), none for the dump.
+    pub qmp: &'a [String],
+    /// `-machine`'s value (the dump adds `dumpdtb=`).
+    pub machine: &'a str,
+    /// The edited tree to boot with.
+    pub dtb: Option<&'a Path>,
+    pub rr: Option<&'a Rr>,
+    /// The parts' arguments, in slot order.
+    pub parts: &'a [String],
 }
 
 /// Dumping the device tree is a QEMU start that exits at once.
 const DUMP_DEADLINE: Duration = Duration::from_secs(30);
 
-impl BootSpec {
-    /// QEMU's tree for this command line (its devices' arguments included), edited; the
-    /// path to boot with -dtb.
-    pub(super) fn edited_tree(&self, root: &Path, devices: &[String]) -> Result<PathBuf, String> {
-        let dumped = self.dir.join("qemu.dtb");
+impl Machine {
+    /// QEMU's tree for this command line (its parts' arguments included), edited, in
+    /// `dir`; the path to boot with -dtb.
+    pub fn edited_tree(&self, root: &Path, dir: &Path, parts: &[String]) -> Result<PathBuf, String> {
+        let dumped = dir.join("qemu.dtb");
         let machine = format!("{},dumpdtb={}", self.machine, dumped.display());
-        let dump = self
-            .command_with(root, &[], &machine, None, None, devices)
-            .deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
+        let start =
+            Start { root, dir, deadline: DUMP_DEADLINE, qmp: &[], machine: &machine, dtb: None, rr: None, parts };
+        let dump = self.command(&start).deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
         let output = dump.output().map_err(|e| format!("failed to dump the device tree: {e}"))?;
         if !output.status.success() {
             return Err(format!(
@@ -76,22 +80,15 @@ impl BootSpec {
             crate::fdt_edit::apply(&mut tree, edit).map_err(|e| format!("device_tree[{index}]: {e}"))?;
         }
         crate::fdt_edit::pack(&mut tree).map_err(|e| format!("device_tree: packing QEMU's tree: {e}"))?;
-        let edited = self.dir.join("edited.dtb");
+        let edited = dir.join("edited.dtb");
         std::fs::write(&edited, &tree).map_err(|e| format!("failed to write {}: {e}", edited.display()))?;
         Ok(edited)
     }
 
     /// The command line: the machine, firmware, kernel, the case's settings, the
-    /// console on stdio, QMP's arguments, the devices' arguments, the case's own.
-    pub(super) fn command_with(
-        &self,
-        root: &Path,
-        qmp_args: &[String],
-        machine: &str,
-        dtb: Option<&Path>,
-        rr: Option<&Rr>,
-        devices: &[String],
-    ) -> Cmd {
+    /// console on stdio, QMP's arguments, the parts' arguments, the case's own.
+    pub fn command(&self, start: &Start) -> Cmd {
+        let Start { root, dir, deadline, qmp: qmp_args, machine, dtb, rr, parts } = *start;
         let qemu = qemu_binary(self.arch);
         // riscv's QEMU names its OpenSBI "default"; x86_64's loads SeaBIOS and aarch64's
         // virt runs the kernel itself (PSCI in QEMU) when no -bios is given.
@@ -101,7 +98,7 @@ impl BootSpec {
             (Firmware::Default | Firmware::None, false) => None,
             (Firmware::Path(path), _) => Some(root.join(path).display().to_string()),
         };
-        let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), self.timeout).cwd(root).args([
+        let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), deadline).cwd(root).args([
             "-machine",
             machine,
             "-accel",
@@ -127,7 +124,7 @@ impl BootSpec {
         cmd = cmd.args(["-smp", &self.smp.to_string(), "-m", &format!("{}M", self.memory_mib)]);
         if let Some(icount) = &self.icount {
             let icount = match rr {
-                Some(rr) => format!("{icount},{}", rr.icount_suboptions(&self.dir)),
+                Some(rr) => format!("{icount},{}", rr.icount_suboptions(dir)),
                 None => icount.clone(),
             };
             cmd = cmd.args(["-icount", &icount]);
@@ -140,7 +137,7 @@ impl BootSpec {
         }
         cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"])
             .args(qmp_args)
-            .args(devices)
+            .args(parts)
             .args(&self.extra_args)
     }
 }
@@ -150,8 +147,8 @@ mod tests {
     use super::*;
 
     /// A boot of the reference guest at `/ws`, as the runner plans one.
-    fn spec(tmp: &Path) -> BootSpec {
-        BootSpec {
+    fn spec() -> Machine {
+        Machine {
             arch: Arch::Rv64,
             machine: "virt".into(),
             accel: crate::qemu::accel::Chosen::Tcg,
@@ -166,24 +163,25 @@ mod tests {
             rtc_base: None,
             rr: None,
             extra_args: Vec::new(),
-            timeout: Duration::from_secs(30),
-            dir: "/ws/target/testbench/run-1-2/c/rv64-smp1".into(),
-            judge: testbench_judge::Config::default(),
             dt_edits: Vec::new(),
-            qmp_dir: std::sync::Arc::new(QmpDir::create(tmp).unwrap()),
-            devices: Vec::new(),
-            first_boot: None,
-            ram_forbid: Vec::new(),
-            memory: None,
-            post_check: None,
         }
+    }
+
+    /// The boot's directory in these tests.
+    const DIR: &str = "/ws/target/testbench/run-1-2/c/rv64-smp1";
+
+    /// The machine's command line for a boot at `/ws` in [`DIR`].
+    fn line(spec: &Machine, qmp: &[String], dtb: Option<&Path>, rr: Option<&Rr>, parts: &[String]) -> String {
+        let (root, dir) = (Path::new("/ws"), Path::new(DIR));
+        let deadline = Duration::from_secs(30);
+        spec.command(&Start { root, dir, deadline, qmp, machine: &spec.machine, dtb, rr, parts }).display()
     }
 
     /// The command line as the boot's `command-line` file holds it, with the QEMU binary
     /// (which `TESTBENCH_QEMU_RV64` may replace) named by its role.
-    fn shown(spec: &BootSpec, dtb: Option<&Path>) -> String {
+    fn shown(spec: &Machine, dtb: Option<&Path>) -> String {
         let qmp = ["-S", "-chardev", "socket,id=testbench-qmp,path=[QMP],server=off"].map(String::from);
-        let line = spec.command_with(Path::new("/ws"), &qmp, &spec.machine, dtb, spec.rr.as_ref(), &[]).display();
+        let line = line(spec, &qmp, dtb, spec.rr.as_ref(), &[]);
         let qemu = crate::command::shell_quote(&qemu_binary(spec.arch));
         // One option a line (no value here holds " -").
         line.replacen(&qemu, "[QEMU]", 1).replace(" -", "\n  -")
@@ -191,13 +189,11 @@ mod tests {
 
     #[test]
     fn command_lines_are_what_they_were() {
-        let tmp = tempfile::tempdir().unwrap();
-        let plain = spec(tmp.path());
+        let plain = spec();
         insta::assert_snapshot!("reference-guest", shown(&plain, None));
-        let pinned =
-            BootSpec { icount: Some("shift=3".into()), seed: Some(7), rr: Some(Rr::Record), ..spec(tmp.path()) };
+        let pinned = Machine { icount: Some("shift=3".into()), seed: Some(7), rr: Some(Rr::Record), ..spec() };
         insta::assert_snapshot!("icount-seed-pinned-rtc-recorded", shown(&pinned, None));
-        let external = BootSpec {
+        let external = Machine {
             arch: Arch::Rv32,
             firmware: Firmware::Path("guests/fw.bin".into()),
             kernel: "/ws/images/Image".into(),
@@ -205,30 +201,30 @@ mod tests {
             append: Some("console=ttyS0 quiet".into()),
             rtc_base: Some("2021-06-30".into()),
             extra_args: vec!["-device".into(), "virtio-rng-device".into()],
-            ..spec(tmp.path())
+            ..spec()
         };
         insta::assert_snapshot!("external-guest-dtb", shown(&external, Some(Path::new("/ws/edited.dtb"))));
         // x86_64: q35, SeaBIOS (no -bios), KVM when the run's probe proved it.
-        let x86 = BootSpec {
+        let x86 = Machine {
             arch: Arch::X86_64,
             machine: "q35".into(),
             accel: crate::qemu::accel::Chosen::Kvm,
             kernel: "/ws/images/bzImage".into(),
             initrd: Some("/ws/images/initrd.cpio".into()),
             append: Some("console=ttyS0 panic=-1".into()),
-            ..spec(tmp.path())
+            ..spec()
         };
         insta::assert_snapshot!("x86_64-guest", shown(&x86, None));
         // aarch64: virt with -cpu max unless the case names a CPU; no firmware.
-        let arm = BootSpec {
+        let arm = Machine {
             arch: Arch::Aarch64,
             kernel: "/ws/images/Image".into(),
             initrd: Some("/ws/images/initrd.cpio".into()),
             append: Some("console=ttyAMA0".into()),
-            ..spec(tmp.path())
+            ..spec()
         };
         insta::assert_snapshot!("aarch64-guest", shown(&arm, None));
-        let arm_cpu = BootSpec { extra_args: vec!["-cpu".into(), "cortex-a57".into()], ..arm };
+        let arm_cpu = Machine { extra_args: vec!["-cpu".into(), "cortex-a57".into()], ..arm };
         assert!(!shown(&arm_cpu, None).contains("max"), "a case's own -cpu replaces the default");
     }
 
@@ -249,7 +245,7 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let disk = |layout| DiskSpec { layout, keep: false, flip: None, flip_header: None, resize_kept_kib: None };
         let lease = testbench_net::PortSource::Lease(testbench_net::Lease { lo: 40000, hi: 40009 });
-        let ports = crate::devices::net::Ports::from_source(lease, 1, 2).unwrap();
+        let ports = crate::boot::parts::net::Ports::from_source(lease, 1, 2).unwrap();
         let after = testbench_case::Pattern { label: "net.poke.after".into(), regex: regex::Regex::new("x").unwrap() };
         let net = NetSpec {
             forward: vec![7],
@@ -257,21 +253,29 @@ mod tests {
             poke: Some(Poke { port: 47000, payload: "p".into(), after }),
             ..NetSpec::default()
         };
-        let devices: Vec<Arc<dyn DeviceSpec>> = vec![
-            Arc::new(crate::devices::disk::Disk::new("disk", disk(DiskLayout::Zeroed { size_kib: 4 }), None)),
-            Arc::new(crate::devices::disk::Disk::new("userland", disk(DiskLayout::Zeroed { size_kib: 4 }), None)),
-            Arc::new(crate::devices::disk::Disk::new(
+        let devices: Vec<std::sync::Arc<dyn crate::boot::PartSpec>> = vec![
+            std::sync::Arc::new(crate::boot::parts::disk::Disk::new(
+                "disk",
+                disk(DiskLayout::Zeroed { size_kib: 4 }),
+                None,
+            )),
+            std::sync::Arc::new(crate::boot::parts::disk::Disk::new(
+                "userland",
+                disk(DiskLayout::Zeroed { size_kib: 4 }),
+                None,
+            )),
+            std::sync::Arc::new(crate::boot::parts::disk::Disk::new(
                 "vault",
                 disk(DiskLayout::Partitions { size_kib: 1024, count: 1 }),
                 None,
             )),
-            Arc::new(crate::devices::net::Net::new(net, ports, None).unwrap()),
+            std::sync::Arc::new(crate::boot::parts::net::Net::new(net, ports, None).unwrap()),
         ];
-        let place = super::super::BootPlace { arch, root: Path::new("/ws"), dir: &dir, first_boot: None };
-        let attached = super::super::devices::attach_all(&devices, &place).unwrap();
-        let plain = BootSpec { arch, machine: arch.default_machine().into(), ..spec(tmp.path()) };
+        let place = crate::boot::BootPlace { arch, root: Path::new("/ws"), dir: &dir, first_boot: None };
+        let attached = crate::boot::part::attach_all(&devices, &place).unwrap();
+        let plain = Machine { arch, machine: arch.default_machine().into(), ..spec() };
         let qmp = ["-S".to_string()];
-        let line = plain.command_with(Path::new("/ws"), &qmp, &plain.machine, None, None, &attached.args).display();
+        let line = line(&plain, &qmp, None, None, &attached.args);
         let exe = std::env::current_exe().unwrap().display().to_string();
         let line = line
             .replacen(&crate::command::shell_quote(&qemu_binary(plain.arch)), "[QEMU]", 1)

@@ -9,7 +9,44 @@ use std::time::Instant;
 
 use testbench_case::PostCheck;
 
+use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
 use crate::command::Cmd;
+
+/// A case's `post_check`, planned once.
+pub struct PostCheckSpec {
+    check: PostCheck,
+}
+
+impl PostCheckSpec {
+    pub fn new(check: PostCheck) -> PostCheckSpec {
+        PostCheckSpec { check }
+    }
+}
+
+impl PartSpec for PostCheckSpec {
+    fn name(&self) -> String {
+        "post_check".into()
+    }
+
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+        let part = Judged { check: self.check.clone() };
+        Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
+    }
+}
+
+/// The post-check of one boot: it runs once QEMU has ended and every other part passed.
+struct Judged {
+    check: PostCheck,
+}
+
+impl Part for Judged {
+    fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
+        if !ended.passed {
+            return Ok(Evidence::default());
+        }
+        Ok(Evidence::note(run(&self.check, ended.root, ended.dir)?))
+    }
+}
 
 /// The file of the command's output, in the boot's directory.
 pub const POST_CHECK_LOG: &str = "post-check.log";

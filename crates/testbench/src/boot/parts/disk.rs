@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use testbench_case::{DiskLayout, DiskSpec};
 use testbench_disk::DiskRecipe;
 
-use crate::qemu::{option_value, Attached, BootPlace, DeviceSpec, Hook, Slot};
+use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Slot};
+use crate::qemu::option_value;
 
 /// One of a case's disks, planned once (its recipe read and checked at intake).
 pub struct Disk {
@@ -95,7 +96,7 @@ impl Disk {
     }
 }
 
-impl DeviceSpec for Disk {
+impl PartSpec for Disk {
     fn name(&self) -> String {
         format!("[{}]", self.table)
     }
@@ -149,14 +150,14 @@ impl DeviceSpec for Disk {
         log.insert(0, what);
         // The read-only disk's proof is outside the guest: its image is the same bytes
         // after the boot as before it, whatever the guest tried.
-        let hook: Option<Box<dyn Hook>> = if self.slot() == Slot::Userland {
+        let part: Option<Box<dyn Part>> = if self.slot() == Slot::Userland {
             let before = digest(&image)?;
             log.push(format!("sha256 {before} before the boot"));
             Some(Box::new(Unchanged { image: image.clone(), before }))
         } else {
             None
         };
-        Ok(Attached { args, files: vec![image], log, hooks: hook.into_iter().collect() })
+        Ok(Attached { args, files: vec![image], log, parts: part.into_iter().collect() })
     }
 }
 
@@ -175,14 +176,14 @@ struct Unchanged {
     before: String,
 }
 
-impl Hook for Unchanged {
-    fn finish(&mut self, _dir: &Path, passed: bool) -> Result<Vec<String>, String> {
+impl Part for Unchanged {
+    fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
         let after = digest(&self.image)?;
         if after == self.before {
-            return Ok(vec![format!(
+            return Ok(Evidence::note(format!(
                 "[userland]: the read-only disk is the same bytes after the boot (sha256 {})",
                 &after[..16]
-            )]);
+            )));
         }
         let message = format!(
             "[userland]: the read-only disk changed during the boot (sha256 {} before, {} after): {}",
@@ -190,10 +191,10 @@ impl Hook for Unchanged {
             after,
             self.image.display()
         );
-        if passed {
-            Err(message)
+        if ended.passed {
+            Err(Broken(message))
         } else {
-            Ok(vec![message])
+            Ok(Evidence::note(message))
         }
     }
 }
@@ -210,12 +211,13 @@ mod tests {
         let image = tmp.path().join("disk1.img");
         std::fs::write(&image, [0u8; 4096]).unwrap();
         let mut check = Unchanged { image: image.clone(), before: digest(&image).unwrap() };
-        let notes = check.finish(tmp.path(), true).unwrap();
-        assert!(notes[0].contains("the same bytes after the boot"), "{notes:?}");
+        let ended = |passed| Ended { dir: tmp.path(), root: tmp.path(), passed };
+        let evidence = check.finish(&ended(true)).unwrap();
+        assert!(evidence.notes[0].contains("the same bytes after the boot"), "{evidence:?}");
         std::fs::write(&image, [1u8; 4096]).unwrap();
-        let error = check.finish(tmp.path(), true).unwrap_err();
+        let Broken(error) = check.finish(&ended(true)).unwrap_err();
         assert!(error.starts_with("[userland]: the read-only disk changed during the boot (sha256 "), "{error}");
-        let notes = check.finish(tmp.path(), false).unwrap();
-        assert!(notes[0].contains("changed during the boot"), "{notes:?}");
+        let evidence = check.finish(&ended(false)).unwrap();
+        assert!(evidence.notes[0].contains("changed during the boot"), "{evidence:?}");
     }
 }

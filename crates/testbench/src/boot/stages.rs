@@ -1,0 +1,379 @@
+//! One boot as a short chain of stages: [`launch`] (the parts attached, the device tree
+//! edited, QEMU started paused and its guest started over QMP), [`Running::run_loop`]
+//! (one loop over one bounded channel of [`Event`]s until a verdict), [`Running::check_pass`]
+//! (the parts that judge the machine itself once the console passed: the RAM),
+//! [`Running::stop`] (QEMU ended, the console read to its end) and [`Running::collect`]
+//! (QEMU's exit judged, every part's evidence, the marks).
+//!
+//! The loop: console bytes (each chunk and its arrival time to the judge, what the judge
+//! says to type typed, the triggers it fired handed to the parts), QMP events (kept in
+//! `qmp-events.log`), parts' events, and the loop's timers (the judge's settle time, the
+//! deadline). It ends when the judge has a verdict, a part fails, the console closes
+//! (QEMU exits), or the deadline passes. A verdict ends the boot at once (QEMU is
+//! killed): no boot waits out its deadline once its verdict is known.
+//!
+//! The console's way to the judge stays bounded: the channel holds a few chunks; when
+//! the loop falls behind, the reader waits and so does QEMU. Its log keeps the bytes
+//! exactly as they came, its first 8 MiB and its last 1 MiB (`testbench-console`).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use testbench_console::{ConsoleEvent, ConsoleLog};
+use testbench_judge::{Ending, ExitStatus, Failure, FailureKind, Judge, Shutdown, Verdict};
+
+use super::event::{Event, PartEvent};
+use super::live_parts::LiveParts;
+use super::part::{attach_all, BootPlace, Ended, Passing};
+use super::parts::console::{self, QmpLog};
+use super::{BootOutcome, BootSpec, Trouble};
+use crate::command::shell_quote;
+use crate::qemu::qmp::QmpClient;
+use crate::qemu::{last_lines, Rr, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, STDERR_TAIL_LINES};
+
+/// How many events the channel holds: the console's chunks (see `testbench-console`)
+/// and a few more, so that QMP and parts do not wait behind a full console.
+const CHANNEL_EVENTS: usize = testbench_console::CHANNEL_CHUNKS + 4;
+
+/// Boot once, through every stage. Call from the thread that will wait for QEMU (see
+/// `command`).
+pub fn run(spec: &BootSpec, root: &Path) -> Result<BootOutcome, Trouble> {
+    std::fs::create_dir_all(&spec.dir).map_err(|e| Trouble::file("create", &spec.dir, e))?;
+    let mut boot = match launch(spec, root)? {
+        Launched::Running(boot) => boot,
+        Launched::Refused(verdict) => return Ok(BootOutcome { verdict, captures: Vec::new(), notes: Vec::new() }),
+    };
+    let ended = boot.run_loop();
+    let verdict = boot.check_pass(ended);
+    let closed = matches!(ended, Loop::Closed);
+    if !closed {
+        // The verdict is known, or the deadline passed: nothing QEMU does now can
+        // change the verdict.
+        boot.stop();
+    }
+    boot.collect(verdict, closed)
+}
+
+/// How the loop ended.
+#[derive(Clone, Copy)]
+enum Loop {
+    /// The judge or a part gave the verdict (kept in [`Running::verdict`]).
+    Verdict,
+    /// QEMU closed the console (it exited).
+    Closed,
+    /// The boot's deadline passed.
+    Deadline,
+}
+
+/// What [`launch`] gave: a running boot, or the verdict of a boot that could not start
+/// (a part refused to attach: a kept disk that is not what a fresh one would be).
+enum Launched<'a> {
+    Running(Box<Running<'a>>),
+    Refused(Verdict),
+}
+
+/// A boot from QEMU's start to its verdict.
+struct Running<'a> {
+    spec: &'a BootSpec,
+    root: &'a Path,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    sender: Option<SyncSender<Event>>,
+    events: Receiver<Event>,
+    /// The console's log, open until [`Running::collect`] finishes it.
+    console: Option<ConsoleLog<std::fs::File>>,
+    /// The thread that keeps QEMU's stderr, until [`Running::exited`] joins it.
+    stderr: Option<JoinHandle<String>>,
+    /// QEMU's QMP connection, when QEMU made it before it exited.
+    qmp: Option<Arc<QmpClient>>,
+    judge: Judge,
+    parts: LiveParts,
+    qmp_log: QmpLog,
+    notes: Vec<String>,
+    start: Instant,
+    deadline: Instant,
+    /// The verdict the loop reached, if it reached one.
+    verdict: Option<Verdict>,
+}
+
+/// Attach the parts, edit the device tree, start QEMU paused with the serial console on
+/// a pipe, and start the guest on the QMP connection the bench holds.
+fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Trouble> {
+    let place = BootPlace { arch: spec.machine.arch, root, dir: &spec.dir, first_boot: spec.first_boot.as_deref() };
+    // A part that cannot be attached (a kept disk that is not what a fresh one would be, a
+    // stage too big for its partition), or an edit the tree does not take, fails the boot
+    // before QEMU starts.
+    let refused =
+        |message| Launched::Refused(Verdict::Fail(Failure { kind: FailureKind::Device, at: Duration::ZERO, message }));
+    let attached = match attach_all(&spec.plan.parts, &place) {
+        Ok(attached) => attached,
+        Err(message) => return Ok(refused(message)),
+    };
+    let dtb = match spec.machine.dt_edits.is_empty() {
+        true => None,
+        false => match spec.machine.edited_tree(root, &spec.dir, &attached.args) {
+            Ok(dtb) => Some(dtb),
+            Err(message) => return Ok(refused(message)),
+        },
+    };
+    let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;
+    let machine = &spec.machine;
+    let cmd = machine.command(&super::machine::Start {
+        root,
+        dir: &spec.dir,
+        deadline: spec.plan.timeout,
+        qmp: &qmp.qemu_args(),
+        machine: &machine.machine,
+        dtb: dtb.as_deref(),
+        rr: machine.rr.as_ref(),
+        parts: &attached.args,
+    });
+    let line = format!("cd {} && {}\n", shell_quote(&root.display().to_string()), cmd.display());
+    let path = spec.dir.join("command-line");
+    std::fs::write(&path, line).map_err(|e| Trouble::file("write", &path, e))?;
+    let path = spec.dir.join("console.log");
+    // Unbuffered: each chunk (up to 64 KiB) is one write, and the log is there to be read
+    // (tail -f) while the boot runs.
+    let console = ConsoleLog::new(std::fs::File::create(&path).map_err(|e| Trouble::file("create", &path, e))?);
+    let mut judge = spec.plan.judge.clone();
+    let parts = LiveParts::new(attached.parts, &mut judge);
+    let mut child = cmd.spawn_piped().map_err(|e| Trouble::Qemu(e.to_string()))?;
+    let (sender, events) = std::sync::mpsc::sync_channel(CHANNEL_EVENTS);
+    testbench_console::spawn_reader_into(child.stdout.take().expect("stdout is piped"), sender.clone(), Event::Console);
+    let stderr = console::read_stderr(child.stderr.take().expect("stderr is piped"), spec.dir.join("qemu-stderr.log"));
+    // The guest starts only on the connection the bench holds. A QEMU that exited first
+    // (bad arguments, say) is judged later by its exit and its stderr; one that neither
+    // connects nor exits is killed, and the boot is the bench's trouble, said. QEMU
+    // connects before it builds the machine, so one that fails then (ROM regions
+    // overlapping, say) closes the connection just before it exits: it is given a
+    // moment to exit before the connection's end is called the bench's trouble.
+    let qmp_events = sender.clone();
+    let sink = move |event| {
+        let _ = qmp_events.send(Event::Qmp(event));
+    };
+    let qmp = match qmp.start_guest(&mut child, Instant::now() + QMP_DEADLINE, sink) {
+        Ok(client) => Some(Arc::new(client)),
+        Err(error) => match crate::command::wait_deadline(&mut child, QMP_EXIT_GRACE) {
+            Ok(Some(_)) => None,
+            _ => return Err(Trouble::Qmp(error)),
+        },
+    };
+    let start = Instant::now();
+    Ok(Launched::Running(Box::new(Running {
+        spec,
+        root,
+        stdin: child.stdin.take(),
+        child,
+        sender: Some(sender),
+        events,
+        console: Some(console),
+        stderr: Some(stderr),
+        qmp,
+        judge: Judge::new(judge),
+        parts,
+        qmp_log: QmpLog::default(),
+        notes: Vec::new(),
+        start,
+        deadline: start + spec.plan.timeout,
+        verdict: None,
+    })))
+}
+
+impl Running<'_> {
+    /// The time since the guest started.
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.start)
+    }
+
+    /// A part's failure, now.
+    fn part_failure(&self, message: String) -> Verdict {
+        Verdict::Fail(Failure { kind: FailureKind::Device, at: self.now(), message })
+    }
+
+    /// The boot's one loop, until a verdict, the console's end or the deadline.
+    fn run_loop(&mut self) -> Loop {
+        loop {
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Loop::Deadline;
+            }
+            if let Some(live) = self.live() {
+                // Parts take part only in a boot whose guest the bench started (QMP).
+                self.parts.advance(self.judge.expects_done(), &live);
+            }
+            let wake = self.judge.wake_at().map(|at| self.start + at).unwrap_or(self.deadline).min(self.deadline);
+            let event = self.events.recv_timeout(wake.saturating_duration_since(now));
+            let verdict = match event {
+                Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
+                Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
+                Ok(Event::Qmp(event)) => {
+                    self.qmp_log.note(&event);
+                    None
+                }
+                Ok(Event::Part(event)) => self.take_part_event(event),
+                Err(RecvTimeoutError::Timeout) => self.judge.poll(self.now()),
+            };
+            if verdict.is_some() {
+                self.verdict = verdict;
+                return Loop::Verdict;
+            }
+        }
+    }
+
+    /// What a part's live methods are given; none when QEMU never connected over QMP.
+    fn live(&self) -> Option<super::part::Live> {
+        let (qmp, sender) = (self.qmp.as_ref()?, self.sender.as_ref()?);
+        Some(super::part::Live {
+            start: self.start,
+            deadline: self.deadline,
+            events: sender.clone(),
+            stop: self.parts.stop.clone(),
+            qmp: qmp.clone(),
+            pid: self.child.id(),
+        })
+    }
+
+    /// One console chunk: to the log and the judge, what it says to type typed, the
+    /// triggers it fired to their parts.
+    fn take_console(&mut self, chunk: &testbench_console::Chunk) -> Option<Verdict> {
+        let (stdin, log) = (&mut self.stdin, self.console.as_mut().expect("the console log is open"));
+        let taken = testbench_console::take_chunk(chunk, &mut self.judge, log, self.start, |text| {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(text).and_then(|_| stdin.flush());
+            }
+        });
+        if let Some(live) = self.live() {
+            self.parts.triggered(&taken.triggered, &live);
+        }
+        taken.verdict
+    }
+
+    /// A part's event: a note kept, a release counted (the last one releases the judge),
+    /// or a failure that is the verdict.
+    fn take_part_event(&mut self, event: PartEvent) -> Option<Verdict> {
+        match event {
+            PartEvent::Note(note) => self.notes.push(note),
+            PartEvent::Released => {
+                if self.parts.release() {
+                    self.judge.release(self.now());
+                }
+            }
+            PartEvent::Failed(message) => return Some(self.part_failure(message)),
+        }
+        None
+    }
+
+    /// A pass is also the machine's: each part that judges it while QEMU still has the
+    /// guest (the RAM) has its say, in order, until one fails. The guest may run on
+    /// meanwhile: its console and QMP's events are drained into their logs, or a full
+    /// channel would stall QMP's reader and the part's next command with it.
+    fn check_pass(&mut self, ended: Loop) -> Option<Verdict> {
+        let verdict = self.verdict.take();
+        if !matches!(ended, Loop::Verdict) || verdict != Some(Verdict::Pass) {
+            return verdict;
+        }
+        for index in 0..self.parts.parts.len() {
+            let passing = Passing { dir: &self.spec.dir, qmp: self.qmp.as_deref(), deadline: self.deadline };
+            let part = &mut self.parts.parts[index];
+            let log = self.console.as_mut().expect("the console log is open");
+            let checked =
+                console::drain_while(&self.events, log, &mut self.qmp_log, &mut self.notes, || part.on_pass(&passing));
+            match checked {
+                Ok(evidence) => self.notes.extend(evidence.notes),
+                Err(broken) => return Some(self.part_failure(broken.0)),
+            }
+        }
+        Some(Verdict::Pass)
+    }
+
+    /// End QEMU once the verdict is known. A boot that is not recorded is killed. A
+    /// recorded one is asked to stop (SIGTERM), since QEMU completes the recording only
+    /// when it exits (a killed QEMU leaves one that cannot be replayed); a replayed one
+    /// runs on to the recording's end by itself. Either way the console is read to its
+    /// end, so that console.log holds what a replay of the recording shows.
+    fn stop(&mut self) {
+        let grace = match &self.spec.machine.rr {
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return;
+            }
+            Some(Rr::Record) => {
+                let pid = rustix::process::Pid::from_child(&self.child);
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                EXIT_DEADLINE
+            }
+            Some(Rr::Replay(_)) => self.spec.plan.timeout + EXIT_DEADLINE,
+        };
+        let deadline = Instant::now() + grace;
+        while let Ok(event) = self.events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            match event {
+                Event::Console(ConsoleEvent::Bytes(chunk)) => {
+                    if let Some(log) = self.console.as_mut() {
+                        let _ = log.write(&chunk.bytes);
+                    }
+                }
+                Event::Console(ConsoleEvent::Closed) => break,
+                Event::Qmp(_) | Event::Part(_) => {}
+            }
+        }
+        if !matches!(crate::command::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The verdict made whole: QEMU's exit judged when the console closed (or the
+    /// deadline's when nothing gave one), every part's evidence, the marks and logs.
+    fn collect(mut self, verdict: Option<Verdict>, closed: bool) -> Result<BootOutcome, Trouble> {
+        // The log's head is on disk; a tail that cannot be written is lost, not the verdict.
+        let mut console = self.console.take().and_then(|log| log.finish().ok());
+        let at = self.now();
+        let verdict = match verdict {
+            Some(verdict) => verdict,
+            None if closed => self.exited(console.as_mut())?,
+            None => self.judge.end(self.spec.plan.timeout, Ending::TimedOut { deadline: self.spec.plan.timeout }),
+        };
+        // Parts' threads still sending find no one, and end.
+        drop(self.sender.take());
+        self.qmp_log.write(&self.spec.dir);
+        let ended = |passed| Ended { dir: &self.spec.dir, root: self.root, passed };
+        let verdict = self.parts.finish(verdict, at, ended, &mut self.notes);
+        console::write_marks(&self.spec.dir, &self.judge);
+        Ok(BootOutcome { verdict, captures: self.judge.captures().to_vec(), notes: self.notes })
+    }
+
+    /// The judge's verdict on a QEMU that closed the console: its exit status, how the
+    /// guest ended over QMP, and its stderr's last lines (appended to the console log when
+    /// the verdict is not a pass).
+    fn exited(&mut self, console: Option<&mut std::fs::File>) -> Result<Verdict, Trouble> {
+        drop(self.stdin.take());
+        let status = crate::command::wait_deadline(&mut self.child, EXIT_DEADLINE).map_err(Trouble::Wait)?;
+        let stderr_text = self.stderr.take().and_then(|thread| thread.join().ok()).unwrap_or_default();
+        let status = status.ok_or(Trouble::NoExit(EXIT_DEADLINE))?;
+        let shutdown = match &self.qmp {
+            Some(client) => {
+                console::note_strangers(&self.spec.dir, &client.strangers());
+                client.finish(Duration::from_secs(2))
+            }
+            None => Shutdown::NoEvent,
+        };
+        let status = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+            (Some(code), _) => ExitStatus::Code(code),
+            (None, Some(signal)) => ExitStatus::Signal(signal),
+            (None, None) => ExitStatus::Code(-1),
+        };
+        let tail = last_lines(&stderr_text, STDERR_TAIL_LINES);
+        let ending = Ending::Exited { status, shutdown, stderr_tail: tail.clone() };
+        let verdict = self.judge.end(self.now(), ending);
+        if let Some(console) = console.filter(|_| !tail.is_empty() && verdict != Verdict::Pass) {
+            console::append_stderr_tail(console, &tail);
+        }
+        Ok(verdict)
+    }
+}
