@@ -1,6 +1,7 @@
 //! What running one case gives, whatever its kind: its verdict (pass, or the reason it
 //! failed), or why it could not run at all (`Blocked`). The runner makes a boot's, the
 //! host kinds (host.rs, gates.rs) their own; the runner turns either into an `Outcome`.
+//! The bench's own trouble is neither a pass nor a failure (`Blocked::Trouble`).
 
 /// What running a case gave: its verdict (pass, or the reason it failed), or why it
 /// could not run.
@@ -13,4 +14,7 @@ pub enum Blocked {
     HostLack(String),
     /// A build failed: always a failure.
     Build(String),
+    /// The bench itself could not run the case (a socket or a file of its own could not
+    /// be made): neither a pass nor the case's failure; the run exits 3.
+    Trouble(String),
 }

@@ -81,6 +81,9 @@ pub enum BenchError {
     /// Slurm's commands failed while a --slurm run followed its array.
     #[error("{0}")]
     Slurm(String),
+    /// The bench itself could not run some boots or host runs (each reported with why).
+    #[error("the bench could not run {} ({}): {first}", count(.labels.len()), .labels.join(", "))]
+    Ran { labels: Vec<String>, first: String },
     /// The JUnit report could not be made.
     #[error("failed to write JUnit XML: {0}")]
     Junit(#[from] quick_junit::SerializeError),
@@ -98,6 +101,7 @@ impl BenchError {
             | BenchError::Build { .. }
             | BenchError::NoExecutable { .. }
             | BenchError::Slurm(_)
+            | BenchError::Ran { .. }
             | BenchError::Junit(_) => EXIT_TROUBLE,
         }
     }
@@ -110,6 +114,15 @@ impl BenchError {
     /// An I/O error on one path: "failed to `doing` `path`: error".
     pub fn at(doing: &str, path: &Path, source: std::io::Error) -> BenchError {
         BenchError::io(format!("failed to {doing} {}", path.display()), source)
+    }
+}
+
+/// "1 boot", "2 boots".
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 boot".into()
+    } else {
+        format!("{n} boots")
     }
 }
 

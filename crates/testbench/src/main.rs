@@ -13,6 +13,7 @@ mod case_result;
 mod cli;
 mod config;
 mod error;
+mod events;
 mod fdt_edit;
 mod fresh;
 mod gates;

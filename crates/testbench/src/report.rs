@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
+
+use crate::events::{BootFinished, Note, RunEvent};
 
 use crate::cli::{ColorChoice, MessageFormat};
 use crate::error::BenchError;
@@ -104,6 +105,8 @@ pub enum Outcome {
     ExpectedFailure(String),
     Fail(String),
     Skip(String),
+    /// The bench itself could not run it: why. Not a failure of the case; the run exits 3.
+    Trouble(String),
 }
 
 /// A boot's report travels from a --slurm task to the run that joins it as JSON (only a
@@ -197,6 +200,8 @@ pub struct Summary {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Boots and host runs the bench itself could not run.
+    pub trouble: usize,
 }
 
 pub struct Reporter {
@@ -242,6 +247,7 @@ fn clip_outcome(outcome: Outcome) -> Outcome {
         Outcome::ExpectedFailure(reason) => Outcome::ExpectedFailure(clip_reason(&reason)),
         Outcome::Fail(reason) => Outcome::Fail(clip_reason(&reason)),
         Outcome::Skip(reason) => Outcome::Skip(clip_reason(&reason)),
+        Outcome::Trouble(reason) => Outcome::Trouble(clip_reason(&reason)),
     }
 }
 
@@ -286,7 +292,7 @@ impl Reporter {
             eprintln!("error: {error}");
         }
         if self.format == MessageFormat::Json {
-            self.emit_json(json!({ "event": "refused", "errors": errors }));
+            self.emit(RunEvent::Refused { errors });
         }
         self.refusals.extend(errors.iter().cloned());
     }
@@ -310,19 +316,26 @@ impl Reporter {
                 }
                 MessageFormat::Json => {
                     let class = job_class(case);
-                    self.emit_json(json!({
-                        "event": "case", "name": case.name, "kind": case.kind.name(), "arch": arch,
-                        "description": case.description, "whole_run": case.whole_run, "file": case.file,
-                        "cores": class.cores, "quiet": class.quiet, "ports": class.ports,
-                    }))
+                    self.emit(RunEvent::Case {
+                        name: &case.name,
+                        kind: case.kind.name(),
+                        arch,
+                        description: &case.description,
+                        whole_run: case.whole_run,
+                        file: &case.file,
+                        cores: class.cores,
+                        quiet: class.quiet,
+                        ports: class.ports,
+                    })
                 }
             }
         }
     }
 
-    fn emit_json(&self, value: serde_json::Value) {
+    /// One event's line on stdout (`--message-format json`; events.rs is the schema).
+    fn emit(&self, event: RunEvent) {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{value}");
+        let _ = writeln!(out, "{}", crate::events::line(&event));
         let _ = out.flush();
     }
 
@@ -341,10 +354,10 @@ impl Reporter {
     }
 
     /// Something the person should read that is not a verdict (a build, a probe).
-    pub fn note(&self, event: &str, text: &str) {
+    pub fn note(&self, note: Note, text: &str) {
         match self.format {
             MessageFormat::Human => self.line(text),
-            MessageFormat::Json => self.emit_json(json!({ "event": event, "message": text })),
+            MessageFormat::Json => self.emit(note.event(text)),
         }
     }
 
@@ -365,9 +378,7 @@ impl Reporter {
                     self.progress = Some(bar);
                 }
             }
-            MessageFormat::Json => {
-                self.emit_json(json!({ "event": "run-started", "run_dir": run_dir, "boots": boots }))
-            }
+            MessageFormat::Json => self.emit(RunEvent::RunStarted { run_dir, boots }),
         }
     }
 
@@ -378,7 +389,7 @@ impl Reporter {
                     bar.set_message(format!("booting {label}"));
                 }
             }
-            MessageFormat::Json => self.emit_json(json!({ "event": "boot-started", "boot": label, "seed": seed })),
+            MessageFormat::Json => self.emit(RunEvent::BootStarted { boot: label, seed }),
         }
     }
 
@@ -389,6 +400,7 @@ impl Reporter {
             Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
             Outcome::Fail(_) => self.summary.failed += 1,
             Outcome::Skip(_) => self.summary.skipped += 1,
+            Outcome::Trouble(_) => self.summary.trouble += 1,
         }
         let seed = seed_text(report.seed, report.smp.is_some());
         match self.format {
@@ -406,6 +418,12 @@ impl Reporter {
                         secs(report.duration)
                     ),
                     Outcome::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
+                    Outcome::Trouble(reason) => format!(
+                        "{head} {} {}\n    logs:   {}",
+                        self.verdict_word("TROUBLE", 5),
+                        reason.replace('\n', "\n      "),
+                        report.dir.display()
+                    ),
                     Outcome::Fail(reason) => {
                         let mut text = format!(
                             "{head} {} {}\n    reason: {}",
@@ -439,17 +457,26 @@ impl Reporter {
             MessageFormat::Json => {
                 let (verdict, reason) = match &report.outcome {
                     Outcome::Pass => ("pass", None),
-                    Outcome::ExpectedFailure(reason) => ("pass", Some(reason.clone())),
-                    Outcome::Fail(reason) => ("fail", Some(reason.clone())),
-                    Outcome::Skip(reason) => ("skip", Some(reason.clone())),
+                    Outcome::ExpectedFailure(reason) => ("pass", Some(reason.as_str())),
+                    Outcome::Fail(reason) => ("fail", Some(reason.as_str())),
+                    Outcome::Skip(reason) => ("skip", Some(reason.as_str())),
+                    Outcome::Trouble(reason) => ("trouble", Some(reason.as_str())),
                 };
-                self.emit_json(json!({
-                    "event": "boot-finished", "case": report.case, "kind": report.kind, "arch": report.arch, "smp": report.smp,
-                    "seed": report.seed, "verdict": verdict, "reason": reason,
-                    "failed_as_it_must": matches!(report.outcome, Outcome::ExpectedFailure(_)),
-                    "console_tail": report.console_tail, "notes": report.notes,
-                    "duration_secs": report.duration.as_secs_f64(), "dir": report.dir,
-                    "replay": report.replay, "replay_note": report.replay_note,
+                self.emit(RunEvent::BootFinished(&BootFinished {
+                    case: &report.case,
+                    kind: report.kind,
+                    arch: report.arch.as_deref(),
+                    smp: report.smp,
+                    seed: report.seed,
+                    verdict,
+                    reason,
+                    failed_as_it_must: matches!(report.outcome, Outcome::ExpectedFailure(_)),
+                    console_tail: &report.console_tail,
+                    notes: &report.notes,
+                    duration_secs: report.duration.as_secs_f64(),
+                    dir: &report.dir,
+                    replay: &report.replay,
+                    replay_note: report.replay_note.as_deref(),
                 }));
             }
         }
@@ -488,9 +515,7 @@ impl Reporter {
         );
         match self.format {
             MessageFormat::Human => self.line(&text),
-            MessageFormat::Json => {
-                self.emit_json(json!({ "event": "sweep-finished", "case": case, "seeds": seeds, "failed": failed }))
-            }
+            MessageFormat::Json => self.emit(RunEvent::SweepFinished { case, seeds, failed: &failed }),
         }
     }
 
@@ -518,18 +543,24 @@ impl Reporter {
         }
         match self.format {
             MessageFormat::Human => self.line(&format!(
-                "testbench: {} passed, {} failed, {} skipped in {} (logs: {}{})",
+                "testbench: {} passed, {} failed, {} skipped{} in {} (logs: {}{})",
                 s.passed,
                 s.failed,
                 s.skipped,
+                if s.trouble > 0 { format!(", {} bench trouble", s.trouble) } else { String::new() },
                 secs(took),
                 run_dir.display(),
                 html.map(|path| format!("; report: {}", path.display())).unwrap_or_default()
             )),
-            MessageFormat::Json => self.emit_json(json!({
-                "event": "run-finished", "passed": s.passed, "failed": s.failed, "skipped": s.skipped,
-                "duration_secs": took.as_secs_f64(), "run_dir": run_dir, "report": html,
-            })),
+            MessageFormat::Json => self.emit(RunEvent::RunFinished {
+                passed: s.passed,
+                failed: s.failed,
+                skipped: s.skipped,
+                trouble: s.trouble,
+                duration_secs: took.as_secs_f64(),
+                run_dir,
+                report: html,
+            }),
         }
     }
 
@@ -567,6 +598,13 @@ impl Reporter {
                 Outcome::Skip(reason) => {
                     let mut status = TestCaseStatus::skipped();
                     status.set_message(reason.clone());
+                    status
+                }
+                Outcome::Trouble(reason) => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+                    status.set_message(reason.clone());
+                    status.set_type("trouble");
+                    status.set_description(format!("the bench could not run it\nlogs: {}", boot.dir.display()));
                     status
                 }
             };

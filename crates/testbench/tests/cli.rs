@@ -1608,3 +1608,54 @@ fn under_a_shared_q_lease_a_boot_that_timed_out_is_rerun_alone_of_every_bench() 
     }
     assert!(q_dir.path().join("boots.lock").exists() && q_dir.path().join("turnstile.lock").exists());
 }
+
+/// The bench's own trouble during a boot is not the guest's failure: the run's private
+/// QMP socket directory is taken away after the run made it (by the QEMU probe, which
+/// runs after it and before any boot), so no boot can listen for QEMU. Each boot says
+/// the bench could not boot it, and the run exits 3 (the bench could not run), not 1,
+/// in human and JSON form alike.
+#[test]
+fn a_qmp_directory_taken_away_mid_run_is_the_benchs_trouble_and_exits_3() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = image.path().join("kernel");
+    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+        kernel.display()
+    );
+    let dir = cases_dir(&[("troubled", &case)]);
+    let cases = dir.path().to_str().unwrap();
+    for (format, json) in [("human", false), ("json", true)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tempfile::tempdir().unwrap();
+        let wrapper = tools.path().join("qemu");
+        let fake = root().join("scripts/fake-qemu-console");
+        let script = format!(
+            "#!/bin/sh\nif [ \"$1\" = -version ]; then\n  for d in '{tmp}'/testbench-qmp-*; do rm -rf \"$d\" && : > \"$d\"; done\nfi\nexec '{}' \"$@\"\n",
+            fake.display(),
+            tmp = tmp.path().display()
+        );
+        std::fs::write(&wrapper, script).unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let env = [("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap()), ("TMPDIR", tmp.path().to_str().unwrap())];
+        let run = bench(&["--cases", cases, "--message-format", format], &env);
+        run.expect_status(3);
+        assert!(
+            run.stderr.contains("error: the bench could not run 1 boot (troubled rv64 smp1): the bench could not boot it: failed to listen for QMP: "),
+            "{}",
+            run.explain()
+        );
+        if json {
+            let finished: Vec<_> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();
+            assert_eq!(finished.len(), 1, "{}", run.explain());
+            assert_eq!(finished[0]["verdict"], "trouble", "{}", run.explain());
+        } else {
+            assert!(
+                run.stdout.contains("TROUBLE the bench could not boot it: failed to listen for QMP"),
+                "{}",
+                run.explain()
+            );
+            assert!(run.stdout.contains("0 passed, 0 failed, 0 skipped, 1 bench trouble"), "{}", run.explain());
+        }
+    }
+}

@@ -72,10 +72,10 @@ code,pre,.console{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-siz
 .counts span{font-weight:bold;margin-right:1em}
 .counts .PASS{color:var(--pass)}.counts .FAIL{color:var(--fail)}.counts .SKIP{color:var(--skip)}
 .verdict{display:inline-block;font-weight:bold;color:#fff;border-radius:3px;padding:0 .4em;margin-right:.5em}
-.verdict.PASS{background:var(--pass)}.verdict.FAIL{background:var(--fail)}.verdict.SKIP{background:var(--skip)}
+.verdict.PASS{background:var(--pass)}.verdict.FAIL{background:var(--fail)}.verdict.SKIP{background:var(--skip)}.verdict.TROUBLE{background:var(--fail)}
 table{border-collapse:collapse}table.results td:nth-child(-n+4){white-space:nowrap}td,th{padding:.15em .6em;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
 section.boot{border:1px solid #ccc;border-radius:6px;padding:.8em 1em;margin:1em 0}
-section.boot.FAIL{border-color:var(--fail);border-width:2px}
+section.boot.FAIL,section.boot.TROUBLE{border-color:var(--fail);border-width:2px}
 dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em;margin:.6em 0}dt{color:#57606a}dd{margin:0}
 pre.replay{display:inline-block;margin:0;padding:.2em .5em;background:#f6f8fa;border:1px solid #ddd;white-space:pre-wrap;word-break:break-all}
 pre.reason{white-space:pre-wrap;word-break:break-word;background:#fff8f8;border-left:3px solid var(--fail);padding:.4em .6em;margin:.4em 0}
@@ -115,13 +115,14 @@ fn verdict_of(outcome: &Outcome) -> (&'static str, &'static str) {
         Outcome::ExpectedFailure(_) => ("PASS", "PASSED (failed as it must)"),
         Outcome::Fail(_) => ("FAIL", "FAILED"),
         Outcome::Skip(_) => ("SKIP", "SKIPPED"),
+        Outcome::Trouble(_) => ("TROUBLE", "NOT RUN (the bench's trouble)"),
     }
 }
 
 fn reason_of(outcome: &Outcome) -> Option<&str> {
     match outcome {
         Outcome::Pass => None,
-        Outcome::ExpectedFailure(r) | Outcome::Fail(r) | Outcome::Skip(r) => Some(r),
+        Outcome::ExpectedFailure(r) | Outcome::Fail(r) | Outcome::Skip(r) | Outcome::Trouble(r) => Some(r),
     }
 }
 
@@ -175,11 +176,16 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     let _ = write!(
         out,
         "<header id=\"summary\"><h1>testbench run {}</h1><p class=\"counts\"><span class=\"PASS\">{} passed,</span> \
-         <span class=\"FAIL\">{} failed,</span> <span class=\"SKIP\">{} skipped</span> in {}</p>",
+         <span class=\"FAIL\">{} failed,</span> <span class=\"SKIP\">{} skipped</span>{} in {}</p>",
         escaped(&name),
         s.passed,
         s.failed,
         s.skipped,
+        if s.trouble > 0 {
+            format!(", <span class=\"FAIL\">{} bench trouble</span>", s.trouble)
+        } else {
+            String::new()
+        },
         secs(info.took)
     );
     if let Some(command) = command_of(info.run_dir) {
@@ -376,6 +382,7 @@ fn host_block(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
         let what = match r.outcome {
             Outcome::Fail(_) => "failure",
             Outcome::Skip(_) => "skipped",
+            Outcome::Trouble(_) => "the bench could not run it",
             _ => "failed as it must",
         };
         let _ = write!(out, "<p>{what}:</p><pre class=\"reason\">{}</pre>", escaped(&bounded(reason)));

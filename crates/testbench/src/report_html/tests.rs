@@ -47,7 +47,7 @@ fn hostile_run() -> (tempfile::TempDir, String) {
     let dir = boot_dir(&run, "rv64/flood.smp1", console, MARKS);
     let reason = "forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC: <script>alert(1)</script>".to_string();
     let reports = vec![report("flood", dir, Outcome::Fail(reason), Some(7), false)];
-    let summary = Summary { passed: 0, failed: 1, skipped: 0 };
+    let summary = Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 };
     let page = page(&info(&run, summary), &reports);
     (tmp, page)
 }
@@ -107,7 +107,7 @@ fn a_long_console_is_shown_as_a_bounded_window_saying_what_was_left_out() {
         {"line": 200001, "rule": "forbid", "label": "forbid[0]", "pattern": "y{10}"}]}"#;
     let dir = boot_dir(&run, "b", &console, marks);
     let reports = vec![report("long", dir, Outcome::Fail("forbidden".into()), None, false)];
-    let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0 }), &reports);
+    let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 }), &reports);
     assert!(page.len() < 200_000, "a page of {} bytes", page.len());
     assert!(page.contains("id=\"b0-L1\"") && page.contains("id=\"b0-L60\"") && !page.contains("id=\"b0-L61\""));
     assert!(page.contains("… 99936 lines left out here (lines 61–99996); the whole log: <a href=\"b/console.log\">"));
@@ -151,7 +151,8 @@ fn a_sweep_is_a_grid_of_seeds_and_a_histogram_and_host_failures_keep_their_block
     };
     reports.push(host);
     let seeds = [1, 2, 3, 4, 5];
-    let info = RunInfo { sweep: Some(("sw", &seeds)), ..info(&run, Summary { passed: 4, failed: 2, skipped: 0 }) };
+    let info =
+        RunInfo { sweep: Some(("sw", &seeds)), ..info(&run, Summary { passed: 4, failed: 2, skipped: 0, trouble: 0 }) };
     let page = page(&info, &reports);
     assert!(page.contains("<a class=\"cell FAIL\" href=\"#b2\" title=\"seed 3: FAILED in 1.75s\">3</a>"));
     assert_eq!(page.matches("<a class=\"cell PASS\"").count(), 4);
@@ -172,7 +173,7 @@ fn a_huge_log_is_read_only_to_the_logs_own_bound() {
     let dir = boot_dir(&run, "b", b"", r#"{"lines": 0, "marks": []}"#);
     std::fs::File::options().write(true).open(dir.join("console.log")).unwrap().set_len(64 << 30).unwrap();
     let reports = vec![report("huge", dir, Outcome::Fail("timed out".into()), None, false)];
-    let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0 }), &reports);
+    let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 }), &reports);
     let read = testbench_console::LOG_HEAD + testbench_console::LOG_TAIL as u64 + 256 * 1024;
     assert!(page.contains(&format!("the log has {} bytes; only its first {read} were read", 64u64 << 30)));
     assert!(page.len() < 64 * 1024, "a page of {} bytes", page.len());

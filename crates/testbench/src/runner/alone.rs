@@ -112,7 +112,7 @@ pub fn boot(
     let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
     let first = match first {
         Ok(first) => first,
-        Err(why) => return Booted::blocked(Blocked::Build(format!("the bench could not boot: {why}"))),
+        Err(why) => return Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {why}"))),
     };
     let reason = match &first.result {
         Ok(Err(reason)) if beside && (first.deadline || host_clock) => reason.clone(),

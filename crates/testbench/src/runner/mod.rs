@@ -155,8 +155,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     };
     if selected.iter().any(sessions) {
         match crate::ssh::Client::once() {
-            Ok(client) => reporter.note("ssh", &client.note()),
-            Err(lack) => reporter.note("ssh", &format!("ssh: {lack}")),
+            Ok(client) => reporter.note(crate::events::Note::Ssh, &client.note()),
+            Err(lack) => reporter.note(crate::events::Note::Ssh, &format!("ssh: {lack}")),
         }
     }
 
@@ -205,7 +205,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));
         if let Some(task) = &task {
             if let Err(error) = task.save(reporter.reports()) {
-                reporter.note("slurm", &format!("error: {error}"));
+                reporter.note(crate::events::Note::Slurm, &format!("error: {error}"));
             }
         }
         if let Some(next) = boots.get(index + 1) {
@@ -246,6 +246,19 @@ fn finish(
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
     }
+    // The bench's own trouble outranks any verdict: the run could not say them all.
+    let troubled: Vec<_> = reporter
+        .reports()
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            crate::report::Outcome::Trouble(why) => Some((r.label(), why.lines().next().unwrap_or_default())),
+            _ => None,
+        })
+        .collect();
+    if let Some((_, first)) = troubled.first() {
+        let first = first.to_string();
+        return Err(BenchError::Ran { labels: troubled.into_iter().map(|(label, _)| label).collect(), first });
+    }
     Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
 }
 
@@ -270,7 +283,7 @@ fn run_host_cases(
         reporter.boot_started(&label, None);
         let started_case = Instant::now();
         let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
-        let mut log = |line: &str| reporter.note("host", line);
+        let mut log = |line: &str| reporter.note(crate::events::Note::Host, line);
         let mut notes = Vec::new();
         let result = match (&case.kind, arch) {
             (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),

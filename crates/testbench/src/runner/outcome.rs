@@ -36,6 +36,8 @@ fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> Outcome {
     let must_fail = case.must_fail.as_ref();
     match (verdict, must_fail) {
         (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
+        // The bench's own trouble is not the case's to pass or fail, must_fail or not.
+        (Err(Blocked::Trouble(message)), _) => Outcome::Trouble(message),
         (Err(Blocked::HostLack(message)), Some(pattern)) if must_fail_takes(pattern, &message) => {
             Outcome::ExpectedFailure(evidence(pattern, message))
         }
@@ -88,7 +90,8 @@ fn deadline_passed(verdict: &Verdict) -> bool {
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
     let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
-    let trouble = |e: crate::boot::Trouble| Booted::blocked(Blocked::Build(format!("the bench could not boot: {e}")));
+    let trouble =
+        |e: crate::boot::Trouble| Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {e}")));
     let first = match spec.run(root) {
         Ok(first) => first,
         Err(e) => return trouble(e),

@@ -35,7 +35,10 @@ pub fn prebuild(
     let dir = dir.canonicalize().map_err(|e| io("resolving", dir, e))?;
     let refused = |why: String| BenchError::Refused(vec![format!("--prebuild {}: {why}", dir.display())]);
     let at_start = fingerprint(&ws.root, Some(&dir)).map_err(refused)?;
-    reporter.note("prebuild", &format!("prebuilding into {} from {}", dir.display(), at_start.describe()));
+    reporter.note(
+        crate::events::Note::Prebuild,
+        &format!("prebuilding into {} from {}", dir.display(), at_start.describe()),
+    );
     // A --slurm run prebuilds inside its own run directory, and logs its builds there.
     let run_dir = match run_dir {
         Some(dir) => dir.to_path_buf(),
@@ -61,7 +64,7 @@ pub fn prebuild(
         for case in boots.iter().filter(|case| case.arch().contains(&arch)) {
             let prepared = prepare(case, arch, ws, &tmp, &mut builder, &mut recipes, reporter);
             let entry = match prepared.map_err(|b| match b {
-                Blocked::Build(why) | Blocked::HostLack(why) => why,
+                Blocked::Build(why) | Blocked::HostLack(why) | Blocked::Trouble(why) => why,
             }) {
                 Ok(pieces) => pieces.to_entry(&tmp, arch.name()).unwrap_or_else(|why| Entry::Failed { why }),
                 Err(why) => Entry::Failed { why },
@@ -71,7 +74,7 @@ pub fn prebuild(
                 Entry::Failed { why } => {
                     failed += 1;
                     reporter.note(
-                        "prebuild",
+                        crate::events::Note::Prebuild,
                         &format!("{arch} {}: the build failed, kept as its result: {why}", case.name),
                     );
                 }
@@ -107,7 +110,7 @@ pub fn prebuild(
     std::fs::write(&index_tmp, text).map_err(|e| io("writing", &index_tmp, e))?;
     std::fs::rename(&index_tmp, dir.join(INDEX)).map_err(|e| io("putting in place", &dir.join(INDEX), e))?;
     reporter.note(
-        "prebuild",
+        crate::events::Note::Prebuild,
         &format!(
             "prebuilt {ready} (case, width) pair(s), {failed} failed, in {:.1}s; boot them with: {} --prebuilt {}",
             started.elapsed().as_secs_f64(),

@@ -155,7 +155,7 @@ pub fn prepare(
     reporter: &Reporter,
 ) -> Result<Prepared, Blocked> {
     let boot = boot_of(case);
-    let mut log = |line: &str| reporter.note("build", line);
+    let mut log = |line: &str| reporter.note(crate::events::Note::Build, line);
     match &boot.guest {
         Guest::Built { programs, firmware } => {
             let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
@@ -185,7 +185,7 @@ pub fn prepare(
                         .entry(full.clone())
                         .or_insert_with(|| {
                             let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
-                            let mut recipe_log = |line: &str| reporter.note("guest-image", line);
+                            let mut recipe_log = |line: &str| reporter.note(crate::events::Note::GuestImage, line);
                             testbench_recipe::build(
                                 &recipe,
                                 &ws.root.join(crate::workspace::GUEST_IMAGES),
@@ -355,7 +355,7 @@ pub fn block_on_host_lacks(
             kvm: None,
         });
         if let Ok(version) = &probe.version {
-            reporter.note("qemu-probed", &format!("qemu {arch}: {version}"));
+            reporter.note(crate::events::Note::QemuProbed, &format!("qemu {arch}: {version}"));
         }
         probes.insert(arch, probe);
     }
@@ -394,7 +394,7 @@ pub fn block_on_host_lacks(
     }
     // The run says which accelerator each width's boots run under, and why.
     for (arch, chosen, why) in choices {
-        reporter.note("accel", &format!("accel {arch}: {chosen} ({why})"));
+        reporter.note(crate::events::Note::Accel, &format!("accel {arch}: {chosen} ({why})"));
     }
 }
 

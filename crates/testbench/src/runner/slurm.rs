@@ -267,7 +267,7 @@ pub fn submit(
     };
     let job = array.submit().map_err(|e| refused(format!("submitting the array: {e}")))?;
     reporter.note(
-        "slurm",
+        crate::events::Note::Slurm,
         &format!(
             "slurm: job {} runs {} boots as {tasks} array tasks{}; their outputs in {}",
             job.id,
@@ -291,7 +291,7 @@ pub fn submit(
         })
         .map_err(|e| BenchError::Slurm(format!("--slurm: following job {}: {e}", job.id)))?;
     reporter.note(
-        "slurm",
+        crate::events::Note::Slurm,
         &format!("slurm: job {} ended in {:.1}s ({})", job.id, started.elapsed().as_secs_f64(), describe(&followed)),
     );
     let joined = join(&run_dir, &job, &array, &followed, &boots);
