@@ -5,6 +5,13 @@
 //! Everything a user can get wrong is refused before the first build: the case files,
 //! the paths they name, the command line.
 //!
+//! [`run`] is the chain: the cases read; `--list`; [`Intake`] (the selection, every
+//! refusal, the prebuilt directory); then one executor per mode: `--prebuild`
+//! (`prebuild.rs`), a `--slurm` submission (`slurm.rs`: the array submitted, the host
+//! cases run [`Here`]), or [`Here`], this machine (the host cases, the builds, the boots
+//! of the whole plan or of a `--slurm-task`'s slice). Each reports through the one
+//! [`Reporter`]. What the run holds meanwhile (its directory, QMP's, ports) is [`Ground`].
+//!
 //! The steps, each in its module: `intake` (the cases, the selection, every refusal),
 //! `plan` (the boots and host runs, their replay lines), `prepare` (builds, probes,
 //! firmware, each boot's `BootSpec`), `pool` (boots at once, results in order),
@@ -54,7 +61,10 @@ pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchE
     error.exit_status()
 }
 
-/// The run proper: every case's verdict reported, or why the bench stopped.
+/// The run proper: every case's verdict reported, or why the bench stopped. Intake (the
+/// cases read, the selection and every refusal), then one executor for the mode: the
+/// list, `--prebuild`, a `--slurm` submission, or the boots here (a `--slurm-task`'s
+/// slice, or the whole plan).
 pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result<Finished, BenchError> {
     let started = Instant::now();
     let loaded = match (&options.prebuilt, &options.filter) {
@@ -70,158 +80,257 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.list(&loaded.cases);
         return Ok(Finished::Passed);
     }
-    // A prebuilt directory is checked before anything else: another workspace's is
-    // refused saying why. Whether the tree changed since it was made is asked on a
-    // thread of its own (`tree`), and answered before any result is reported.
-    let (prebuilt, tree) = match &options.prebuilt {
-        Some(dir) => {
-            let (index, tree) = crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?;
-            (Some(index), Some(tree))
-        }
-        None => (None, None),
+    let Some(intake) = Intake::take(&loaded, ws, options)? else {
+        // Nothing to run, and --no-tests allows it.
+        return Ok(Finished::Passed);
     };
-    let tree_ok = || tree.as_ref().map_or(Ok(()), |tree| tree.result());
-    let intake::Taken { selected, env_seed } = intake::take(&loaded, ws, options)?;
-    if let Some(why) = why_empty(&loaded, &selected, options, &ws.cases_dir) {
-        return match options.no_tests {
-            NoTests::Fail => Err(BenchError::NoCases(why)),
-            NoTests::Warn => {
-                eprintln!("warning: nothing to run: {why}");
-                Ok(Finished::Passed)
-            }
-            NoTests::Pass => Ok(Finished::Passed),
-        };
-    }
-
     if let Some(dir) = &options.prebuild {
-        return prebuild::prebuild(dir, ws, &selected, options, reporter, None);
+        return prebuild::prebuild(dir, ws, &intake.selected, options, reporter, None);
     }
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
     }
     // One task of a --slurm array: its place, and the submitter's plan.
     let mut task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
-
-    // The run's private directory for QMP sockets (qmp.rs), made before anything builds
-    // so that a temporary directory too deep for a socket's path is refused first.
-    let tmp = std::env::temp_dir();
-    crate::qemu::qmp::sweep_stale(&tmp);
-    let qmp_dir = if options.slurm.is_none() && selected.iter().any(|c| c.as_boot().is_some()) {
-        Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(|error| BenchError::Refused(vec![error]))?))
-    } else {
-        None
-    };
-
-    // The host ports the boots' forwards take: a lease too short for --jobs boots of the
-    // most demanding case is refused before anything builds.
-    let per_boot = selected.iter().filter_map(|c| c.as_boot()).map(crate::boot::parts::host_ports).max().unwrap_or(0);
-    let ports = crate::boot::parts::net::Ports::from_env(options.jobs, per_boot)
-        .map_err(|error| BenchError::Refused(vec![error]))?;
-    // Under q beside other benches: their boots count as beside this run's.
-    let company = company::Company::from_env().map_err(|error| BenchError::Refused(vec![error]))?;
-
-    // A task's run directory is its place in the submitting run's; it prunes nothing.
-    let (run_dir, pruning) = match &task {
-        Some(task) => (task.run_dir.clone(), None),
-        None => crate::rundir::create_pruning_aside(&ws.root).map(|(dir, pruning)| (dir, Some(pruning)))?,
-    };
-    let boots = plan::plan(&selected, options, &run_dir, env_seed);
+    let ground = Ground::make(ws, options, &intake.selected, task.as_ref())?;
+    let boots = plan::plan(&intake.selected, options, &ground.run_dir, intake.env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
     }
     // A task boots its slice and runs no host case (the submitter runs those).
     let (boots, host_runs) = match &mut task {
-        Some(task) => (task.take(&selected, boots)?, Vec::new()),
-        None => (boots, plan::plan_host(&selected, options)),
+        Some(task) => (task.take(&intake.selected, boots)?, Vec::new()),
+        None => (boots, plan::plan_host(&intake.selected, options)),
     };
-    reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
-    let mut builder = Builder::new(&ws.root, &run_dir);
+    reporter.run_started(&ground.run_dir, &plan::rows(&intake.selected, &host_runs, &boots));
+    let mut builder = Builder::new(&ws.root, &ground.run_dir);
+    let here = Here { ws, options, intake: &intake, ground: &ground, started, host_runs: &host_runs };
     if let Some(slurm) = &options.slurm {
-        tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
-        let submission = slurm::Submission { ws, options, slurm, selected: &selected, boots, run_dir: run_dir.clone() };
-        slurm::submit(submission, reporter, |reporter| {
-            let mut loopback = crate::loopback::Loopback::default();
-            run_host_cases(ws, options, reporter, &selected, &host_runs, &run_dir, &mut builder, &mut loopback);
-        })?;
-        return finish(options, reporter, &selected, started, &run_dir, pruning);
-    }
-    let probes = prepare::start_probes(&boots, &selected, &run_dir);
-    // The host's ssh, asked once for the run's sessions: the run's output says what it
-    // is and whether the sessions pass WarnWeakCrypto (why not, when they do not).
-    let sessions = |case: &&Case| match &case.kind {
-        Kind::Boot(boot) => !boot.sessions.is_empty(),
-        Kind::SshLoopback(_) => true,
-        _ => false,
-    };
-    if selected.iter().any(sessions) {
-        match crate::ssh::Client::once() {
-            Ok(client) => reporter.note(crate::events::Note::Ssh, &client.note()),
-            Err(lack) => reporter.note(crate::events::Note::Ssh, &format!("ssh: {lack}")),
-        }
-    }
-
-    // The cases that boot nothing run first, one after another, in name order; the
-    // ssh-loopback cases among them share the run's loopback server (its probe, once).
-    let mut loopback = crate::loopback::Loopback::default();
-    if !host_runs.is_empty() {
-        tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
-    }
-    run_host_cases(ws, options, reporter, &selected, &host_runs, &run_dir, &mut builder, &mut loopback);
-
-    // Build what the boots need, each distinct build once, while the probes run; then a
-    // width whose QEMU cannot run, or a missing firmware, blocks the boot whatever it built.
-    let mut prepared = match (&prebuilt, &options.prebuilt) {
-        (Some(index), Some(dir)) => prepare::from_index(&boots, &selected, index, dir),
-        _ => prepare::prepare_all(&boots, &selected, ws, &run_dir, &mut builder, reporter),
-    };
-    prepare::block_on_host_lacks(&mut prepared, probes, &selected, ws, reporter);
-
-    // Boot, up to --jobs at once; report in the planned order.
-    let jobs = prepare::jobs(&boots, &selected, &prepared, ws, qmp_dir.as_ref(), &ports);
-    let starting = |boot: &PlannedBoot| format!("{} {} smp{}", selected[boot.case].name, boot.arch, boot.smp);
-    if let Some(first) = boots.first() {
-        reporter.boot_started(&starting(first), first.seed);
-    }
-    let crowd = alone::Crowd::new(company);
-    let boot = |(index, job): (usize, _)| {
-        // The first --jobs boots start beside the tree's check; no later one starts once
-        // it has refused the run.
-        if index >= options.jobs {
-            if let Err(why) = tree_ok() {
-                return outcome::Booted::blocked(crate::case_result::Blocked::Build(why));
-            }
-        }
-        let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
-        alone::boot(&crowd, index, job, &ws.root, must_fail)
-    };
-    let jobs: Vec<_> = jobs.into_iter().enumerate().collect();
-    let mut refused = None;
-    pool::run_in_order(jobs, options.jobs, boot, |index, result, took| {
-        if let Err(why) = tree_ok() {
-            refused.get_or_insert(why);
-            return;
-        }
-        let planned = &boots[index];
-        reporter.boot_finished(outcome::boot_report(selected[planned.case], planned, result, took, ws, options));
-        if let Some(task) = &task {
-            if let Err(error) = task.save(reporter.reports()) {
-                reporter.note(crate::events::Note::Slurm, &format!("error: {error}"));
-            }
-        }
-        if let Some(next) = boots.get(index + 1) {
-            reporter.boot_started(&starting(next), next.seed);
-        }
-    });
-    let sweep = options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
-    if let Some(why) = refused {
-        // The boots reported so far are on the page, with why the run stopped.
-        write_html(reporter, &run_dir, started, sweep, Some(why.clone()));
-        return Err(BenchError::Refused(vec![why]));
+        intake.tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
+        let run_dir = ground.run_dir.clone();
+        let submission = slurm::Submission { ws, options, slurm, selected: &intake.selected, boots, run_dir };
+        slurm::submit(submission, reporter, |reporter| here.run_host_cases(reporter, &mut builder))?;
+    } else {
+        here.run_local(reporter, &mut builder, &boots, task.as_ref())?;
     }
     if let Some(task) = &task {
         task.done(reporter.reports())?;
     }
-    finish(options, reporter, &selected, started, &run_dir, pruning)
+    finish(options, reporter, &intake.selected, started, &ground.run_dir, ground.pruning)
+}
+
+/// What intake gave the run: the selected cases, the environment's seed, and the
+/// prebuilt directory the run boots from (with the check that it is this tree's).
+struct Intake<'a> {
+    selected: Vec<&'a Case>,
+    env_seed: Option<u64>,
+    prebuilt: Option<crate::prebuilt::Index>,
+    /// Whether the tree changed since the prebuilt directory was made: asked on a thread
+    /// of its own, and answered before any result is reported.
+    tree: Option<crate::prebuilt::TreeCheck>,
+}
+
+impl<'a> Intake<'a> {
+    /// The prebuilt directory checked first (another workspace's is refused saying why),
+    /// then the selection with every refusal together; nothing to run is refused unless
+    /// `--no-tests` allows it (then there is no intake: the run ends).
+    fn take(loaded: &'a intake::Loaded, ws: &Workspace, options: &Options) -> Result<Option<Intake<'a>>, BenchError> {
+        let (prebuilt, tree) = match &options.prebuilt {
+            Some(dir) => {
+                let (index, tree) =
+                    crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?;
+                (Some(index), Some(tree))
+            }
+            None => (None, None),
+        };
+        let intake::Taken { selected, env_seed } = intake::take(loaded, ws, options)?;
+        if let Some(why) = why_empty(loaded, &selected, options, &ws.cases_dir) {
+            return match options.no_tests {
+                NoTests::Fail => Err(BenchError::NoCases(why)),
+                NoTests::Warn => {
+                    eprintln!("warning: nothing to run: {why}");
+                    Ok(None)
+                }
+                NoTests::Pass => Ok(None),
+            };
+        }
+        Ok(Some(Intake { selected, env_seed, prebuilt, tree }))
+    }
+
+    /// Whether the prebuilt directory is this tree's (always, without one).
+    fn tree_ok(&self) -> Result<(), String> {
+        self.tree.as_ref().map_or(Ok(()), |tree| tree.result())
+    }
+}
+
+/// What the run holds while it runs: its directory, the QMP socket directory, the host
+/// ports and the other benches beside it under q.
+struct Ground {
+    run_dir: std::path::PathBuf,
+    pruning: Option<std::thread::JoinHandle<()>>,
+    qmp_dir: Option<Arc<crate::qemu::qmp::QmpDir>>,
+    ports: crate::boot::parts::net::Ports,
+    /// Which boots ran beside others (and, under q, beside other benches' boots).
+    crowd: alone::Crowd,
+}
+
+impl Ground {
+    /// Everything the run holds, each refused in words before anything builds: the QMP
+    /// socket directory (a temporary directory too deep for a socket's path), a port
+    /// lease too short for `--jobs` boots of the most demanding case, q's environment;
+    /// then the run directory (a task's is its place in the submitting run's, and it
+    /// prunes nothing).
+    fn make(
+        ws: &Workspace,
+        options: &Options,
+        selected: &[&Case],
+        task: Option<&slurm::Task>,
+    ) -> Result<Ground, BenchError> {
+        let refused = |error: String| BenchError::Refused(vec![error]);
+        let tmp = std::env::temp_dir();
+        crate::qemu::qmp::sweep_stale(&tmp);
+        let qmp_dir = if options.slurm.is_none() && selected.iter().any(|c| c.as_boot().is_some()) {
+            Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(refused)?))
+        } else {
+            None
+        };
+        let per_boot =
+            selected.iter().filter_map(|c| c.as_boot()).map(crate::boot::parts::host_ports).max().unwrap_or(0);
+        let ports = crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(refused)?;
+        // Under q beside other benches: their boots count as beside this run's.
+        let company = company::Company::from_env().map_err(refused)?;
+        let (run_dir, pruning) = match task {
+            Some(task) => (task.run_dir.clone(), None),
+            None => crate::rundir::create_pruning_aside(&ws.root).map(|(dir, pruning)| (dir, Some(pruning)))?,
+        };
+        Ok(Ground { run_dir, pruning, qmp_dir, ports, crowd: alone::Crowd::new(company) })
+    }
+}
+
+/// The executor that runs on this machine: the host cases, then the builds and the boots.
+struct Here<'a> {
+    ws: &'a Workspace,
+    options: &'a Options,
+    intake: &'a Intake<'a>,
+    ground: &'a Ground,
+    started: Instant,
+    host_runs: &'a [(usize, Option<testbench_case::Arch>)],
+}
+
+impl Here<'_> {
+    /// The host cases, then every boot of `boots` (a task's slice, or the whole plan),
+    /// each reported in the planned order (and saved, in a task).
+    fn run_local(
+        &self,
+        reporter: &mut Reporter,
+        builder: &mut Builder,
+        boots: &[PlannedBoot],
+        task: Option<&slurm::Task>,
+    ) -> Result<(), BenchError> {
+        let selected = &self.intake.selected;
+        let probes = prepare::start_probes(boots, selected, &self.ground.run_dir);
+        self.say_ssh(reporter);
+        if !self.host_runs.is_empty() {
+            self.intake.tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
+        }
+        self.run_host_cases(reporter, builder);
+        // Build what the boots need, each distinct build once, while the probes run; then
+        // a width whose QEMU cannot run, or a missing firmware, blocks the boot whatever
+        // it built.
+        let mut prepared = match (&self.intake.prebuilt, &self.options.prebuilt) {
+            (Some(index), Some(dir)) => prepare::from_index(boots, selected, index, dir),
+            _ => prepare::prepare_all(boots, selected, self.ws, &self.ground.run_dir, builder, reporter),
+        };
+        prepare::block_on_host_lacks(&mut prepared, probes, selected, self.ws, reporter);
+        let jobs = prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
+        if let Some(why) = self.boot_all(reporter, boots, jobs, task) {
+            // The boots reported so far are on the page, with why the run stopped.
+            let sweep = self.options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
+            write_html(reporter, &self.ground.run_dir, self.started, sweep, Some(why.clone()));
+            return Err(BenchError::Refused(vec![why]));
+        }
+        Ok(())
+    }
+
+    /// The host's ssh, asked once for the run's sessions: the run's output says what it
+    /// is and whether the sessions pass WarnWeakCrypto (why not, when they do not).
+    fn say_ssh(&self, reporter: &mut Reporter) {
+        let sessions = |case: &&Case| match &case.kind {
+            Kind::Boot(boot) => !boot.sessions.is_empty(),
+            Kind::SshLoopback(_) => true,
+            _ => false,
+        };
+        if self.intake.selected.iter().any(sessions) {
+            match crate::ssh::Client::once() {
+                Ok(client) => reporter.note(crate::events::Note::Ssh, &client.note()),
+                Err(lack) => reporter.note(crate::events::Note::Ssh, &format!("ssh: {lack}")),
+            }
+        }
+    }
+
+    /// Boot up to `--jobs` at once; report in the planned order. Why the run stopped,
+    /// when the tree's check refused it on the way.
+    fn boot_all(
+        &self,
+        reporter: &mut Reporter,
+        boots: &[PlannedBoot],
+        jobs: Vec<Result<prepare::BootJob, crate::case_result::Blocked>>,
+        task: Option<&slurm::Task>,
+    ) -> Option<String> {
+        let (selected, options) = (&self.intake.selected, self.options);
+        let starting = |boot: &PlannedBoot| format!("{} {} smp{}", selected[boot.case].name, boot.arch, boot.smp);
+        if let Some(first) = boots.first() {
+            reporter.boot_started(&starting(first), first.seed);
+        }
+        let boot = |(index, job): (usize, _)| {
+            // The first --jobs boots start beside the tree's check; no later one starts
+            // once it has refused the run.
+            if index >= options.jobs {
+                if let Err(why) = self.intake.tree_ok() {
+                    return outcome::Booted::blocked(crate::case_result::Blocked::Build(why));
+                }
+            }
+            let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
+            alone::boot(&self.ground.crowd, index, job, &self.ws.root, must_fail)
+        };
+        let mut refused = None;
+        pool::run_in_order(jobs.into_iter().enumerate().collect(), options.jobs, boot, |index, result, took| {
+            if let Err(why) = self.intake.tree_ok() {
+                refused.get_or_insert(why);
+                return;
+            }
+            let planned = &boots[index];
+            let report = outcome::boot_report(selected[planned.case], planned, result, took, self.ws, options);
+            reporter.boot_finished(report);
+            if let Some(Err(error)) = task.map(|task| task.save(reporter.reports())) {
+                reporter.note(crate::events::Note::Slurm, &format!("error: {error}"));
+            }
+            if let Some(next) = boots.get(index + 1) {
+                reporter.boot_started(&starting(next), next.seed);
+            }
+        });
+        refused
+    }
+
+    /// The cases that boot nothing, one after another, in name order; the ssh-loopback
+    /// cases among them share the run's loopback server (its probe, once).
+    fn run_host_cases(&self, reporter: &mut Reporter, builder: &mut Builder) {
+        let mut loopback = crate::loopback::Loopback::default();
+        for &(index, arch) in self.host_runs {
+            let case = self.intake.selected[index];
+            let report = run_host_case(
+                self.ws,
+                self.options,
+                reporter,
+                &self.ground.run_dir,
+                builder,
+                &mut loopback,
+                case,
+                arch,
+            );
+            reporter.boot_finished(report);
+        }
+    }
 }
 
 /// The run's end: the sweep's line, the summary, `report.html`, JUnit, and the verdict.
@@ -262,45 +371,42 @@ fn finish(
     Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
 }
 
-/// The cases that boot nothing, one after another, in name order.
+/// One case that boots nothing, run on this machine: its report.
 #[allow(clippy::too_many_arguments)]
-fn run_host_cases(
+fn run_host_case(
     ws: &Workspace,
     options: &Options,
     reporter: &mut Reporter,
-    selected: &[&Case],
-    host_runs: &[(usize, Option<testbench_case::Arch>)],
     run_dir: &Path,
     builder: &mut Builder,
     loopback: &mut crate::loopback::Loopback,
-) {
-    for &(index, arch) in host_runs {
-        let case = selected[index];
-        let label = match arch {
-            Some(arch) => format!("{} {arch}", case.name),
-            None => format!("{} host", case.name),
-        };
-        reporter.boot_started(&label, None);
-        let started_case = Instant::now();
-        let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
-        let mut log = |line: &str| reporter.note(crate::events::Note::Host, line);
-        let mut notes = Vec::new();
-        let result = match (&case.kind, arch) {
-            (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
-            (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, builder, &mut log),
-            (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
-            (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
-            (Kind::SshLoopback(case), Some(_)) => {
-                let (result, case_notes) = loopback.run(case, &ws.root, run_dir, &ctx.dir, &mut log);
-                notes = case_notes;
-                result
-            }
-            _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
-        };
-        let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
-        report.notes = notes;
-        reporter.boot_finished(report);
-    }
+    case: &Case,
+    arch: Option<testbench_case::Arch>,
+) -> crate::report::BootReport {
+    let label = match arch {
+        Some(arch) => format!("{} {arch}", case.name),
+        None => format!("{} host", case.name),
+    };
+    reporter.boot_started(&label, None);
+    let started_case = Instant::now();
+    let ctx = crate::host::HostContext { root: &ws.root, dir: run_dir.join(&case.name) };
+    let mut log = |line: &str| reporter.note(crate::events::Note::Host, line);
+    let mut notes = Vec::new();
+    let result = match (&case.kind, arch) {
+        (Kind::HostTests(host), _) => crate::host::run_host_tests(&case.name, host, &ctx, &mut log),
+        (Kind::Build(build), Some(arch)) => crate::host::run_build(build, arch, builder, &mut log),
+        (Kind::Scripts(scripts), _) => crate::host::run_scripts(scripts, &ctx, &mut log),
+        (Kind::Gate(gate), _) => crate::host::run_gate(gate, &ctx, &mut log),
+        (Kind::SshLoopback(case), Some(_)) => {
+            let (result, case_notes) = loopback.run(case, &ws.root, run_dir, &ctx.dir, &mut log);
+            notes = case_notes;
+            result
+        }
+        _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
+    };
+    let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+    report.notes = notes;
+    report
 }
 
 /// `report.html` in the run directory (crate::report_html); a page that cannot be
