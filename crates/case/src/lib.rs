@@ -218,7 +218,39 @@ pub struct Case {
     pub kind: Kind,
     /// A self-check: the case passes only if it fails with a reason this matches.
     pub must_fail: Option<Pattern>,
+    /// A self-check: the case passes only if it fails with this kind of failure (one of
+    /// [`FAILURE_KINDS`]), and with a reason `must_fail` matches when it has one.
+    pub must_fail_kind: Option<String>,
 }
+
+/// The kinds of failure a verdict names, and `must_fail = { kind = "..." }` takes: the
+/// console judge's, a part's (`device`), the bench's own checks across boots (`repeat`,
+/// `replay`), what stopped a case before its run (`build`, `host-lack`), and each host
+/// kind's own.
+pub const FAILURE_KINDS: &[&str] = &[
+    "forbidden",
+    "timed-out",
+    "program-failed",
+    "no-output",
+    "guest-ended",
+    "no-power-off",
+    "reset",
+    "power-off-unproven",
+    "wrong-status",
+    "killed",
+    "exit-status",
+    "reporter",
+    "distinct",
+    "device",
+    "repeat",
+    "replay",
+    "build",
+    "host-lack",
+    "host-tests",
+    "scripts",
+    "gate",
+    "ssh-loopback",
+];
 
 #[derive(Clone, Debug)]
 pub enum Kind {

@@ -9,14 +9,18 @@ use serde::Deserialize;
 use crate::common::{did_you_mean, nearest, quoted, Ctx};
 use crate::fields::{check_table, field, names, Field, Shape, BOOL, LATER};
 use crate::kinds::KINDS;
-use crate::{Case, CaseError};
+use crate::{Case, CaseError, Pattern, FAILURE_KINDS};
 
 /// The fields every kind takes, in the order messages name them.
 pub(crate) const COMMON: &[Field] = &[
     field("description", Shape::Str, "one line saying what the case proves, as a string"),
     field("kind", Shape::Str, "one of \"boot\", \"host-tests\", \"build\", \"scripts\", \"gate\", \"ssh-loopback\""),
     field("whole_run", Shape::Bool, BOOL),
-    field("must_fail", Shape::Str, "a regex the failure's reason must match, as a string"),
+    field(
+        "must_fail",
+        Shape::Any,
+        "a regex the failure's reason must match, as a string, or a table { kind = \"<a failure kind>\", reason = \"<regex>\" } (reason optional)",
+    ),
 ];
 
 /// The common fields as serde reads them: those of [`COMMON`], in its order.
@@ -26,7 +30,7 @@ pub(crate) struct RawCommon {
     pub description: Option<String>,
     pub kind: Option<String>,
     pub whole_run: Option<bool>,
-    pub must_fail: Option<String>,
+    pub must_fail: Option<toml::Value>,
 }
 
 /// Parse a case file's text. `file` is the path shown in messages; the case's name is its stem.
@@ -94,9 +98,59 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
     let raw = crate::kinds::read(&ctx, kind, table)?;
 
     // Stage two: what the fields mean.
-    let must_fail = common.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
-    let kind = crate::kinds::validate(&ctx, raw, must_fail.is_some())?;
-    Ok(Case { name, file: path, description, whole_run: common.whole_run.unwrap_or(true), kind, must_fail })
+    let (must_fail, must_fail_kind) = match &common.must_fail {
+        Some(value) => must_fail_of(&ctx, value)?,
+        None => (None, None),
+    };
+    let self_check = must_fail.is_some() || must_fail_kind.is_some();
+    let kind = crate::kinds::validate(&ctx, raw, self_check)?;
+    let whole_run = common.whole_run.unwrap_or(true);
+    Ok(Case { name, file: path, description, whole_run, kind, must_fail, must_fail_kind })
+}
+
+/// `must_fail`: the reason's pattern as a string, or a table naming the failure's kind
+/// (one of [`FAILURE_KINDS`]) and, optionally, the reason's pattern.
+fn must_fail_of(ctx: &Ctx, value: &toml::Value) -> Result<(Option<Pattern>, Option<String>), CaseError> {
+    const TAKES: &str = "a regex as a string, or a table { kind = \"<a failure kind>\", reason = \"<regex>\" }";
+    let table = match value {
+        toml::Value::String(source) => return Ok((Some(ctx.regex("must_fail".into(), source)?), None)),
+        toml::Value::Table(table) => table,
+        other => return Err(ctx.err("must_fail", format!("{} is not accepted: {TAKES}", a_value(other)))),
+    };
+    if let Some(unknown) = table.keys().find(|key| *key != "kind" && *key != "reason") {
+        return Err(ctx.err(format!("must_fail.{unknown}"), "not a field of must_fail: kind and reason only"));
+    }
+    let reason = match table.get("reason") {
+        None => None,
+        Some(toml::Value::String(source)) => Some(ctx.regex("must_fail.reason".into(), source)?),
+        Some(other) => {
+            return Err(ctx.err("must_fail.reason", format!("{} is not accepted: a regex, as a string", a_value(other))))
+        }
+    };
+    let kinds = quoted(FAILURE_KINDS);
+    let kind = match table.get("kind") {
+        Some(toml::Value::String(kind)) if FAILURE_KINDS.contains(&kind.as_str()) => kind.clone(),
+        Some(toml::Value::String(kind)) => {
+            let near = did_you_mean(&nearest(kind, FAILURE_KINDS.iter().copied()));
+            let message = match near.is_empty() {
+                true => format!("{kind:?} is not accepted: one of {kinds}"),
+                false => format!("{kind:?} is not accepted; {near} One of {kinds}"),
+            };
+            return Err(ctx.err("must_fail.kind", message));
+        }
+        Some(other) => {
+            return Err(ctx.err("must_fail.kind", format!("{} is not accepted: one of {kinds}", a_value(other))))
+        }
+        None => return Err(ctx.err("must_fail.kind", format!("required in a must_fail table: one of {kinds}"))),
+    };
+    Ok((reason, Some(kind)))
+}
+
+/// A TOML value's type with its article, for messages: "an integer", "a boolean".
+fn a_value(value: &toml::Value) -> String {
+    let name = value.type_str();
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {name}")
 }
 
 #[cfg(test)]

@@ -34,6 +34,9 @@ fn describe(case: &Case) -> String {
     writeln!(out, "name: {}", case.name).unwrap();
     writeln!(out, "description: {}", case.description).unwrap();
     writeln!(out, "whole_run: {}", case.whole_run).unwrap();
+    if let Some(kind) = &case.must_fail_kind {
+        writeln!(out, "must_fail kind: {kind}").unwrap();
+    }
     if let Some(must_fail) = &case.must_fail {
         writeln!(out, "must_fail: {}", must_fail.source()).unwrap();
     }

@@ -3,9 +3,13 @@
 //! host kinds (host.rs, gates.rs) their own; the runner turns either into an `Outcome`.
 //! The bench's own trouble is neither a pass nor a failure (`Blocked::Trouble`).
 
-/// What running a case gave: its verdict (pass, or the reason it failed), or why it
+/// What running a boot case gave: its verdict (pass, or its typed failure), or why it
 /// could not run.
-pub type CaseResult = Result<Result<(), String>, Blocked>;
+pub type CaseResult = Result<Result<(), crate::verdict::Failed>, Blocked>;
+
+/// What running a case that boots nothing gave: pass, or the reason it failed (its kind
+/// is the case's kind, `verdict::FailKind::of_host`), or why it could not run.
+pub type HostResult = Result<Result<(), String>, Blocked>;
 
 /// Why a case cannot run; decides between fail and skip.
 #[derive(Clone, Debug)]

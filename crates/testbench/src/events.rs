@@ -81,6 +81,9 @@ pub struct BootFinished<'a> {
     /// Why, for anything but a plain pass (a must_fail case's evidence for its pass).
     pub reason: Option<&'a str>,
     pub failed_as_it_must: bool,
+    /// The failure's kind (`timed-out`, `forbidden`, `device`, `build`...: the words a
+    /// case's `must_fail = { kind = ... }` takes), for a failure or a must_fail pass.
+    pub failure_kind: Option<&'a str>,
     pub console_tail: &'a [String],
     pub notes: &'a [String],
     pub duration_secs: f64,
@@ -146,6 +149,7 @@ mod tests {
             verdict: "fail",
             reason: Some("timed out after 30s waiting for expect[0] '^done$'"),
             failed_as_it_must: false,
+            failure_kind: Some("timed-out"),
             console_tail: &["kernel: harts 2".into()],
             notes: &["net.dial[0] (port 7): echoed 1.20s after the guest started".into()],
             duration_secs: 30.5,

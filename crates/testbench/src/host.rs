@@ -35,7 +35,7 @@ pub struct HostContext<'a> {
     pub dir: PathBuf,
 }
 
-pub type HostResult = crate::case_result::CaseResult;
+pub use crate::case_result::HostResult;
 
 /// The first of `tools` that is not an executable on the path.
 pub fn missing_tool(tools: &[String]) -> Option<String> {

@@ -25,7 +25,7 @@ use testbench_case::{Arch, Firmware, Pattern, Session, SshLoopbackCase, Step as 
 use testbench_session::SessionOutcome;
 
 use crate::boot::parts::sessions::{notes_and_failures, run_all, session_cmd, spec_of, Run, SESSIONS_DIR};
-use crate::case_result::{Blocked, CaseResult};
+use crate::case_result::{Blocked, HostResult};
 use crate::command::shell_quote;
 use crate::ssh::{Client, HostKeys, Invocation, Route};
 
@@ -76,7 +76,7 @@ impl Loopback {
         run_dir: &Path,
         dir: &Path,
         log: &mut dyn FnMut(&str),
-    ) -> (CaseResult, Vec<String>) {
+    ) -> (HostResult, Vec<String>) {
         let server = self.server.get_or_insert_with(|| Server::prepare(root, run_dir, log));
         match server {
             Err(blocked) => (Err(blocked.clone()), Vec::new()),

@@ -29,6 +29,7 @@ mod report_html;
 mod rundir;
 mod runner;
 mod ssh;
+mod verdict;
 mod workspace;
 
 use std::path::PathBuf;

@@ -136,6 +136,9 @@ pub struct BootReport {
     /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
     /// the capture), printed under the result.
     pub notes: Vec<String>,
+    /// The kind of its failure, when it failed or failed as it must.
+    #[serde(default)]
+    pub failure: Option<crate::verdict::FailKind>,
 }
 
 fn boot_kind() -> &'static str {
@@ -471,6 +474,7 @@ impl Reporter {
                     verdict,
                     reason,
                     failed_as_it_must: matches!(report.outcome, Outcome::ExpectedFailure(_)),
+                    failure_kind: report.failure.map(crate::verdict::FailKind::name),
                     console_tail: &report.console_tail,
                     notes: &report.notes,
                     duration_secs: report.duration.as_secs_f64(),
@@ -722,6 +726,7 @@ mod tests {
             sweep: false,
             console_tail: Vec::new(),
             notes: Vec::new(),
+            failure: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn report(case: &str, dir: PathBuf, outcome: Outcome, seed: Option<u64>, sweep: 
         sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        failure: None,
     }
 }
 

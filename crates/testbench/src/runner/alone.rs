@@ -115,7 +115,7 @@ pub fn boot(
         Err(why) => return Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {why}"))),
     };
     let reason = match &first.result {
-        Ok(Err(reason)) if beside && (first.deadline || host_clock) => reason.clone(),
+        Ok(Err(reason)) if beside && (first.deadline || host_clock) => reason.reason.clone(),
         // A self-check that passed fails as a case; on the host's clock the load may
         // have kept from it what it must see, like any other failure.
         Ok(Ok(())) if beside && host_clock && must_fail.is_some() => "it passed, and must fail".to_string(),
@@ -148,7 +148,7 @@ pub fn boot(
     let how = match (&alone.result, must_fail) {
         (Ok(Ok(())), None) => "passed alone",
         (Ok(Ok(())), Some(_)) => "passed alone too, and must fail",
-        (Ok(Err(reason)), Some(pattern)) if pattern.is_match(reason) => "failed alone, as it must",
+        (Ok(Err(reason)), Some(pattern)) if pattern.is_match(&reason.reason) => "failed alone, as it must",
         (Ok(Err(_)), _) if alone.deadline => "timed out alone too",
         (Ok(Err(_)), _) => "failed alone too",
         (Err(_), _) => "could not boot alone",

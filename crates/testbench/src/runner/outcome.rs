@@ -11,10 +11,11 @@ use testbench_judge::{FailureKind, Verdict};
 use super::plan::{host_replay_line, replay_line, PlannedBoot, SeedFrom};
 use crate::boot::parts::sessions::SESSIONS_DIR;
 use crate::boot::BootSpec;
-use crate::case_result::{Blocked, CaseResult};
+use crate::case_result::{Blocked, CaseResult, HostResult};
 use crate::cli::Options;
 use crate::qemu::{Rr, RR_FILE};
 use crate::report::{BootReport, Outcome};
+use crate::verdict::{FailKind, Failed};
 use crate::workspace::Workspace;
 
 /// Whether a must_fail pattern takes a failure: the whole reason, or any one of its
@@ -31,30 +32,61 @@ fn evidence(pattern: &testbench_case::Pattern, message: String) -> String {
     message.lines().find(|line| pattern.regex.is_match(line)).map(str::to_string).unwrap_or(message)
 }
 
-/// What a case's result is worth, under its `must_fail` and `--allow-skip`.
-fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> Outcome {
-    let must_fail = case.must_fail.as_ref();
-    match (verdict, must_fail) {
-        (Err(Blocked::Build(message)), _) => Outcome::Fail(message),
+/// What a case's `must_fail` wants, in words: "a failure of kind K matching 'P'".
+fn wanted(case: &Case) -> Option<String> {
+    let kind = case.must_fail_kind.as_deref().map(|kind| format!(" of kind {kind}"));
+    let pattern = case.must_fail.as_ref().map(|p| format!(" matching '{}'", p.source()));
+    (kind.is_some() || pattern.is_some())
+        .then(|| format!("a failure{}{}", kind.unwrap_or_default(), pattern.unwrap_or_default()))
+}
+
+/// Whether a case's `must_fail` takes a failure: its kind, when it names one, and its
+/// reason, when it has a pattern. A build that failed is taken only by a `must_fail`
+/// that names the kind `build` (the pieces must be there for any other failure).
+fn must_fail_takes_failed(case: &Case, failed: &Failed) -> bool {
+    let kind = case.must_fail_kind.as_deref();
+    (failed.kind != FailKind::Build || kind == Some("build"))
+        && kind.is_none_or(|kind| kind == failed.kind.name())
+        && case.must_fail.as_ref().is_none_or(|pattern| must_fail_takes(pattern, &failed.reason))
+}
+
+/// What a case's result is worth, under its `must_fail` and `--allow-skip`, and the kind
+/// of its failure, when it failed (or failed as it must).
+fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> (Outcome, Option<FailKind>) {
+    let failed = match verdict {
         // The bench's own trouble is not the case's to pass or fail, must_fail or not.
-        (Err(Blocked::Trouble(message)), _) => Outcome::Trouble(message),
-        (Err(Blocked::HostLack(message)), Some(pattern)) if must_fail_takes(pattern, &message) => {
-            Outcome::ExpectedFailure(evidence(pattern, message))
-        }
-        (Err(Blocked::HostLack(message)), _) if allow_skip => Outcome::Skip(message),
-        (Err(Blocked::HostLack(message)), _) => Outcome::Fail(message),
-        (Ok(Ok(())), None) => Outcome::Pass,
-        (Ok(Err(message)), None) => Outcome::Fail(message),
-        (Ok(Ok(())), Some(pattern)) => {
-            Outcome::Fail(format!("passed, but must_fail wanted a failure matching '{}'", pattern.source()))
-        }
-        (Ok(Err(message)), Some(pattern)) => {
-            if must_fail_takes(pattern, &message) {
-                Outcome::ExpectedFailure(evidence(pattern, message))
-            } else {
-                Outcome::Fail(format!("{message}\n(must_fail wanted a failure matching '{}')", pattern.source()))
+        Err(Blocked::Trouble(message)) => return (Outcome::Trouble(message), None),
+        Err(Blocked::Build(message)) => Failed::new(FailKind::Build, message),
+        Err(Blocked::HostLack(message)) => Failed::new(FailKind::HostLack, message),
+        Ok(Ok(())) => {
+            return match wanted(case) {
+                None => (Outcome::Pass, None),
+                Some(wanted) => (Outcome::Fail(format!("passed, but must_fail wanted {wanted}")), None),
             }
         }
+        Ok(Err(failed)) => failed,
+    };
+    let kind = Some(failed.kind);
+    match wanted(case) {
+        Some(_) if must_fail_takes_failed(case, &failed) => {
+            let reason = match &case.must_fail {
+                Some(pattern) => evidence(pattern, failed.reason),
+                None => failed.reason,
+            };
+            (Outcome::ExpectedFailure(reason), kind)
+        }
+        // What stopped the case before it ran says only its own reason (a host's lack is
+        // a skip when --allow-skip says so).
+        _ if failed.kind == FailKind::HostLack && allow_skip => (Outcome::Skip(failed.reason), None),
+        Some(_) if matches!(failed.kind, FailKind::Build | FailKind::HostLack) => (Outcome::Fail(failed.reason), kind),
+        Some(wanted) => {
+            let got = match case.must_fail_kind {
+                Some(_) => format!(" (a failure of kind {})", failed.kind.name()),
+                None => String::new(),
+            };
+            (Outcome::Fail(format!("{}{got}\n(must_fail wanted {wanted})", failed.reason)), kind)
+        }
+        None => (Outcome::Fail(failed.reason), kind),
     }
 }
 
@@ -123,7 +155,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
         notes = notes.into_iter().map(|n| format!("first boot: {n}")).collect();
         notes.extend(second.notes.iter().map(|n| format!("second boot: {n}")));
     }
-    let done = |result: Result<(), String>, console: Option<PathBuf>, notes: Vec<String>| Booted {
+    let done = |result: Result<(), Failed>, console: Option<PathBuf>, notes: Vec<String>| Booted {
         result: Ok(result),
         console,
         notes,
@@ -132,7 +164,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
     if second.verdict != Verdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
         let deadline = deadline_passed(&second.verdict);
-        let result = verdict_result(second.verdict).map_err(|m| format!("second boot: {m}"));
+        let result = verdict_result(second.verdict).map_err(|failed| failed.prefixed("second boot: "));
         return Booted { deadline, ..done(result, tail, notes) };
     }
     if repeat_exactly {
@@ -140,9 +172,12 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
         let (a, b) = (read(&first_dir), read(&second_spec.dir));
         let result = match first_difference(&a, &b) {
             None => Ok(()),
-            Some(at) => Err(format!(
-                "repeat_exactly: the two boots' consoles differ from line {}: first boot: {}; second boot: {}",
-                at.line, at.a, at.b
+            Some(at) => Err(Failed::new(
+                FailKind::Repeat,
+                format!(
+                    "repeat_exactly: the two boots' consoles differ from line {}: first boot: {}; second boot: {}",
+                    at.line, at.a, at.b
+                ),
             )),
         };
         return done(result, None, notes);
@@ -155,7 +190,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
                 pattern.regex.as_str(),
                 a.as_deref().unwrap_or("")
             );
-            return done(Err(message), None, notes);
+            return done(Err(Failed::new(FailKind::Repeat, message)), None, notes);
         }
     }
     done(Ok(()), None, notes)
@@ -170,24 +205,28 @@ fn forget_passing_recording(spec: &BootSpec, verdict: &Verdict) {
 
 /// The verdict on a replayed boot: the replayed console must be the recorded one byte
 /// for byte; then the boot's own verdict stands, said to be a replay.
-fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), String> {
+fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), Failed> {
     let recorded_log = recording.with_file_name("console.log");
     let recorded = match std::fs::read(&recorded_log) {
         Ok(bytes) => bytes,
-        Err(error) => return Err(format!("--rr-replay: cannot read {}: {error}", recorded_log.display())),
+        Err(error) => {
+            let reason = format!("--rr-replay: cannot read {}: {error}", recorded_log.display());
+            return Err(Failed::new(FailKind::Replay, reason));
+        }
     };
     let replayed = std::fs::read(dir.join("console.log")).unwrap_or_default();
     let (recorded, replayed) = (console_only(&recorded), console_only(&replayed));
     if let Some(at) = first_difference(recorded, replayed) {
-        return Err(format!(
+        let reason = format!(
             "--rr-replay: the replay differs from the recording from console line {}: recorded: {}; replayed: {}",
             at.line, at.a, at.b
-        ));
+        );
+        return Err(Failed::new(FailKind::Replay, reason));
     }
     let same = format!("replayed {} byte for byte ({} console bytes as recorded)", recording.display(), recorded.len());
     match verdict {
         Verdict::Pass => Ok(()),
-        Verdict::Fail(failure) => Err(format!("{same}; the verdict again: {failure}")),
+        Verdict::Fail(failure) => Err(Failed::from(failure).prefixed(&format!("{same}; the verdict again: "))),
     }
 }
 
@@ -234,10 +273,10 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<Difference> {
     Some(Difference { line, a: quote(a), b: quote(b) })
 }
 
-fn verdict_result(verdict: Verdict) -> Result<(), String> {
+fn verdict_result(verdict: Verdict) -> Result<(), Failed> {
     match verdict {
         Verdict::Pass => Ok(()),
-        Verdict::Fail(failure) => Err(failure.to_string()),
+        Verdict::Fail(failure) => Err(failure.into()),
     }
 }
 
@@ -281,13 +320,14 @@ fn keep_failed_loopback(keep: &Path, case: &Case, arch: Option<Arch>, dir: &Path
 pub fn host_report(
     case: &Case,
     arch: Option<Arch>,
-    result: CaseResult,
+    result: HostResult,
     took: Duration,
     dir: PathBuf,
     ws: &Workspace,
     options: &Options,
 ) -> BootReport {
-    let outcome = outcome_of(case, result, options.allow_skip);
+    let result = result.map(|ran| ran.map_err(|reason| Failed::new(FailKind::of_host(&case.kind), reason)));
+    let (outcome, failure) = outcome_of(case, result, options.allow_skip);
     let replay = host_replay_line(case, arch, ws);
     if let (Outcome::Fail(_), Some(keep), testbench_case::Kind::SshLoopback(_)) =
         (&outcome, &options.keep_failed, &case.kind)
@@ -308,6 +348,7 @@ pub fn host_report(
         sweep: false,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        failure,
     }
 }
 
@@ -320,7 +361,7 @@ pub fn boot_report(
     ws: &Workspace,
     options: &Options,
 ) -> BootReport {
-    let outcome = outcome_of(case, result, options.allow_skip);
+    let (outcome, failure) = outcome_of(case, result, options.allow_skip);
     // A wait that ran out says what the guest printed last, so the person need not open
     // the log to see where it stopped.
     let console_tail = match (&outcome, &timed_out_console) {
@@ -345,6 +386,7 @@ pub fn boot_report(
         sweep: boot.seed_from == SeedFrom::Sweep,
         console_tail,
         notes,
+        failure,
     }
 }
 
@@ -365,5 +407,60 @@ mod tests {
         let noted =
             b"out\n\n--- testbench: the last lines of QEMU's stderr ---\nqemu: terminating on signal 15 from pid 9\n";
         assert_eq!(console_only(noted), b"out\n");
+    }
+}
+
+#[cfg(test)]
+mod must_fail_tests {
+    use super::*;
+
+    fn case(must_fail: &str) -> Case {
+        let text = format!(
+            "description = \"x\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [{{ package = \"smoke\", bin = \"smoke\" }}]\nexpect = ['x']\nmust_fail = {must_fail}\n"
+        );
+        testbench_case::parse("tests/c.toml", &text).unwrap()
+    }
+
+    fn failed(kind: FailKind, reason: &str) -> CaseResult {
+        Ok(Err(Failed::new(kind, reason)))
+    }
+
+    /// `must_fail` names the failure's kind, its reason, or both; a failure of another
+    /// kind, or a pass, fails the self-check saying what it wanted.
+    #[test]
+    fn must_fail_takes_the_kind_it_names_and_its_pattern_still_works() {
+        let timed_out = || failed(FailKind::TimedOut, "timed out after 3s waiting for expect[0] 'x'");
+        let by_kind = case("{ kind = \"timed-out\" }");
+        assert_eq!(
+            outcome_of(&by_kind, timed_out(), false),
+            (Outcome::ExpectedFailure("timed out after 3s waiting for expect[0] 'x'".into()), Some(FailKind::TimedOut))
+        );
+        let (outcome, kind) = outcome_of(&by_kind, failed(FailKind::Forbidden, "forbidden line"), false);
+        assert_eq!(kind, Some(FailKind::Forbidden));
+        assert_eq!(
+            outcome,
+            Outcome::Fail(
+                "forbidden line (a failure of kind forbidden)\n(must_fail wanted a failure of kind timed-out)".into()
+            )
+        );
+        let both = case("{ kind = \"timed-out\", reason = 'expect\\[1\\]' }");
+        assert!(
+            matches!(outcome_of(&both, timed_out(), false).0, Outcome::Fail(ref m) if m.ends_with("(must_fail wanted a failure of kind timed-out matching 'expect\\[1\\]')"))
+        );
+        let by_text = case("'^timed out'");
+        assert!(matches!(outcome_of(&by_text, timed_out(), false).0, Outcome::ExpectedFailure(_)));
+        assert_eq!(
+            outcome_of(&by_kind, Ok(Ok(())), false),
+            (Outcome::Fail("passed, but must_fail wanted a failure of kind timed-out".into()), None)
+        );
+        // A build that failed is no self-check's evidence unless it names the kind build.
+        let build = || Err(Blocked::Build("cargo failed".into()));
+        assert_eq!(outcome_of(&by_text, build(), false).0, Outcome::Fail("cargo failed".into()));
+        let wants_build = case("{ kind = \"build\" }");
+        assert_eq!(outcome_of(&wants_build, build(), false).0, Outcome::ExpectedFailure("cargo failed".into()));
+        // A host's lack that must_fail does not take is a skip under --allow-skip, as before.
+        let lack = || Err(Blocked::HostLack("qemu-system-riscv64 cannot run".into()));
+        assert_eq!(outcome_of(&by_kind, lack(), true), (Outcome::Skip("qemu-system-riscv64 cannot run".into()), None));
+        assert_eq!(outcome_of(&by_kind, lack(), false).0, Outcome::Fail("qemu-system-riscv64 cannot run".into()));
     }
 }

@@ -313,6 +313,7 @@ pub fn submit(
                 sweep: planned.seed_from == plan::SeedFrom::Sweep,
                 console_tail: Vec::new(),
                 notes: Vec::new(),
+                failure: None,
             }
         });
         reporter.boot_finished(report);
@@ -411,6 +412,7 @@ mod tests {
             sweep: true,
             console_tail: Vec::new(),
             notes: vec!["a note".into()],
+            failure: None,
         };
         // Two tasks of five boots: task 0 has 0, 2, 4 and reported all; task 1 (1, 3)
         // reported boot 1 only, then stopped.

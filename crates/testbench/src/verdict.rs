@@ -1,0 +1,147 @@
+//! What kind of failure a case had, typed from the judge to every report: the console
+//! judge's own kinds, a part's (`device`), the bench's checks across boots (`repeat`,
+//! `replay`), what stopped a case before it ran (`build`, `host-lack`), and each host
+//! kind's. A case's `must_fail = { kind = "..." }` names one (the case crate's
+//! `FAILURE_KINDS` is the same list in words, checked below).
+
+use serde::{Deserialize, Serialize};
+use testbench_judge::FailureKind;
+
+/// The kind of a failure, as reports and `must_fail` name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailKind {
+    Forbidden,
+    TimedOut,
+    ProgramFailed,
+    NoOutput,
+    GuestEnded,
+    NoPowerOff,
+    Reset,
+    PowerOffUnproven,
+    WrongStatus,
+    Killed,
+    ExitStatus,
+    Reporter,
+    Distinct,
+    /// A part's check, from outside the guest (a disk, the network, a session, the RAM,
+    /// the post-check).
+    Device,
+    /// Two boots of a case that must repeat (or differ) did not.
+    Repeat,
+    /// A replay differs from its recording.
+    Replay,
+    /// What a case boots could not be built.
+    Build,
+    /// The host lacks what the case needs (QEMU, a firmware, KVM, ssh).
+    HostLack,
+    HostTests,
+    Scripts,
+    Gate,
+    SshLoopback,
+}
+
+impl FailKind {
+    /// Every kind, in the order the case crate's `FAILURE_KINDS` lists them.
+    pub const ALL: [FailKind; 22] = [
+        FailKind::Forbidden,
+        FailKind::TimedOut,
+        FailKind::ProgramFailed,
+        FailKind::NoOutput,
+        FailKind::GuestEnded,
+        FailKind::NoPowerOff,
+        FailKind::Reset,
+        FailKind::PowerOffUnproven,
+        FailKind::WrongStatus,
+        FailKind::Killed,
+        FailKind::ExitStatus,
+        FailKind::Reporter,
+        FailKind::Distinct,
+        FailKind::Device,
+        FailKind::Repeat,
+        FailKind::Replay,
+        FailKind::Build,
+        FailKind::HostLack,
+        FailKind::HostTests,
+        FailKind::Scripts,
+        FailKind::Gate,
+        FailKind::SshLoopback,
+    ];
+
+    /// The kind's name, as a case's `must_fail` and the JSON events give it.
+    pub fn name(self) -> &'static str {
+        testbench_case::FAILURE_KINDS[FailKind::ALL.iter().position(|k| *k == self).expect("every kind is listed")]
+    }
+
+    /// The judge's kind of failure.
+    pub fn of_judge(kind: FailureKind) -> FailKind {
+        match kind {
+            FailureKind::Forbidden => FailKind::Forbidden,
+            FailureKind::TimedOut => FailKind::TimedOut,
+            FailureKind::ProgramFailed => FailKind::ProgramFailed,
+            FailureKind::NoOutput => FailKind::NoOutput,
+            FailureKind::GuestEnded => FailKind::GuestEnded,
+            FailureKind::NoPowerOff => FailKind::NoPowerOff,
+            FailureKind::Reset => FailKind::Reset,
+            FailureKind::PowerOffUnproven => FailKind::PowerOffUnproven,
+            FailureKind::WrongStatus => FailKind::WrongStatus,
+            FailureKind::Killed => FailKind::Killed,
+            FailureKind::ExitStatus => FailKind::ExitStatus,
+            FailureKind::Reporter => FailKind::Reporter,
+            FailureKind::Distinct => FailKind::Distinct,
+            FailureKind::Device => FailKind::Device,
+        }
+    }
+
+    /// A host kind's own failure (its tests, its scripts, its gate's findings...).
+    pub fn of_host(kind: &testbench_case::Kind) -> FailKind {
+        match kind {
+            testbench_case::Kind::HostTests(_) => FailKind::HostTests,
+            testbench_case::Kind::Build(_) => FailKind::Build,
+            testbench_case::Kind::Scripts(_) => FailKind::Scripts,
+            testbench_case::Kind::Gate(_) => FailKind::Gate,
+            testbench_case::Kind::SshLoopback(_) => FailKind::SshLoopback,
+            testbench_case::Kind::Boot(_) => FailKind::Device,
+        }
+    }
+}
+
+/// A failure: its kind and its reason, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failed {
+    pub kind: FailKind,
+    pub reason: String,
+}
+
+impl Failed {
+    pub fn new(kind: FailKind, reason: impl Into<String>) -> Failed {
+        Failed { kind, reason: reason.into() }
+    }
+
+    /// The same failure, its reason said of one boot of two (`second boot: ...`).
+    pub fn prefixed(self, prefix: &str) -> Failed {
+        Failed { kind: self.kind, reason: format!("{prefix}{}", self.reason) }
+    }
+}
+
+impl From<testbench_judge::Failure> for Failed {
+    fn from(failure: testbench_judge::Failure) -> Failed {
+        Failed { kind: FailKind::of_judge(failure.kind), reason: failure.message }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bench's kinds and the words a case file takes are one list: each kind's serde
+    /// name is its name in the case crate, in the same order.
+    #[test]
+    fn the_kinds_are_the_case_crates_words() {
+        let names: Vec<String> =
+            FailKind::ALL.iter().map(|k| serde_json::to_value(k).unwrap().as_str().unwrap().to_string()).collect();
+        assert_eq!(names, testbench_case::FAILURE_KINDS);
+        assert_eq!(FailKind::TimedOut.name(), "timed-out");
+        assert_eq!(FailKind::SshLoopback.name(), "ssh-loopback");
+    }
+}
