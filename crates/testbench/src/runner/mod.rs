@@ -43,7 +43,8 @@ pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchE
     match &error {
         BenchError::Refused(errors) => {
             reporter.refused(errors);
-            if let Some(path) = junit {
+            // Not to a path that was itself refused (said among the refusals).
+            if let Some(path) = junit.filter(|path| crate::cli::check_junit(path).is_ok()) {
                 if let Err(junit_error) = reporter.write_junit(path) {
                     eprintln!("error: {junit_error}");
                 }
@@ -135,6 +136,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         None => (boots, plan::plan_host(&selected, options)),
     };
     reporter.run_started(&run_dir, &plan::rows(&selected, &host_runs, &boots));
+    if let (Some(note), None) = (plan::sweep_note(&selected, options), &options.slurm_task) {
+        reporter.note("sweep", &note);
+    }
     let mut builder = Builder::new(&ws.root, &run_dir);
     if let Some(slurm) = &options.slurm {
         tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
@@ -245,6 +249,10 @@ fn finish(
     }
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
+    }
+    // A failing boot's logs that --keep-failed could not copy: the bench's trouble.
+    if let Some(trouble) = options.keep_failed.as_ref().and_then(crate::cli::KeepFailed::trouble) {
+        return Err(trouble);
     }
     Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
 }
