@@ -75,6 +75,29 @@ fn spawn_daemon(top: &Path, ports: &str) -> Child {
         .unwrap()
 }
 
+/// A process the test started, killed if the test ends (a failed assertion included)
+/// before it took the process back.
+struct Owned(Option<Child>);
+
+impl Owned {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("not taken back yet").id()
+    }
+
+    fn take(mut self) -> Child {
+        self.0.take().expect("not taken back yet")
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Poll `ready` every 20 ms for up to 20 s; past that, fail naming what was awaited.
 fn until(what: &str, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -135,12 +158,15 @@ fn q_stop_and_sigterm_end_the_daemon_whose_pid_it_printed_and_remove_its_socket(
     let q_dir = top.path().join("q");
     let socket = q_dir.join("sock");
     let daemon = || {
-        Command::new(Q)
-            .args(["daemon", "--cores", "0-1", "--quiet", "", "--ports", "40160-40169"])
-            .env("Q_DIR", &q_dir)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        Owned(Some(
+            Command::new(Q)
+                .args(["daemon", "--cores", "0-1", "--quiet", "", "--ports", "40160-40169"])
+                .env("Q_DIR", &q_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
     };
     let q = |args: &[&str]| {
         let mut cmd = Command::new(Q);
@@ -152,17 +178,21 @@ fn q_stop_and_sigterm_end_the_daemon_whose_pid_it_printed_and_remove_its_socket(
     until("the daemon to answer `q ls`", || q(&["ls"]).output().unwrap().status.success());
     let flag = top.path().join("go");
     let script = format!("while [ ! -e {} ]; do sleep 0.05; done", flag.display());
-    let runner = q(&["run", "--cores", "2", "--name", "r", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let runner = Owned(Some(
+        q(&["run", "--cores", "2", "--name", "r", "--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     until("job r running", || ls().contains("job 1 (r"));
-    let waiter = q(&["run", "--cores", "1", "--name", "w", "--", "true"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = Owned(Some(
+        q(&["run", "--cores", "1", "--name", "w", "--", "true"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     until("job w waiting", || ls().contains("waiting: 1"));
 
     let stopped = q(&["stop"]).output().unwrap();
@@ -172,11 +202,11 @@ fn q_stop_and_sigterm_end_the_daemon_whose_pid_it_printed_and_remove_its_socket(
     assert!(said.contains(&format!("q: daemon pid {pid} stopped (q stop): 1 running job(s) left in ")), "{said}");
     assert!(said.contains("1 waiting job(s) told it went away"), "{said}");
     assert!(!socket.exists(), "the socket is removed");
-    let out = first.wait_with_output().unwrap();
+    let out = first.take().wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.starts_with(&format!("q: daemon pid {pid} serving ")), "the pid is said on start: {err}");
-    let (code, _, err) = finish(waiter);
+    let (code, _, err) = finish(waiter.take());
     assert_eq!(code, 125);
     assert!(err.contains("the daemon went away before granting the lease"), "{err}");
 
@@ -184,13 +214,13 @@ fn q_stop_and_sigterm_end_the_daemon_whose_pid_it_printed_and_remove_its_socket(
     let second = daemon();
     until("the next daemon to adopt job r", || ls().contains("(adopted)"));
     std::fs::write(&flag, "").unwrap();
-    let (code, _, _) = finish(runner);
+    let (code, _, _) = finish(runner.take());
     assert_eq!(code, 0, "the running job went on");
     until("the adopted job's end", || ls().contains("running: 0"));
     let pid = second.id();
     let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     assert!(status.success());
-    let out = second.wait_with_output().unwrap();
+    let out = second.take().wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains(&format!("q: daemon pid {pid} stopped (SIGTERM): 0 running job(s)")), "{err}");
