@@ -80,7 +80,38 @@ fn say(stream: &mut UnixStream, line: &impl serde::Serialize) -> std::io::Result
 
 /// `q ls` and `q log`: the daemon's text.
 pub fn ask_text(dir: &Path, request: Request) -> Result<String, String> {
-    let mut stream = connect(dir)?;
+    ask_on(connect(dir)?, request)
+}
+
+/// How long `q stop` waits for the daemon's process to end once it said it stopped.
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// `q stop`: the daemon saves its state, removes its socket, says what it leaves and
+/// exits; this waits (up to [`STOP_DEADLINE`]) until its process has ended, so that a
+/// daemon started next finds its lock free.
+pub fn stop(dir: &Path) -> Result<String, String> {
+    let stream = connect(dir)?;
+    let pid = rustix::net::sockopt::socket_peercred(&stream)
+        .map_err(|e| format!("cannot learn the daemon's pid from its socket: {e}"))?
+        .pid
+        .as_raw_nonzero()
+        .get();
+    let start = place::start_time(pid);
+    let text = ask_on(stream, Request::Stop)?;
+    let asked = Instant::now();
+    while start.is_some_and(|start| place::alive(pid, start)) {
+        if asked.elapsed() > STOP_DEADLINE {
+            return Err(format!(
+                "the daemon (pid {pid}) said it stopped, and still runs after {}s",
+                STOP_DEADLINE.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(text)
+}
+
+fn ask_on(mut stream: UnixStream, request: Request) -> Result<String, String> {
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
     say(&mut stream, &request).map_err(|e| format!("cannot ask the daemon: {e}"))?;
     let mut reader = BufReader::new(stream);

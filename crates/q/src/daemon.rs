@@ -7,6 +7,10 @@
 //! whose client still runs (the same PID and start time), with its cores, ports and
 //! locks, and frees them when that process ends (checked every 100 ms). Jobs that were
 //! still waiting are not adopted: their clients saw the old daemon go and said so.
+//!
+//! `q stop`, SIGTERM, SIGINT and SIGHUP end the daemon the same way: its state saved, its
+//! socket removed, then the process exits (running jobs' leases are then as after a kill:
+//! kept in `state.json` for a daemon started again to adopt).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufReader, Write};
@@ -52,6 +56,8 @@ struct State {
     /// Exit codes clients reported, until their job ends.
     exits: BTreeMap<JobId, i32>,
     path: PathBuf,
+    /// The socket it listens on, removed when it ends.
+    socket: PathBuf,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -166,13 +172,28 @@ pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
     let socket = place::socket(dir);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
-    let shared: Shared =
-        Arc::new(Mutex::new(State { machine, saved, clients: BTreeMap::new(), exits: BTreeMap::new(), path }));
+    let shared: Shared = Arc::new(Mutex::new(State {
+        machine,
+        saved,
+        clients: BTreeMap::new(),
+        exits: BTreeMap::new(),
+        path,
+        socket: socket.clone(),
+    }));
     lock(&shared).reschedule();
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(|e| format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"))?;
+    let on_signal = shared.clone();
+    std::thread::spawn(move || on_signals(on_signal, signals));
     {
         let m = &lock(&shared).machine;
         eprintln!(
-            "q: serving {} with general cores {}, quiet cores {}, ports {}-{}",
+            "q: daemon pid {} serving {} with general cores {}, quiet cores {}, ports {}-{}",
+            std::process::id(),
             socket.display(),
             cores_text(&m.general),
             cores_text(&m.quiet),
@@ -191,6 +212,43 @@ pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
     }
     drop(lock_file);
     Ok(())
+}
+
+/// What ending the daemon leaves: its running jobs' leases (for a daemon started again to
+/// adopt) and its waiting jobs (whose clients see it go and say so).
+fn leaving(state: &State) -> String {
+    let running = state.saved.sched.jobs.values().filter(|j| j.running.is_some()).count();
+    let waiting = state.saved.sched.jobs.len() - running;
+    format!(
+        "{running} running job(s) left in {} for a daemon started again to adopt, {waiting} waiting job(s) told it went away",
+        state.path.display()
+    )
+}
+
+/// The daemon's end, with its state's lock held to the exit so no other thread changes
+/// the state after its last save: save, remove the socket, answer `q stop` (when it was
+/// that), exit.
+fn end_daemon(state: std::sync::MutexGuard<'_, State>, why: &str, asker: Option<&mut UnixStream>) -> ! {
+    state.save();
+    let _ = std::fs::remove_file(&state.socket);
+    let said = format!("daemon pid {} stopped ({why}): {}", std::process::id(), leaving(&state));
+    if let Some(stream) = asker {
+        let _ = send(stream, &Answer::Text(format!("q: {said}\n")));
+    }
+    eprintln!("q: {said}; socket {} removed", state.socket.display());
+    std::process::exit(0)
+}
+
+/// SIGTERM, SIGINT or SIGHUP end the daemon as `q stop` does.
+fn on_signals(shared: Shared, mut signals: signal_hook::iterator::Signals) {
+    if let Some(signal) = signals.forever().next() {
+        let name = match signal {
+            signal_hook::consts::SIGTERM => "SIGTERM",
+            signal_hook::consts::SIGINT => "SIGINT",
+            _ => "SIGHUP",
+        };
+        end_daemon(lock(&shared), name, None);
+    }
 }
 
 /// End each job no connection stands for (adopted after a restart) once its client
@@ -231,6 +289,7 @@ fn connection(shared: &Shared, mut stream: UnixStream) -> std::io::Result<()> {
     let (name, cwd, ask) = match request {
         Request::Ls => return send(&mut stream, &Answer::Text(ls(&lock(shared)))),
         Request::Log => return send(&mut stream, &Answer::Text(log(&lock(shared)))),
+        Request::Stop => end_daemon(lock(shared), "q stop", Some(&mut stream)),
         Request::Run { name, cwd, ask } => (name, cwd, ask),
     };
     let pid = peer.pid.as_raw_nonzero().get();
@@ -278,6 +337,7 @@ fn connection(shared: &Shared, mut stream: UnixStream) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A time of day in UTC, from milliseconds since the epoch.
 fn clock(ms: u64) -> String {
     let secs = ms / 1000;
     format!("{:02}:{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60, secs % 60)
@@ -321,7 +381,7 @@ fn ls(state: &State) -> String {
     for job in &running {
         let (grant, at) = job.running.as_ref().expect("running");
         text.push_str(&format!(
-            "  job {} ({}, in {}): cores {}{}; since {} ({}s); client pid {}{}\n",
+            "  job {} ({}, in {}): cores {}{}; since {} UTC ({}s); client pid {}{}\n",
             job.id,
             job.name,
             job.cwd,
@@ -353,7 +413,7 @@ fn log(state: &State) -> String {
     let mut text = String::new();
     for e in &state.saved.log {
         text.push_str(&format!(
-            "{}  job {:<5} cores {:<7} waited {:>7.1}s  ran {:>8.1}s  exit {}  {}\n",
+            "ended {} UTC  job {:<5} cores {:<7} waited {:>7.1}s  ran {:>8.1}s  exit {}  {}\n",
             clock(e.ended_ms),
             e.id,
             e.cores,

@@ -7,7 +7,7 @@
 //! | `sched.rs` | the rules: who starts, on which cores and ports, what the others wait for |
 //! | `place.rs` | the daemon's private directory, its socket's peer check, a process's start time |
 //! | `daemon.rs` | the daemon: connections, the lease's end with its client, the saved state and its adoption on restart |
-//! | `client.rs` | `q run`, `q ls`, `q log`: asking, waiting, pinning and running the command |
+//! | `client.rs` | `q run`, `q ls`, `q log`, `q stop`: asking, waiting, pinning and running the command |
 //!
 //! The protocol is one JSON object per line over the daemon's Unix socket, whose
 //! directory only its owner may enter and whose peers must be that same user.
@@ -26,9 +26,17 @@ pub const MAX_LINE: u64 = 64 * 1024;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    Run { name: String, cwd: String, ask: sched::Ask },
+    Run {
+        name: String,
+        cwd: String,
+        ask: sched::Ask,
+    },
     Ls,
     Log,
+    /// End the daemon as a kill would (its running jobs' leases left for a daemon started
+    /// again to adopt, its waiting jobs told it went away), its state saved and its
+    /// socket removed first.
+    Stop,
 }
 
 /// What a running job's client tells the daemon after its grant.

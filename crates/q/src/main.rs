@@ -63,6 +63,9 @@ enum Command {
     Ls,
     /// The jobs that ended recently, with their waits and run times.
     Log,
+    /// End the daemon: its state saved, its socket removed. Running jobs go on, their
+    /// leases kept for a daemon started again to adopt; waiting jobs are told it went away.
+    Stop,
 }
 
 fn machine(cores: Option<String>, quiet: Option<String>, ports: &str) -> Result<Machine, String> {
@@ -122,6 +125,10 @@ fn main() -> ExitCode {
             0
         }),
         Command::Log => client::ask_text(&dir, Request::Log).map(|t| {
+            print!("{t}");
+            0
+        }),
+        Command::Stop => client::stop(&dir).map(|t| {
             print!("{t}");
             0
         }),

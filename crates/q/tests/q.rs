@@ -75,6 +75,29 @@ fn spawn_daemon(top: &Path, ports: &str) -> Child {
         .unwrap()
 }
 
+/// A process the test started, killed if the test ends (a failed assertion included)
+/// before it took the process back.
+struct Owned(Option<Child>);
+
+impl Owned {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("not taken back yet").id()
+    }
+
+    fn take(mut self) -> Child {
+        self.0.take().expect("not taken back yet")
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Poll `ready` every 20 ms for up to 20 s; past that, fail naming what was awaited.
 fn until(what: &str, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -119,6 +142,92 @@ fn a_lease_pins_its_command_and_a_later_job_waits_for_the_cores() {
     let log = String::from_utf8_lossy(&d.cmd(&["log"]).output().unwrap().stdout).into_owned();
     assert!(log.contains("job 1     cores 0-1") && log.contains("exit 0  a"), "{log}");
     assert!(log.contains("job 2     cores 0") && log.contains("exit 7  b"), "{log}");
+    // Each line's time is labelled: when the job ended, in UTC.
+    let first = log.lines().next().unwrap_or_default();
+    let (label, rest) = first.split_at(first.find(" UTC  job 1 ").unwrap_or_else(|| panic!("{log}")));
+    assert!(label.starts_with("ended ") && label.len() == "ended 12:34:56".len(), "{log}");
+    assert!(rest.starts_with(" UTC  job 1 "), "{log}");
+}
+
+/// `q stop` ends the daemon whose pid it printed on start: the socket is gone and the
+/// process ended when `q stop` returns, a waiting job is told the daemon went away, and a
+/// running job goes on and is adopted by the next daemon. SIGTERM ends it the same way.
+#[test]
+fn q_stop_and_sigterm_end_the_daemon_whose_pid_it_printed_and_remove_its_socket() {
+    let top = tempfile::tempdir().unwrap();
+    let q_dir = top.path().join("q");
+    let socket = q_dir.join("sock");
+    let daemon = || {
+        Owned(Some(
+            Command::new(Q)
+                .args(["daemon", "--cores", "0-1", "--quiet", "", "--ports", "40160-40169"])
+                .env("Q_DIR", &q_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
+    };
+    let q = |args: &[&str]| {
+        let mut cmd = Command::new(Q);
+        cmd.args(args).env("Q_DIR", &q_dir).env_remove("Q_LOCK").env_remove("Q_SHARE");
+        cmd
+    };
+    let ls = || String::from_utf8_lossy(&q(&["ls"]).output().unwrap().stdout).into_owned();
+    let first = daemon();
+    until("the daemon to answer `q ls`", || q(&["ls"]).output().unwrap().status.success());
+    let flag = top.path().join("go");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", flag.display());
+    let runner = Owned(Some(
+        q(&["run", "--cores", "2", "--name", "r", "--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    until("job r running", || ls().contains("job 1 (r"));
+    let waiter = Owned(Some(
+        q(&["run", "--cores", "1", "--name", "w", "--", "true"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    until("job w waiting", || ls().contains("waiting: 1"));
+
+    let stopped = q(&["stop"]).output().unwrap();
+    let said = String::from_utf8_lossy(&stopped.stdout).into_owned();
+    assert_eq!(stopped.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&stopped.stderr));
+    let pid = first.id();
+    assert!(said.contains(&format!("q: daemon pid {pid} stopped (q stop): 1 running job(s) left in ")), "{said}");
+    assert!(said.contains("1 waiting job(s) told it went away"), "{said}");
+    assert!(!socket.exists(), "the socket is removed");
+    let out = first.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.starts_with(&format!("q: daemon pid {pid} serving ")), "the pid is said on start: {err}");
+    let (code, _, err) = finish(waiter.take());
+    assert_eq!(code, 125);
+    assert!(err.contains("the daemon went away before granting the lease"), "{err}");
+
+    // The next daemon adopts the running job; SIGTERM ends it as `q stop` does.
+    let second = daemon();
+    until("the next daemon to adopt job r", || ls().contains("(adopted)"));
+    std::fs::write(&flag, "").unwrap();
+    let (code, _, _) = finish(runner.take());
+    assert_eq!(code, 0, "the running job went on");
+    until("the adopted job's end", || ls().contains("running: 0"));
+    let pid = second.id();
+    let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = second.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("q: daemon pid {pid} stopped (SIGTERM): 0 running job(s)")), "{err}");
+    assert!(!socket.exists(), "the socket is removed on SIGTERM\n{err}");
+    let gone = q(&["stop"]).output().unwrap();
+    assert_eq!(gone.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no q daemon answers at"));
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! The command line, in two stages: clap's flags, then a validated [`Options`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use clap::Parser;
 use testbench_case::Arch;
+
+use crate::error::BenchError;
 
 #[derive(Parser, Debug)]
 #[command(name = "testbench", about = "Build, boot under QEMU and judge the cases in tests/", version)]
@@ -114,7 +117,7 @@ pub struct Options {
     pub sweep: Option<Vec<u64>>,
     pub jobs: usize,
     pub allow_skip: bool,
-    pub keep_failed: Option<PathBuf>,
+    pub keep_failed: Option<KeepFailed>,
     pub cases: Option<PathBuf>,
     pub junit: Option<PathBuf>,
     pub format: MessageFormat,
@@ -130,6 +133,89 @@ pub struct Options {
     pub slurm: Option<Slurm>,
     /// `--slurm-task RUN_DIR`: this run is one task of a --slurm array.
     pub slurm_task: Option<PathBuf>,
+}
+
+/// `--keep-failed DIR`: where a failing boot's logs are copied, and the copies that
+/// failed. The directory is made and tried before anything builds ([`KeepFailed::check`]);
+/// a copy that fails later is the bench's trouble, not the case's: the run says so when
+/// it ends, and exits 3 ([`KeepFailed::trouble`]).
+#[derive(Debug)]
+pub struct KeepFailed {
+    pub dir: PathBuf,
+    /// Each copy that failed: where it went, and why.
+    failed: Mutex<Vec<(PathBuf, std::io::Error)>>,
+}
+
+impl KeepFailed {
+    pub fn new(dir: PathBuf) -> KeepFailed {
+        KeepFailed { dir, failed: Mutex::new(Vec::new()) }
+    }
+
+    /// Make the directory, and refuse it unless a file can be made in it (a directory
+    /// that exists is not always one the bench may write: `/proc`, a read-only mount).
+    pub fn check(&self) -> Result<(), String> {
+        let shown = self.dir.display();
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("--keep-failed {shown}: {e}"))?;
+        writable(&self.dir).map_err(|e| {
+            format!("--keep-failed {shown}: a file cannot be made in it ({e}); it takes a directory the bench may write failing boots' logs into")
+        })
+    }
+
+    /// Copy `from` (when the boot left it) into the directory as `name`; a copy that
+    /// fails is kept, to be said when the run ends.
+    pub fn copy(&self, from: &Path, name: &str) {
+        if !from.is_file() {
+            return;
+        }
+        let to = self.dir.join(name);
+        if let Err(error) = std::fs::copy(from, &to) {
+            self.failed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((to, error));
+        }
+    }
+
+    /// The copies that failed, as the bench's trouble (exit 3): how many, and the first.
+    pub fn trouble(&self) -> Option<BenchError> {
+        let failed = std::mem::take(&mut *self.failed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let count = failed.len();
+        let (first, source) = failed.into_iter().next()?;
+        let what = format!(
+            "--keep-failed {}: {count} of the failing boots' logs could not be copied there; the first, {}",
+            self.dir.display(),
+            first.display()
+        );
+        Some(BenchError::Io { what, source })
+    }
+}
+
+/// Whether a file can be made in `dir`: one is made (a name of this process's own) and
+/// removed.
+fn writable(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".testbench-write-check-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// `--junit PATH`, tried before anything builds: the report is written when the run ends,
+/// and a path it cannot be written to is refused now rather than after every boot. An
+/// existing file is opened for writing (and left as it is); otherwise the file is made
+/// and removed.
+pub fn check_junit(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!(
+            "--junit {shown}: a directory; it takes the path of the file to write the JUnit XML report to"
+        ));
+    }
+    let tried = if path.exists() {
+        std::fs::OpenOptions::new().write(true).open(path).map(drop)
+    } else {
+        std::fs::OpenOptions::new().write(true).create_new(true).open(path).and_then(|_| std::fs::remove_file(path))
+    };
+    tried.map_err(|e| {
+        format!(
+            "--junit {shown}: cannot be written ({e}); it takes the path of the file to write the JUnit XML report to"
+        )
+    })
 }
 
 /// A `--slurm` run's options.
@@ -255,7 +341,7 @@ impl Flags {
             sweep: self.sweep.as_deref().map(parse_sweep).transpose()?,
             jobs: self.jobs,
             allow_skip: self.allow_skip,
-            keep_failed: self.keep_failed,
+            keep_failed: self.keep_failed.map(KeepFailed::new),
             cases: self.cases,
             junit: self.junit,
             format,

@@ -65,6 +65,8 @@ pub enum RunEvent<'a> {
     Slurm { message: &'a str },
     /// What the host's ssh is and takes.
     Ssh { message: &'a str },
+    /// What `--sweep` does to a case (it replaces a pinned seed).
+    Sweep { message: &'a str },
 }
 
 /// A boot's or host run's end, as the `boot-finished` event says it.
@@ -103,6 +105,7 @@ pub enum Note {
     QemuProbed,
     Slurm,
     Ssh,
+    Sweep,
 }
 
 impl Note {
@@ -117,6 +120,7 @@ impl Note {
             Note::QemuProbed => RunEvent::QemuProbed { message },
             Note::Slurm => RunEvent::Slurm { message },
             Note::Ssh => RunEvent::Ssh { message },
+            Note::Sweep => RunEvent::Sweep { message },
         }
     }
 }
@@ -207,6 +211,7 @@ mod tests {
             Note::QemuProbed,
             Note::Slurm,
             Note::Ssh,
+            Note::Sweep,
         ]
         .iter()
         .map(|note| serde_json::from_str::<serde_json::Value>(&line(&note.event("m"))).unwrap()["event"].to_string())
@@ -221,7 +226,8 @@ mod tests {
                 "\"prebuild\"",
                 "\"qemu-probed\"",
                 "\"slurm\"",
-                "\"ssh\""
+                "\"ssh\"",
+                "\"sweep\""
             ]
         );
     }

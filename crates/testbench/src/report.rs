@@ -162,7 +162,8 @@ impl BootReport {
 /// What a scheduler (q, through scripts/jobs) leases for one run of a case by name.
 pub struct JobClass {
     /// A core per guest hart (the most any of its boots takes); two for host tests,
-    /// whose harness runs tests on threads; one for the rest.
+    /// whose harness runs tests on threads; one for the rest. Never more than the machine
+    /// has (a lease q could never grant is refused).
     pub cores: u32,
     /// Host-clock work, run on q's quiet set: a boot without icount held to a bound on a
     /// time (a session's `within`), or a self-check whose evidence is a deadline.
@@ -171,13 +172,14 @@ pub struct JobClass {
     pub ports: usize,
 }
 
-pub fn job_class(case: &testbench_case::Case) -> JobClass {
+/// A case's class on a machine of `machine_cores` cores ([`machine_cores`]).
+pub fn job_class(case: &testbench_case::Case, machine_cores: u32) -> JobClass {
     use testbench_case::{Kind, Step};
     let deadline_is_evidence = case.must_fail.as_ref().is_some_and(|p| {
         let text = p.source();
         text.contains("timed out") || text.contains("deadline") || text.contains("within")
     });
-    match &case.kind {
+    let class = match &case.kind {
         Kind::Boot(boot) => {
             let bounded = boot.sessions.iter().any(|s| s.steps.iter().any(|step| matches!(step, Step::Within(_))));
             JobClass {
@@ -189,7 +191,15 @@ pub fn job_class(case: &testbench_case::Case) -> JobClass {
         Kind::HostTests(_) => JobClass { cores: 2, quiet: deadline_is_evidence, ports: 0 },
         Kind::SshLoopback(_) => JobClass { cores: 1, quiet: deadline_is_evidence, ports: 0 },
         Kind::Build(_) | Kind::Scripts(_) | Kind::Gate(_) => JobClass { cores: 1, quiet: false, ports: 0 },
-    }
+    };
+    JobClass { cores: class.cores.clamp(1, machine_cores.max(1)), ..class }
+}
+
+/// The cores this process may run on (its affinity and its cgroup's quota, as
+/// `std::thread::available_parallelism` reads them): the most a class asks, since q's
+/// daemon hands out the cores it may run on, and a bigger ask is refused.
+pub fn machine_cores() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
 }
 
 /// One row the run will print, known before it starts (to size the columns).
@@ -303,6 +313,7 @@ impl Reporter {
     /// `--list`: a line per case, or a `case` event per case in JSON.
     pub fn list(&self, cases: &[testbench_case::Case]) {
         let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let machine = machine_cores();
         for case in cases {
             let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
             match self.format {
@@ -318,7 +329,7 @@ impl Reporter {
                     ));
                 }
                 MessageFormat::Json => {
-                    let class = job_class(case);
+                    let class = job_class(case, machine);
                     self.emit(RunEvent::Case {
                         name: &case.name,
                         kind: case.kind.name(),
@@ -641,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_cases_job_class_is_a_core_per_hart_and_the_quiet_set_for_host_clock_evidence() {
-        let class = |text: &str| job_class(&testbench_case::parse("tests/c.toml", text).unwrap());
+        let class = |text: &str| job_class(&testbench_case::parse("tests/c.toml", text).unwrap(), 64);
         let boot = "description = \"d\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\n";
         let plain = class(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\nicount = \"shift=3\"\n"));
         assert_eq!((plain.cores, plain.quiet, plain.ports), (4, false, 0));
@@ -650,6 +661,10 @@ mod tests {
         assert!(!class(&format!("{deadline}icount = \"shift=3\"\n")).quiet, "under icount it measures guest time");
         let host = class("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n");
         assert_eq!((host.cores, host.quiet), (2, false));
+        // On a machine of fewer cores, never more than it has.
+        let small = |text: &str, cores| job_class(&testbench_case::parse("tests/c.toml", text).unwrap(), cores).cores;
+        assert_eq!(small(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\n"), 3), 3);
+        assert_eq!(small("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n", 1), 1);
     }
 
     #[test]

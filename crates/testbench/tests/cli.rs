@@ -587,6 +587,126 @@ fn qemus_headline_is_quoted_and_a_must_fail_pass_and_the_seed_have_fields_of_the
     assert!(!xml.contains("seed5"), "{xml}");
 }
 
+/// `--keep-failed` to a directory that exists and cannot be written, and `--junit` to a
+/// path that cannot be written, are refused before anything boots, each naming its flag
+/// (and a refused `--junit` is not tried again for the refusal's own report).
+#[test]
+fn an_unwritable_keep_failed_directory_or_junit_path_is_refused_before_anything_boots() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[("quick-fail", &overlap_case(&kernel, ""))]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--keep-failed", "/proc"], &[]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("--keep-failed /proc: a file cannot be made in it ("), "{}", run.explain());
+    assert!(run.stdout.is_empty(), "something ran:\n{}", run.explain());
+    let file = image.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("report.xml");
+    let image_dir = image.path().to_str().unwrap();
+    for (path, said) in [
+        ("/proc/report.xml", "cannot be written ("),
+        (under_file.to_str().unwrap(), "cannot be written ("),
+        (image_dir, "a directory; it takes the path of the file"),
+    ] {
+        let run = bench(&["--cases", cases, "--junit", path], &[]);
+        run.expect_status(2);
+        assert!(run.stderr.contains(&format!("--junit {path}: {said}")), "{}", run.explain());
+        assert!(!run.stderr.contains("failed to write"), "said once, as a refusal\n{}", run.explain());
+        assert!(run.stdout.is_empty(), "something ran:\n{}", run.explain());
+    }
+}
+
+/// A failing boot's log that `--keep-failed` cannot copy when the boot ends (here a
+/// directory holds the name it is copied to) is the bench's trouble: the run reports every
+/// verdict and its JUnit, keeps what it can, then says what it could not keep and exits 3.
+#[test]
+fn a_failing_boots_log_that_cannot_be_kept_is_bench_trouble() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[("quick-fail", &overlap_case(&kernel, ""))]);
+    let keep = tempfile::tempdir().unwrap();
+    let blocked = keep.path().join("rv64-quick-fail.smp1.command-line");
+    std::fs::create_dir(&blocked).unwrap();
+    let junit = image.path().join("report.xml");
+    let keep_dir = keep.path().to_str().unwrap();
+    let run = bench(
+        &["--cases", dir.path().to_str().unwrap(), "--keep-failed", keep_dir, "--junit", junit.to_str().unwrap()],
+        &[],
+    );
+    run.expect_status(3);
+    assert!(run.stdout.contains("quick-fail rv64 smp1") && run.stdout.contains("FAIL"), "{}", run.explain());
+    assert!(
+        run.stderr.contains(&format!(
+            "error: --keep-failed {keep_dir}: 1 of the failing boots' logs could not be copied there; the first, {}: ",
+            blocked.display()
+        )),
+        "{}",
+        run.explain()
+    );
+    assert!(keep.path().join("rv64-quick-fail.smp1.qemu-stderr.log").is_file(), "the rest is kept");
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("<failure"), "the JUnit report is written");
+}
+
+/// `--list --message-format json` states each case's class, and never more cores than
+/// this machine has (q refuses an ask bigger than its cores): a boot of 64 harts asks for
+/// the machine's cores.
+#[test]
+fn the_listed_class_asks_no_more_cores_than_the_machine_has() {
+    let dir = cases_dir(&[("wide", &SMOKE_DONE.replace("timeout_secs = 30", "timeout_secs = 30\nsmp = [64]"))]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--list", "--message-format", "json"], &[]);
+    run.expect_status(0);
+    let machine = std::thread::available_parallelism().unwrap().get();
+    let events = run.events();
+    assert_eq!(events[0]["cores"].as_u64(), Some(machine.min(64) as u64), "{}", run.explain());
+}
+
+/// The replay note (what a replay cannot repeat: here the seed QEMU drew) is for a boot
+/// that failed: on it in the human output, the JSON event and report.html alike, and on
+/// no passing boot in any of them.
+#[test]
+fn the_replay_note_is_on_failing_boots_only_in_every_report() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[
+        ("overlap", &overlap_case(&kernel, "")),
+        ("overlap-must-fail", &overlap_case(&kernel, "must_fail = 'Some ROM regions are overlapping'")),
+    ]);
+    let cases = dir.path().to_str().unwrap();
+    let note = "QEMU drew it from host entropy";
+    let run = bench(&["--cases", cases, "--message-format", "json"], &[]);
+    run.expect_status(1);
+    let events = run.events();
+    let finished = |case: &str| events.iter().find(|e| e["event"] == "boot-finished" && e["case"] == case).unwrap();
+    assert!(finished("overlap")["replay_note"].as_str().unwrap_or("").contains(note), "{}", run.explain());
+    assert!(finished("overlap-must-fail")["replay_note"].is_null(), "{}", run.explain());
+    let html = std::fs::read_to_string(run.run_dir().join("report.html")).unwrap();
+    assert_eq!(html.matches(note).count(), 1, "on the failing boot alone:\n{html}");
+    let human = bench(&["--cases", cases], &[]);
+    human.expect_status(1);
+    let noted: Vec<&str> = human.stdout.lines().filter(|line| line.contains(note)).collect();
+    assert!(!noted.is_empty(), "{}", human.explain());
+    assert!(noted.iter().all(|line| line.contains("--exact overlap --arch")), "{}", human.explain());
+}
+
+/// `--sweep` boots a case with the sweep's seeds, whatever seed it pins, and says so.
+#[test]
+fn a_sweep_says_it_replaces_a_pinned_seed() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = overlapping_elf(image.path());
+    let dir = cases_dir(&[("pinned", &overlap_case(&kernel, "qemu_seed = 7"))]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--sweep", "1,2"], &[]);
+    run.expect_status(1);
+    assert!(
+        run.stdout.contains(
+            "note: --sweep replaces pinned's pinned qemu_seed = 7: its boots take the sweep's seeds instead\n"
+        ),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stdout.contains("--sweep 1") && run.stdout.contains("--sweep 2"), "{}", run.explain());
+}
+
 #[test]
 fn a_timeout_quotes_the_console_and_the_replay_works_from_anywhere() {
     let hang = smoke_with("\"no-poweroff\"")

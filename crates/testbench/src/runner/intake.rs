@@ -348,11 +348,12 @@ pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result
         refusals.push(error);
         None
     });
+    if let Some(path) = &options.junit {
+        refusals.extend(crate::cli::check_junit(path).err());
+    }
     if refusals.is_empty() {
-        if let Some(dir) = &options.keep_failed {
-            if let Err(error) = std::fs::create_dir_all(dir) {
-                refusals.push(format!("--keep-failed {}: {error}", dir.display()));
-            }
+        if let Some(keep) = &options.keep_failed {
+            refusals.extend(keep.check().err());
         }
     }
     if refusals.is_empty() {

@@ -50,7 +50,8 @@ pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchE
     match &error {
         BenchError::Refused(errors) => {
             reporter.refused(errors);
-            if let Some(path) = junit {
+            // Not to a path that was itself refused (said among the refusals).
+            if let Some(path) = junit.filter(|path| crate::cli::check_junit(path).is_ok()) {
                 if let Err(junit_error) = reporter.write_junit(path) {
                     eprintln!("error: {junit_error}");
                 }
@@ -103,6 +104,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         None => (boots, plan::plan_host(&intake.selected, options)),
     };
     reporter.run_started(&ground.run_dir, &plan::rows(&intake.selected, &host_runs, &boots));
+    if let (Some(note), None) = (plan::sweep_note(&intake.selected, options), &options.slurm_task) {
+        reporter.note(crate::events::Note::Sweep, &note);
+    }
     let mut builder = Builder::new(&ws.root, &ground.run_dir);
     let here = Here { ws, options, intake: &intake, ground: &ground, started, host_runs: &host_runs };
     if let Some(slurm) = &options.slurm {
@@ -354,6 +358,10 @@ fn finish(
     }
     if let Some(path) = &options.junit {
         reporter.write_junit(path)?;
+    }
+    // A failing boot's logs that --keep-failed could not copy: the bench's trouble.
+    if let Some(trouble) = options.keep_failed.as_ref().and_then(crate::cli::KeepFailed::trouble) {
+        return Err(trouble);
     }
     // The bench's own trouble outranks any verdict: the run could not say them all.
     let troubled: Vec<_> = reporter

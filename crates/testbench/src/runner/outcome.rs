@@ -12,7 +12,7 @@ use super::plan::{host_replay_line, replay_line, PlannedBoot, SeedFrom};
 use crate::boot::parts::sessions::SESSIONS_DIR;
 use crate::boot::BootSpec;
 use crate::case_result::{Blocked, CaseResult, HostResult};
-use crate::cli::Options;
+use crate::cli::{KeepFailed, Options};
 use crate::qemu::{Rr, RR_FILE};
 use crate::report::{BootReport, Outcome};
 use crate::verdict::{FailKind, Failed};
@@ -280,22 +280,28 @@ fn verdict_result(verdict: Verdict) -> Result<(), Failed> {
     }
 }
 
-/// `--keep-failed DIR`: a failed boot's logs copied where they outlive pruning.
-fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
+/// `--keep-failed DIR`: a failed boot's logs copied where they outlive pruning (a copy
+/// that fails is said when the run ends: [`KeepFailed::trouble`]).
+fn keep_failed(keep: &KeepFailed, case: &Case, boot: &PlannedBoot) {
     let mut stem = format!("{}-{}.smp{}", boot.arch, case.name, boot.smp);
     if boot.seed_from == SeedFrom::Sweep {
         stem.push_str(&format!(".seed{}", boot.seed.unwrap_or(0)));
     }
-    let _ = std::fs::copy(boot.dir.join("console.log"), dir.join(format!("{stem}.log")));
-    let _ = std::fs::copy(boot.dir.join("qemu-stderr.log"), dir.join(format!("{stem}.qemu-stderr.log")));
-    let _ = std::fs::copy(boot.dir.join("command-line"), dir.join(format!("{stem}.command-line")));
-    let _ = std::fs::copy(boot.dir.join("devices.log"), dir.join(format!("{stem}.devices.log")));
+    keep.copy(&boot.dir.join("console.log"), &format!("{stem}.log"));
+    keep.copy(&boot.dir.join("qemu-stderr.log"), &format!("{stem}.qemu-stderr.log"));
+    keep.copy(&boot.dir.join("command-line"), &format!("{stem}.command-line"));
+    keep.copy(&boot.dir.join("devices.log"), &format!("{stem}.devices.log"));
     // Each session's transcript (sessions/<name>.log), as <stem>.session-<name>.log.
-    if let Ok(entries) = std::fs::read_dir(boot.dir.join(SESSIONS_DIR)) {
+    keep_sessions(keep, &boot.dir, &stem);
+}
+
+/// Each session's transcript in `dir` (sessions/<name>.log), as `<stem>.session-<name>.log`.
+fn keep_sessions(keep: &KeepFailed, dir: &Path, stem: &str) {
+    if let Ok(entries) = std::fs::read_dir(dir.join(SESSIONS_DIR)) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(session) = name.strip_suffix(".log") {
-                let _ = std::fs::copy(entry.path(), dir.join(format!("{stem}.session-{session}.log")));
+                keep.copy(&entry.path(), &format!("{stem}.session-{session}.log"));
             }
         }
     }
@@ -303,17 +309,10 @@ fn keep_failed(dir: &Path, case: &Case, boot: &PlannedBoot) {
 
 /// `--keep-failed DIR` for an ssh-loopback case: the server's log, and each session's
 /// transcript, guest console and QEMU stderr, as `<arch>-<case>.<file>`.
-fn keep_failed_loopback(keep: &Path, case: &Case, arch: Option<Arch>, dir: &Path) {
+fn keep_failed_loopback(keep: &KeepFailed, case: &Case, arch: Option<Arch>, dir: &Path) {
     let stem = format!("{}-{}", arch.map_or("host", Arch::name), case.name);
-    let _ = std::fs::copy(dir.join(crate::loopback::SERVER_LOG), keep.join(format!("{stem}.server.log")));
-    if let Ok(entries) = std::fs::read_dir(dir.join(SESSIONS_DIR)) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(session) = name.strip_suffix(".log") {
-                let _ = std::fs::copy(entry.path(), keep.join(format!("{stem}.session-{session}.log")));
-            }
-        }
-    }
+    keep.copy(&dir.join(crate::loopback::SERVER_LOG), &format!("{stem}.server.log"));
+    keep_sessions(keep, dir, &stem);
 }
 
 /// The report of a case that boots nothing, once it ran.
@@ -369,6 +368,8 @@ pub fn boot_report(
         _ => Vec::new(),
     };
     let (replay, replay_note) = replay_line(case, boot, ws);
+    // What a replay cannot repeat matters where a replay is wanted: a failing boot.
+    let replay_note = replay_note.filter(|_| matches!(outcome, Outcome::Fail(_)));
     if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
         keep_failed(keep, case, boot);
     }

@@ -44,32 +44,57 @@ pub struct PlannedBoot {
 /// for devices a case adds itself (a disk needs QEMU's blkreplay driver, a network card
 /// its filter-replay object). The reference guest and a recipe's guest use the serial
 /// console, the RTC and the QMP monitor, which QEMU records and replays (or, the QMP
-/// socket, leaves out of the recording).
+/// socket, leaves out of the recording). When it cannot, every reason is given at once
+/// ([`reasons`]), so one change to the case does not meet the next reason after it.
 fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rr>, String> {
     if replay.is_none() && boot.inputs.is_empty() {
         return Ok(None);
     }
-    if boot.icount.is_none() {
-        return Err("QEMU's record/replay runs only under icount, and the case runs on the host's clock".into());
-    }
-    if smp > 1 {
-        return Err(format!("QEMU's record/replay takes one hart only, and this boot has {smp}"));
-    }
+    let mut why = Vec::new();
     let sleep_off = |o: &str| ["sleep=off", "sleep=no", "sleep=false", "sleep=n"].contains(&o);
-    if boot.icount.as_deref().is_some_and(|icount| icount.split(',').any(sleep_off)) {
+    match boot.icount.as_deref() {
+        None => why.push("QEMU's record/replay runs only under icount, and the case runs on the host's clock".into()),
         // Found by experiment on QEMU 10.0: a recorded boot under sleep=off never got the
         // typed line to the guest, which then waited out its deadline.
-        return Err("under icount sleep=off QEMU's record/replay does not deliver typed input to the guest".into());
+        Some(icount) if icount.split(',').any(sleep_off) => {
+            why.push("under icount sleep=off QEMU's record/replay does not deliver typed input to the guest".into())
+        }
+        Some(_) => {}
+    }
+    if smp > 1 {
+        why.push(format!("QEMU's record/replay takes one hart only, and this boot has {smp}"));
     }
     if let Guest::External(guest) = &boot.guest {
         if !guest.qemu_args.is_empty() {
-            return Err("the bench does not record devices a case adds in guest.qemu_args (a disk needs QEMU's blkreplay driver, a network card its filter-replay object)".into());
+            why.push("the bench does not record devices a case adds in guest.qemu_args (a disk needs QEMU's blkreplay driver, a network card its filter-replay object)".into());
         }
+    }
+    if !why.is_empty() {
+        return Err(reasons(&why));
     }
     Ok(Some(match replay {
         Some(path) => Rr::Replay(path.to_path_buf()),
         None => Rr::Record,
     }))
+}
+
+/// Reasons as one text: the one reason, or each numbered, `(1) …; (2) …`.
+fn reasons(why: &[String]) -> String {
+    match why {
+        [one] => one.clone(),
+        several => several.iter().enumerate().map(|(i, w)| format!("({}) {w}", i + 1)).collect::<Vec<_>>().join("; "),
+    }
+}
+
+/// What `--sweep` replaces without a word otherwise: the swept case's pinned `qemu_seed`
+/// (a note for the terminal).
+pub fn sweep_note(cases: &[&Case], options: &Options) -> Option<String> {
+    let seeds = options.sweep.as_ref()?;
+    let (name, pinned) = cases.iter().find_map(|c| c.as_boot()?.qemu_seed.map(|seed| (&c.name, seed)))?;
+    let noun = if seeds.len() == 1 { "seed" } else { "seeds" };
+    Some(format!(
+        "note: --sweep replaces {name}'s pinned qemu_seed = {pinned}: its boots take the sweep's {noun} instead"
+    ))
 }
 
 pub fn plan(cases: &[&Case], options: &Options, run_dir: &Path, env_seed: Option<u64>) -> Vec<PlannedBoot> {
@@ -236,4 +261,33 @@ pub fn rows(selected: &[&Case], host_runs: &[(usize, Option<Arch>)], boots: &[Pl
         seed: crate::report::seed_text(boot.seed, true),
     }));
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A boot record/replay cannot serve for three reasons at once (the host's clock, two
+    /// harts, a device of its own) names all three, not the first alone.
+    #[test]
+    fn every_reason_record_replay_cannot_serve_a_boot_is_given_at_once() {
+        let text = "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nsmp = [2]\n[[input]]\nafter = 'login'\nsend = \"root\\r\"\n[guest]\nkernel = \"k\"\nqemu_args = [\"-drive\", \"file=fs.img,format=raw\"]\n";
+        let case = testbench_case::parse("tests/c.toml", text).unwrap();
+        let boot = case.as_boot().unwrap();
+        let why = rr_for(boot, 2, None).unwrap_err();
+        assert!(why.starts_with("(1) QEMU's record/replay runs only under icount"), "{why}");
+        assert!(why.contains("; (2) QEMU's record/replay takes one hart only, and this boot has 2; "), "{why}");
+        assert!(why.contains("; (3) the bench does not record devices a case adds in guest.qemu_args"), "{why}");
+        // At one hart the other two remain, renumbered.
+        let why = rr_for(boot, 1, None).unwrap_err();
+        assert!(why.starts_with("(1) QEMU's record/replay runs only under icount"), "{why}");
+        assert!(why.contains("; (2) the bench does not record devices") && !why.contains("(3)"), "{why}");
+        // One reason is said as it is, unnumbered.
+        let sleep_off = text
+            .replace("smp = [2]\n", "icount = \"shift=3,sleep=off\"\n")
+            .replace("qemu_args = [\"-drive\", \"file=fs.img,format=raw\"]\n", "");
+        let case = testbench_case::parse("tests/c.toml", &sleep_off).unwrap();
+        let why = rr_for(case.as_boot().unwrap(), 1, None).unwrap_err();
+        assert!(why.starts_with("under icount sleep=off QEMU's record/replay does not deliver"), "{why}");
+    }
 }
