@@ -1,11 +1,13 @@
-//! What a run tells the person (or the CI log, or a program) that started it.
+//! What a run tells the person (or the CI log, or a program) that started it: the
+//! [`Reporter`] keeps the reports and the summary and hands each event to its [`Sink`].
 //!
-//! Human form: a line per boot with its verdict and duration, failures with their reason,
-//! the replay command and where the logs are, and a summary line. On a terminal a live
-//! progress line shows what is running; elsewhere only plain lines, so CI logs read well.
-//! JSON form (`--message-format json`): one object per event on stdout, nothing else.
-//! JUnit (`--junit PATH`): written at the end, one test case per boot, or one error
-//! entry when the run was refused.
+//! - `human.rs`: a line per boot with its verdict and duration, failures with their
+//!   reason, the replay command and where the logs are, and a summary line. On a terminal
+//!   a live progress line shows what is running; elsewhere only plain lines.
+//! - `json.rs` (`--message-format json`): one object per event on stdout, nothing else
+//!   (`events.rs` is the schema).
+//! - `junit.rs` (`--junit PATH`): written at the end, one test case per boot, or one
+//!   error entry when the run was refused.
 //!
 //! A reason is quoted the same way in all three: the judge has already cut any console
 //! line it quotes to a few hundred bytes (`testbench_judge::quote`), and here every line
@@ -17,16 +19,17 @@
 //! The result columns are as wide as the run's longest label, so a long case name never
 //! breaks them.
 
-use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+mod human;
+mod json;
+mod junit;
+
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::events::{BootFinished, Note, RunEvent};
-
 use crate::cli::{ColorChoice, MessageFormat};
 use crate::error::BenchError;
+use crate::events::Note;
 
 /// How many console lines a failure that timed out quotes, and how much of the end of
 /// `console.log` is read to find them (the file itself may be large).
@@ -151,7 +154,7 @@ impl BootReport {
     }
 
     /// The replay command with its note, as a person reads it.
-    fn replay_shown(&self) -> String {
+    pub(crate) fn replay_shown(&self) -> String {
         match &self.replay_note {
             Some(note) => format!("{}  # {note}", self.replay),
             None => self.replay.clone(),
@@ -218,20 +221,13 @@ pub struct Summary {
 }
 
 pub struct Reporter {
-    format: MessageFormat,
-    color: bool,
-    progress: Option<ProgressBar>,
+    /// Where the events go as they happen (the form `--message-format` chose).
+    sink: Box<dyn Sink>,
     reports: Vec<BootReport>,
     /// Why the run was refused, when it was (for JUnit).
     refusals: Vec<String>,
-    label_width: usize,
-    seed_width: usize,
     pub summary: Summary,
 }
-
-/// The narrowest the label and seed columns are, so short runs still line up as before.
-const MIN_LABEL_WIDTH: usize = 40;
-const MIN_SEED_WIDTH: usize = 10;
 
 /// The longest line of a reason a report quotes, in bytes: a verdict's message with its
 /// pattern and its quoted console line fits; a line of a megabyte does not.
@@ -264,151 +260,49 @@ fn clip_outcome(outcome: Outcome) -> Outcome {
     }
 }
 
-fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
 impl Reporter {
     pub fn new(format: MessageFormat, color: bool) -> Reporter {
-        Reporter {
-            format,
-            color,
-            progress: None,
-            reports: Vec::new(),
-            refusals: Vec::new(),
-            label_width: MIN_LABEL_WIDTH,
-            seed_width: MIN_SEED_WIDTH,
-            summary: Summary::default(),
-        }
-    }
-
-    /// A verdict word, padded to `width`, coloured when colour is on.
-    fn verdict_word(&self, word: &str, width: usize) -> String {
-        let padded = format!("{word:<width$}");
-        if !self.color {
-            return padded;
-        }
-        let code = match word {
-            "PASS" => "32",
-            "FAIL" => "31",
-            "SKIP" => "33",
-            _ => return padded,
+        let sink: Box<dyn Sink> = match format {
+            MessageFormat::Human => Box::new(human::Human::new(color)),
+            MessageFormat::Json => Box::new(json::Json),
         };
-        // Only the word is coloured; the padding stays outside so columns line up.
-        format!("\x1b[{code}m{word}\x1b[0m{}", &padded[word.len()..])
+        Reporter { sink, reports: Vec::new(), refusals: Vec::new(), summary: Summary::default() }
     }
 
-    /// Why the run was refused: every refusal, together. Human: `error:` lines on stderr;
-    /// JSON: one `refused` event on stdout (and the same lines on stderr). Kept for JUnit.
+    /// Why the run was refused: every refusal, together, as `error:` lines on stderr
+    /// whatever the form (and in the form's own way). Kept for JUnit.
     pub fn refused(&mut self, errors: &[String]) {
         for error in errors {
             eprintln!("error: {error}");
         }
-        if self.format == MessageFormat::Json {
-            self.emit(RunEvent::Refused { errors });
-        }
+        self.sink.refused(errors);
         self.refusals.extend(errors.iter().cloned());
     }
 
-    /// `--list`: a line per case, or a `case` event per case in JSON.
+    /// `--list`: every case, each with the lease a scheduler gives one run of it.
     pub fn list(&self, cases: &[testbench_case::Case]) {
-        let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
-        let machine = machine_cores();
-        for case in cases {
-            let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
-            match self.format {
-                MessageFormat::Human => {
-                    let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
-                    let mark = if case.whole_run { "" } else { " [by name only]" };
-                    self.line(&format!(
-                        "{:<width$}  {:<10}  {:<10}  {}{mark}",
-                        case.name,
-                        case.kind.name(),
-                        arch,
-                        case.description
-                    ));
-                }
-                MessageFormat::Json => {
-                    let class = job_class(case, machine);
-                    self.emit(RunEvent::Case {
-                        name: &case.name,
-                        kind: case.kind.name(),
-                        arch,
-                        description: &case.description,
-                        whole_run: case.whole_run,
-                        file: &case.file,
-                        cores: class.cores,
-                        quiet: class.quiet,
-                        ports: class.ports,
-                    })
-                }
-            }
-        }
-    }
-
-    /// One event's line on stdout (`--message-format json`; events.rs is the schema).
-    fn emit(&self, event: RunEvent) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", crate::events::line(&event));
-        let _ = out.flush();
-    }
-
-    fn line(&self, text: &str) {
-        let print = || {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
-            let _ = out.flush();
-        };
-        // The progress line lives on stderr; results stay on stdout, printed while the
-        // bar is lifted so the two never interleave on one terminal.
-        match &self.progress {
-            Some(bar) => bar.suspend(print),
-            None => print(),
-        }
+        self.sink.list(cases, machine_cores());
     }
 
     /// Something the person should read that is not a verdict (a build, a probe).
     pub fn note(&self, note: Note, text: &str) {
-        match self.format {
-            MessageFormat::Human => self.line(text),
-            MessageFormat::Json => self.emit(note.event(text)),
-        }
+        self.sink.note(note, text);
     }
 
     pub fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
-        let boots = rows.len();
-        self.label_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0).max(MIN_LABEL_WIDTH);
-        self.seed_width = rows.iter().map(|r| r.seed.len()).max().unwrap_or(0).max(MIN_SEED_WIDTH);
-        match self.format {
-            MessageFormat::Human => {
-                let noun = if boots == 1 { "boot" } else { "boots" };
-                self.line(&format!("testbench: {boots} {noun}; logs in {}", run_dir.display()));
-                if std::io::stderr().is_terminal() && boots > 0 {
-                    let bar = ProgressBar::new(boots as u64);
-                    bar.set_style(
-                        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap(),
-                    );
-                    bar.enable_steady_tick(Duration::from_millis(200));
-                    self.progress = Some(bar);
-                }
-            }
-            MessageFormat::Json => self.emit(RunEvent::RunStarted { run_dir, boots }),
-        }
+        self.sink.run_started(run_dir, rows);
     }
 
     pub fn boot_started(&self, label: &str, seed: Option<u64>) {
-        match self.format {
-            MessageFormat::Human => {
-                if let Some(bar) = &self.progress {
-                    bar.set_message(format!("booting {label}"));
-                }
-            }
-            MessageFormat::Json => self.emit(RunEvent::BootStarted { boot: label, seed }),
-        }
+        self.sink.boot_started(label, seed);
     }
 
     pub fn boot_finished(&mut self, report: BootReport) {
-        // Every form below (and JUnit, from `self.reports`) quotes the clipped reason.
+        // Every sink (and JUnit, from `self.reports`) quotes the clipped reason.
         let report = BootReport { outcome: clip_outcome(report.outcome), ..report };
         match &report.outcome {
             Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
@@ -416,102 +310,22 @@ impl Reporter {
             Outcome::Skip(_) => self.summary.skipped += 1,
             Outcome::Trouble(_) => self.summary.trouble += 1,
         }
-        let seed = seed_text(report.seed, report.smp.is_some());
-        match self.format {
-            MessageFormat::Human => {
-                if let Some(bar) = &self.progress {
-                    bar.inc(1);
-                }
-                let (label_width, seed_width) = (self.label_width, self.seed_width);
-                let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
-                let text = match &report.outcome {
-                    Outcome::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
-                    Outcome::ExpectedFailure(reason) => format!(
-                        "{head} {} {} (failed as it must: {reason})",
-                        self.verdict_word("PASS", 5),
-                        secs(report.duration)
-                    ),
-                    Outcome::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
-                    Outcome::Trouble(reason) => format!(
-                        "{head} {} {}\n    logs:   {}",
-                        self.verdict_word("TROUBLE", 5),
-                        reason.replace('\n', "\n      "),
-                        report.dir.display()
-                    ),
-                    Outcome::Fail(reason) => {
-                        let mut text = format!(
-                            "{head} {} {}\n    reason: {}",
-                            self.verdict_word("FAIL", 5),
-                            secs(report.duration),
-                            reason.replace('\n', "\n      ")
-                        );
-                        for note in &report.notes {
-                            text.push_str(&format!("\n    note: {note}"));
-                        }
-                        if !report.console_tail.is_empty() {
-                            text.push_str("\n    last console lines:");
-                            for line in &report.console_tail {
-                                text.push_str(&format!("\n      | {line}"));
-                            }
-                        }
-                        text.push_str(&format!(
-                            "\n    replay: {}\n    logs:   {}",
-                            report.replay_shown(),
-                            report.dir.display()
-                        ));
-                        text
-                    }
-                };
-                let text = match &report.outcome {
-                    Outcome::Fail(_) => text,
-                    _ => report.notes.iter().fold(text, |text, note| format!("{text}\n    note: {note}")),
-                };
-                self.line(&text);
-            }
-            MessageFormat::Json => {
-                let (verdict, reason) = match &report.outcome {
-                    Outcome::Pass => ("pass", None),
-                    Outcome::ExpectedFailure(reason) => ("pass", Some(reason.as_str())),
-                    Outcome::Fail(reason) => ("fail", Some(reason.as_str())),
-                    Outcome::Skip(reason) => ("skip", Some(reason.as_str())),
-                    Outcome::Trouble(reason) => ("trouble", Some(reason.as_str())),
-                };
-                self.emit(RunEvent::BootFinished(&BootFinished {
-                    case: &report.case,
-                    kind: report.kind,
-                    arch: report.arch.as_deref(),
-                    smp: report.smp,
-                    seed: report.seed,
-                    verdict,
-                    reason,
-                    failed_as_it_must: matches!(report.outcome, Outcome::ExpectedFailure(_)),
-                    failure_kind: report.failure.map(crate::verdict::FailKind::name),
-                    console_tail: &report.console_tail,
-                    notes: &report.notes,
-                    duration_secs: report.duration.as_secs_f64(),
-                    dir: &report.dir,
-                    replay: &report.replay,
-                    replay_note: report.replay_note.as_deref(),
-                }));
-            }
-        }
+        self.sink.boot_finished(&report);
         self.reports.push(report);
     }
 
     /// The reports so far, in the order they were finished (a --slurm task's saved
-    /// results, the HTML report).
+    /// results, the HTML report, JUnit).
     pub fn reports(&self) -> &[BootReport] {
         &self.reports
     }
 
     /// What the run waits for now (a --slurm array's tasks), on the progress line only.
     pub fn waiting(&self, text: &str) {
-        if let Some(bar) = &self.progress {
-            bar.set_message(text.to_string());
-        }
+        self.sink.waiting(text);
     }
 
-    /// Seeds of one sweep, in seed order, then the sweep's own summary line.
+    /// Seeds of one sweep, in seed order: the sweep's own summary.
     pub fn sweep_summary(&self, case: &str, seeds: &[u64]) {
         let failed: Vec<String> = self
             .reports
@@ -521,129 +335,47 @@ impl Reporter {
                 format!("{}/{}", r.arch.as_deref().unwrap_or("host"), r.seed.map(|s| s.to_string()).unwrap_or_default())
             })
             .collect();
-        let text = format!(
-            "sweep {case}: {} seeds, {} boots, {} failed{}",
-            seeds.len(),
-            self.reports.len(),
-            failed.len(),
-            if failed.is_empty() { String::new() } else { format!(" ({})", failed.join(", ")) }
-        );
-        match self.format {
-            MessageFormat::Human => self.line(&text),
-            MessageFormat::Json => self.emit(RunEvent::SweepFinished { case, seeds, failed: &failed }),
-        }
+        self.sink.sweep_finished(case, seeds, self.reports.len(), &failed);
     }
 
-    /// The run's end: each failure again, then the summary, naming the run directory
-    /// and the HTML report when one was written.
+    /// The run's end, naming the run directory and the HTML report when one was written.
     pub fn run_finished(&mut self, took: Duration, run_dir: &Path, html: Option<&Path>) {
-        if let Some(bar) = self.progress.take() {
-            bar.finish_and_clear();
-        }
-        let s = self.summary;
-        if self.format == MessageFormat::Human {
-            // A long run's failures scroll away, and CI logs keep only the tail: the end
-            // names each failure again, with the line that replays it.
-            for report in &self.reports {
-                if let Outcome::Fail(reason) = &report.outcome {
-                    let first = reason.lines().next().unwrap_or_default();
-                    let seed = seed_text(report.seed, report.smp.is_some());
-                    self.line(&format!(
-                        "failed: {} {seed}: {first}\n    replay: {}",
-                        report.label(),
-                        report.replay_shown()
-                    ));
-                }
-            }
-        }
-        match self.format {
-            MessageFormat::Human => self.line(&format!(
-                "testbench: {} passed, {} failed, {} skipped{} in {} (logs: {}{})",
-                s.passed,
-                s.failed,
-                s.skipped,
-                if s.trouble > 0 { format!(", {} bench trouble", s.trouble) } else { String::new() },
-                secs(took),
-                run_dir.display(),
-                html.map(|path| format!("; report: {}", path.display())).unwrap_or_default()
-            )),
-            MessageFormat::Json => self.emit(RunEvent::RunFinished {
-                passed: s.passed,
-                failed: s.failed,
-                skipped: s.skipped,
-                trouble: s.trouble,
-                duration_secs: took.as_secs_f64(),
-                run_dir,
-                report: html,
-            }),
-        }
+        let end = RunEnd { took, run_dir, html, summary: self.summary, reports: &self.reports };
+        self.sink.run_finished(&end);
     }
 
+    /// `--junit PATH`: the run's reports (or its refusals) as JUnit XML.
     pub fn write_junit(&self, path: &Path) -> Result<(), BenchError> {
-        use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
-        let mut report = Report::new("testbench");
-        let mut suite = TestSuite::new("boot");
-        if !self.refusals.is_empty() {
-            // A refused run ran nothing; CI still gets a report, and it says why.
-            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-            status.set_message(format!("the run was refused ({} refusals)", self.refusals.len()));
-            status.set_type("refused");
-            status.set_description(self.refusals.join("\n"));
-            let mut case = TestCase::new("testbench run refused", status);
-            case.set_classname("testbench");
-            suite.add_test_case(case);
-        }
-        for boot in &self.reports {
-            let status = match &boot.outcome {
-                Outcome::Pass | Outcome::ExpectedFailure(_) => TestCaseStatus::success(),
-                Outcome::Fail(reason) => {
-                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    status.set_message(reason.clone());
-                    let mut description = String::new();
-                    if !boot.console_tail.is_empty() {
-                        description.push_str("last console lines:\n");
-                        for line in &boot.console_tail {
-                            description.push_str(&format!("  | {line}\n"));
-                        }
-                    }
-                    description.push_str(&format!("replay: {}\nlogs: {}", boot.replay_shown(), boot.dir.display()));
-                    status.set_description(description);
-                    status
-                }
-                Outcome::Skip(reason) => {
-                    let mut status = TestCaseStatus::skipped();
-                    status.set_message(reason.clone());
-                    status
-                }
-                Outcome::Trouble(reason) => {
-                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-                    status.set_message(reason.clone());
-                    status.set_type("trouble");
-                    status.set_description(format!("the bench could not run it\nlogs: {}", boot.dir.display()));
-                    status
-                }
-            };
-            // A test keeps its name whatever seed it ran with, so CI histories line up;
-            // the seed is a property. A sweep's seeds are distinct tests of one case.
-            let name = match (boot.seed, boot.sweep) {
-                (Some(seed), true) => format!("{} seed{seed}", boot.label()),
-                _ => boot.label(),
-            };
-            let mut case = TestCase::new(name, status);
-            case.set_classname(boot.case.clone());
-            case.set_time(boot.duration);
-            if let Some(seed) = boot.seed {
-                case.add_property(Property::new("seed", seed.to_string()));
-            }
-            if matches!(boot.outcome, Outcome::ExpectedFailure(_)) {
-                case.add_property(Property::new("failed_as_it_must", "true"));
-            }
-            suite.add_test_case(case);
-        }
-        report.add_test_suite(suite);
-        let xml = report.to_string()?;
-        std::fs::write(path, xml).map_err(|e| BenchError::at("write", path, e))
+        junit::write(&self.reports, &self.refusals, path)
     }
+}
+
+/// What a sink is told at the run's end.
+pub struct RunEnd<'a> {
+    pub took: Duration,
+    pub run_dir: &'a Path,
+    pub html: Option<&'a Path>,
+    pub summary: Summary,
+    /// Every report, in the order they were finished.
+    pub reports: &'a [BootReport],
+}
+
+/// Where a run's events go as they happen: the terminal's lines ([`human::Human`]) or
+/// JSON lines ([`json::Json`]). JUnit and `report.html` are written from the reports at
+/// the end (`junit.rs`, `report_html/`), a `--slurm` task's save from them after each
+/// boot (`runner/slurm.rs`).
+pub trait Sink {
+    fn refused(&mut self, errors: &[String]);
+    fn list(&self, cases: &[testbench_case::Case], machine_cores: u32);
+    fn note(&self, note: Note, text: &str);
+    fn run_started(&mut self, run_dir: &Path, rows: &[Row]);
+    fn boot_started(&self, label: &str, seed: Option<u64>);
+    fn boot_finished(&mut self, report: &BootReport);
+    fn waiting(&self, text: &str) {
+        let _ = text;
+    }
+    fn sweep_finished(&self, case: &str, seeds: &[u64], boots: usize, failed: &[String]);
+    fn run_finished(&mut self, end: &RunEnd);
 }
 
 #[cfg(test)]
@@ -719,11 +451,11 @@ mod tests {
         assert!(!use_color(ColorChoice::Auto, false, None));
         assert!(use_color(ColorChoice::Always, false, Some(OsStr::new("1"))));
         assert!(!use_color(ColorChoice::Never, true, None));
-        let reporter = Reporter::new(MessageFormat::Human, true);
-        assert_eq!(reporter.verdict_word("PASS", 5), "\x1b[32mPASS\x1b[0m ");
-        assert_eq!(reporter.verdict_word("FAIL", 5), "\x1b[31mFAIL\x1b[0m ");
-        assert_eq!(reporter.verdict_word("SKIP", 5), "\x1b[33mSKIP\x1b[0m ");
-        assert_eq!(Reporter::new(MessageFormat::Human, false).verdict_word("PASS", 5), "PASS ");
+        let human = human::Human::new(true);
+        assert_eq!(human.verdict_word("PASS", 5), "\x1b[32mPASS\x1b[0m ");
+        assert_eq!(human.verdict_word("FAIL", 5), "\x1b[31mFAIL\x1b[0m ");
+        assert_eq!(human.verdict_word("SKIP", 5), "\x1b[33mSKIP\x1b[0m ");
+        assert_eq!(human::Human::new(false).verdict_word("PASS", 5), "PASS ");
     }
 
     fn failed(reason: String) -> BootReport {

@@ -1,0 +1,205 @@
+//! The human sink: a line per boot with its verdict and duration, failures with their
+//! reason, notes, last console lines, the replay command and where the logs are; each
+//! failure again at the end, then the summary. On a terminal a live progress line (on
+//! stderr) shows what is running; elsewhere only plain lines, so CI logs read well.
+//!
+//! Verdicts are coloured (PASS green, FAIL red, SKIP yellow) only when `--color` says so.
+//! The result columns are as wide as the run's longest label, so a long case name never
+//! breaks them.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{secs, seed_text, BootReport, Outcome, Row, RunEnd, Sink};
+use crate::events::Note;
+
+/// The narrowest the label and seed columns are, so short runs still line up as before.
+const MIN_LABEL_WIDTH: usize = 40;
+const MIN_SEED_WIDTH: usize = 10;
+
+pub struct Human {
+    color: bool,
+    progress: Option<ProgressBar>,
+    label_width: usize,
+    seed_width: usize,
+}
+
+impl Human {
+    pub fn new(color: bool) -> Human {
+        Human { color, progress: None, label_width: MIN_LABEL_WIDTH, seed_width: MIN_SEED_WIDTH }
+    }
+
+    /// A verdict word, padded to `width`, coloured when colour is on.
+    pub(super) fn verdict_word(&self, word: &str, width: usize) -> String {
+        let padded = format!("{word:<width$}");
+        if !self.color {
+            return padded;
+        }
+        let code = match word {
+            "PASS" => "32",
+            "FAIL" => "31",
+            "SKIP" => "33",
+            _ => return padded,
+        };
+        // Only the word is coloured; the padding stays outside so columns line up.
+        format!("\x1b[{code}m{word}\x1b[0m{}", &padded[word.len()..])
+    }
+
+    fn line(&self, text: &str) {
+        let print = || {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        };
+        // The progress line lives on stderr; results stay on stdout, printed while the
+        // bar is lifted so the two never interleave on one terminal.
+        match &self.progress {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+
+    /// A failure's lines: the reason, the notes, the console's last lines, the replay
+    /// line and the logs.
+    fn failure(&self, head: &str, report: &BootReport, reason: &str) -> String {
+        let mut text = format!(
+            "{head} {} {}\n    reason: {}",
+            self.verdict_word("FAIL", 5),
+            secs(report.duration),
+            reason.replace('\n', "\n      ")
+        );
+        for note in &report.notes {
+            text.push_str(&format!("\n    note: {note}"));
+        }
+        if !report.console_tail.is_empty() {
+            text.push_str("\n    last console lines:");
+            for line in &report.console_tail {
+                text.push_str(&format!("\n      | {line}"));
+            }
+        }
+        text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay_shown(), report.dir.display()));
+        text
+    }
+}
+
+impl Sink for Human {
+    /// The `error:` lines on stderr say it all (the reporter prints them).
+    fn refused(&mut self, _errors: &[String]) {}
+
+    fn list(&self, cases: &[testbench_case::Case], _machine_cores: u32) {
+        let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for case in cases {
+            let arch: Vec<&str> = case.arch().iter().map(|a| a.name()).collect();
+            let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
+            let mark = if case.whole_run { "" } else { " [by name only]" };
+            self.line(&format!(
+                "{:<width$}  {:<10}  {:<10}  {}{mark}",
+                case.name,
+                case.kind.name(),
+                arch,
+                case.description
+            ));
+        }
+    }
+
+    fn note(&self, _note: Note, text: &str) {
+        self.line(text);
+    }
+
+    fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
+        let boots = rows.len();
+        self.label_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0).max(MIN_LABEL_WIDTH);
+        self.seed_width = rows.iter().map(|r| r.seed.len()).max().unwrap_or(0).max(MIN_SEED_WIDTH);
+        let noun = if boots == 1 { "boot" } else { "boots" };
+        self.line(&format!("testbench: {boots} {noun}; logs in {}", run_dir.display()));
+        if std::io::stderr().is_terminal() && boots > 0 {
+            let bar = ProgressBar::new(boots as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap(),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            self.progress = Some(bar);
+        }
+    }
+
+    fn boot_started(&self, label: &str, _seed: Option<u64>) {
+        if let Some(bar) = &self.progress {
+            bar.set_message(format!("booting {label}"));
+        }
+    }
+
+    fn boot_finished(&mut self, report: &BootReport) {
+        if let Some(bar) = &self.progress {
+            bar.inc(1);
+        }
+        let seed = seed_text(report.seed, report.smp.is_some());
+        let (label_width, seed_width) = (self.label_width, self.seed_width);
+        let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
+        let text = match &report.outcome {
+            Outcome::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
+            Outcome::ExpectedFailure(reason) => format!(
+                "{head} {} {} (failed as it must: {reason})",
+                self.verdict_word("PASS", 5),
+                secs(report.duration)
+            ),
+            Outcome::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
+            Outcome::Trouble(reason) => format!(
+                "{head} {} {}\n    logs:   {}",
+                self.verdict_word("TROUBLE", 5),
+                reason.replace('\n', "\n      "),
+                report.dir.display()
+            ),
+            // A failure says its notes among its own lines.
+            Outcome::Fail(reason) => return self.line(&self.failure(&head, report, reason)),
+        };
+        self.line(&report.notes.iter().fold(text, |text, note| format!("{text}\n    note: {note}")));
+    }
+
+    fn waiting(&self, text: &str) {
+        if let Some(bar) = &self.progress {
+            bar.set_message(text.to_string());
+        }
+    }
+
+    fn sweep_finished(&self, case: &str, seeds: &[u64], boots: usize, failed: &[String]) {
+        self.line(&format!(
+            "sweep {case}: {} seeds, {boots} boots, {} failed{}",
+            seeds.len(),
+            failed.len(),
+            if failed.is_empty() { String::new() } else { format!(" ({})", failed.join(", ")) }
+        ));
+    }
+
+    fn run_finished(&mut self, end: &RunEnd) {
+        if let Some(bar) = self.progress.take() {
+            bar.finish_and_clear();
+        }
+        // A long run's failures scroll away, and CI logs keep only the tail: the end
+        // names each failure again, with the line that replays it.
+        for report in end.reports {
+            if let Outcome::Fail(reason) = &report.outcome {
+                let first = reason.lines().next().unwrap_or_default();
+                let seed = seed_text(report.seed, report.smp.is_some());
+                self.line(&format!(
+                    "failed: {} {seed}: {first}\n    replay: {}",
+                    report.label(),
+                    report.replay_shown()
+                ));
+            }
+        }
+        let s = end.summary;
+        self.line(&format!(
+            "testbench: {} passed, {} failed, {} skipped{} in {} (logs: {}{})",
+            s.passed,
+            s.failed,
+            s.skipped,
+            if s.trouble > 0 { format!(", {} bench trouble", s.trouble) } else { String::new() },
+            secs(end.took),
+            end.run_dir.display(),
+            end.html.map(|path| format!("; report: {}", path.display())).unwrap_or_default()
+        ));
+    }
+}

@@ -1,0 +1,96 @@
+//! The JSON sink (`--message-format json`): every event one line on stdout, as
+//! `events.rs` types it, and nothing else.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::{job_class, BootReport, Outcome, Row, RunEnd, Sink};
+use crate::events::{BootFinished, Note, RunEvent};
+
+pub struct Json;
+
+/// One event's line on stdout.
+fn emit(event: RunEvent) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", crate::events::line(&event));
+    let _ = out.flush();
+}
+
+impl Sink for Json {
+    fn refused(&mut self, errors: &[String]) {
+        emit(RunEvent::Refused { errors });
+    }
+
+    fn list(&self, cases: &[testbench_case::Case], machine_cores: u32) {
+        for case in cases {
+            let class = job_class(case, machine_cores);
+            emit(RunEvent::Case {
+                name: &case.name,
+                kind: case.kind.name(),
+                arch: case.arch().iter().map(|a| a.name()).collect(),
+                description: &case.description,
+                whole_run: case.whole_run,
+                file: &case.file,
+                cores: class.cores,
+                quiet: class.quiet,
+                ports: class.ports,
+            })
+        }
+    }
+
+    fn note(&self, note: Note, text: &str) {
+        emit(note.event(text));
+    }
+
+    fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
+        emit(RunEvent::RunStarted { run_dir, boots: rows.len() });
+    }
+
+    fn boot_started(&self, label: &str, seed: Option<u64>) {
+        emit(RunEvent::BootStarted { boot: label, seed });
+    }
+
+    fn boot_finished(&mut self, report: &BootReport) {
+        let (verdict, reason) = match &report.outcome {
+            Outcome::Pass => ("pass", None),
+            Outcome::ExpectedFailure(reason) => ("pass", Some(reason.as_str())),
+            Outcome::Fail(reason) => ("fail", Some(reason.as_str())),
+            Outcome::Skip(reason) => ("skip", Some(reason.as_str())),
+            Outcome::Trouble(reason) => ("trouble", Some(reason.as_str())),
+        };
+        emit(RunEvent::BootFinished(&BootFinished {
+            case: &report.case,
+            kind: report.kind,
+            arch: report.arch.as_deref(),
+            smp: report.smp,
+            seed: report.seed,
+            verdict,
+            reason,
+            failed_as_it_must: matches!(report.outcome, Outcome::ExpectedFailure(_)),
+            failure_kind: report.failure.map(crate::verdict::FailKind::name),
+            console_tail: &report.console_tail,
+            notes: &report.notes,
+            duration_secs: report.duration.as_secs_f64(),
+            dir: &report.dir,
+            replay: &report.replay,
+            replay_note: report.replay_note.as_deref(),
+        }));
+    }
+
+    fn sweep_finished(&self, case: &str, seeds: &[u64], _boots: usize, failed: &[String]) {
+        emit(RunEvent::SweepFinished { case, seeds, failed });
+    }
+
+    fn run_finished(&mut self, end: &RunEnd) {
+        let s = end.summary;
+        emit(RunEvent::RunFinished {
+            passed: s.passed,
+            failed: s.failed,
+            skipped: s.skipped,
+            trouble: s.trouble,
+            duration_secs: end.took.as_secs_f64(),
+            run_dir: end.run_dir,
+            report: end.html,
+        });
+    }
+}
