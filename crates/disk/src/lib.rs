@@ -94,6 +94,7 @@ mod fat;
 mod flip;
 mod pack;
 mod recipe;
+mod stage;
 mod table;
 
 use std::path::{Path, PathBuf};
