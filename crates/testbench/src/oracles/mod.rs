@@ -8,10 +8,14 @@ pub mod sched;
 /// The flag that runs an oracle by hand.
 pub const ORACLE_FLAG: &str = "--oracle";
 
-/// Run oracle `name` over `text` with `limits`: its summary, or why the log breaks it.
+/// Run oracle `name` over `text` with `limits`: its summary, or why the log breaks it, in
+/// words (the edge: a post-check's failure, or `--oracle`'s output).
 pub fn run(name: &str, text: &str, limits: &[String]) -> Result<String, String> {
     match name {
-        "sched" => sched::check(text, &sched::Limits::parse(limits)?),
+        "sched" => {
+            let limits = sched::Limits::parse(limits).map_err(|e| e.to_string())?;
+            sched::check(text, &limits).map_err(|e| e.to_string())
+        }
         other => Err(format!("no oracle {other:?}: \"sched\" is the one the bench has")),
     }
 }

@@ -11,6 +11,59 @@
 //! to the limits: `pick_p99_us`, `pick_max_us`; `min_picks` (10 unless given) keeps a
 //! log with next to nothing in it from passing.
 
+/// Why a log breaks the scheduler's rule, or why the oracle cannot judge it; the words
+/// are what a post-check's failure and `--oracle` print.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum SchedError {
+    /// A trace line that breaks the rule or the account (its line number, its text).
+    #[error("sched oracle: line {line} ({event:?}): {broken}")]
+    Line { line: usize, event: String, broken: Broken },
+    #[error("sched oracle: no trace in the log (no line `kernel: sched: slots N timebase T`): was the kernel built with sched-trace?")]
+    NoTrace,
+    #[error("sched oracle: {picks} picks, fewer than min_picks {min}: too little to judge")]
+    TooFewPicks { picks: usize, min: usize },
+    #[error("sched oracle: {name} {value:.1} is over its limit {limit} ({summary})")]
+    OverLimit { name: &'static str, value: f64, limit: f64, summary: String },
+}
+
+/// What one trace line breaks.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Broken {
+    #[error("not a trace line the oracle reads")]
+    Unreadable,
+    #[error("a second header, or one with no slots or no timebase")]
+    Header,
+    #[error("an event before the trace's header (sched: slots N timebase T)")]
+    BeforeHeader,
+    #[error("slot {slot}, but there are {slots}")]
+    NoSuchSlot { slot: usize, slots: usize },
+    #[error("slot {0} woke, but it was already {1:?}")]
+    WokeTwice(usize, Slot),
+    #[error("slot {0} was requeued, but it was not running ({1:?})")]
+    RequeuedIdle(usize, Slot),
+    #[error("slot {0} left, but it was neither runnable nor running")]
+    LeftOut(usize),
+    #[error("hart {hart} picked, but slot {busy} still ran on it")]
+    HartBusy { hart: usize, busy: usize },
+    #[error("hart {hart} picked slot {slot} with no slot runnable")]
+    NothingRunnable { hart: usize, slot: usize },
+    #[error("hart {hart} picked slot {slot}, but the rule picks slot {rule}: the first runnable at or after the cursor {cursor} (runnable: {runnable:?})")]
+    WrongPick { hart: usize, slot: usize, rule: usize, cursor: usize, runnable: Vec<usize> },
+    #[error("hart {hart} idled with slots {runnable:?} runnable")]
+    IdledRunnable { hart: usize, runnable: Vec<usize> },
+}
+
+/// A limit word the oracle does not take.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("{0:?}: a limit is NAME=NUMBER")]
+    NotNameValue(String),
+    #[error("{word:?}: {value:?} is not a number")]
+    NotNumber { word: String, value: String },
+    #[error("{0:?}: the limits are pick_p99_us, pick_max_us and min_picks")]
+    Unknown(String),
+}
+
 /// The limits an oracle run is held to.
 #[derive(Debug, Default, PartialEq)]
 pub struct Limits {
@@ -21,16 +74,17 @@ pub struct Limits {
 
 impl Limits {
     /// `NAME=NUMBER` words.
-    pub fn parse(words: &[String]) -> Result<Limits, String> {
+    pub fn parse(words: &[String]) -> Result<Limits, LimitError> {
         let mut limits = Limits::default();
         for word in words {
-            let (name, value) = word.split_once('=').ok_or_else(|| format!("{word:?}: a limit is NAME=NUMBER"))?;
-            let value: f64 = value.parse().map_err(|_| format!("{word:?}: {value:?} is not a number"))?;
+            let (name, value) = word.split_once('=').ok_or_else(|| LimitError::NotNameValue(word.clone()))?;
+            let value: f64 =
+                value.parse().map_err(|_| LimitError::NotNumber { word: word.clone(), value: value.to_string() })?;
             let slot = match name {
                 "pick_p99_us" => &mut limits.pick_p99_us,
                 "pick_max_us" => &mut limits.pick_max_us,
                 "min_picks" => &mut limits.min_picks,
-                other => return Err(format!("{other:?}: the limits are pick_p99_us, pick_max_us and min_picks")),
+                other => return Err(LimitError::Unknown(other.to_string())),
             };
             *slot = Some(value);
         }
@@ -38,8 +92,9 @@ impl Limits {
     }
 }
 
+/// A slot as the oracle's account has it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Slot {
+pub enum Slot {
     Out,
     Runnable,
     Running(usize),
@@ -49,12 +104,12 @@ const MIN_PICKS: usize = 10;
 
 /// Replay the trace in `log`: the summary when every event keeps the rule and the costs
 /// keep their limits, or the first line that does not.
-pub fn check(log: &str, limits: &Limits) -> Result<String, String> {
+pub fn check(log: &str, limits: &Limits) -> Result<String, SchedError> {
     let mut trace = Trace::default();
     for (index, raw) in log.lines().enumerate() {
         let line = raw.trim_end_matches('\r');
         let Some(event) = line.strip_prefix("kernel: sched: ") else { continue };
-        let at = |why: String| format!("sched oracle: line {} ({event:?}): {why}", index + 1);
+        let at = |broken| SchedError::Line { line: index + 1, event: event.to_string(), broken };
         trace.take(event).map_err(at)?;
     }
     trace.judge(limits)
@@ -72,36 +127,36 @@ struct Trace {
 }
 
 /// A word of a trace line as a number.
-fn number(word: Option<&&str>) -> Result<u64, String> {
-    word.and_then(|w| w.parse().ok()).ok_or_else(|| "not a trace line the oracle reads".to_string())
+fn number(word: Option<&&str>) -> Result<u64, Broken> {
+    word.and_then(|w| w.parse().ok()).ok_or(Broken::Unreadable)
 }
 
 impl Trace {
     /// One trace line (past `kernel: sched: `) replayed, or why it breaks the rule.
-    fn take(&mut self, event: &str) -> Result<(), String> {
+    fn take(&mut self, event: &str) -> Result<(), Broken> {
         let words: Vec<&str> = event.split_whitespace().collect();
         if words.first() == Some(&"slots") {
             // sched: slots N timebase T
             let n = number(words.get(1))? as usize;
             self.timebase = number(words.get(3))?;
             if n == 0 || n > 4096 || self.timebase == 0 || !self.slots.is_empty() {
-                return Err("a second header, or one with no slots or no timebase".into());
+                return Err(Broken::Header);
             }
             self.slots = vec![Slot::Out; n];
             return Ok(());
         }
         if self.slots.is_empty() {
-            return Err("an event before the trace's header (sched: slots N timebase T)".into());
+            return Err(Broken::BeforeHeader);
         }
         let hart = number(words.first())? as usize;
         self.harts.insert(hart);
         let n = self.slots.len();
-        let slot_of = |word: Option<&&str>| -> Result<usize, String> {
+        let slot_of = |word: Option<&&str>| -> Result<usize, Broken> {
             let s = number(word)? as usize;
             if s < n {
                 Ok(s)
             } else {
-                Err(format!("slot {s}, but there are {n}"))
+                Err(Broken::NoSuchSlot { slot: s, slots: n })
             }
         };
         let slots = &mut self.slots;
@@ -109,21 +164,21 @@ impl Trace {
             Some("woke") => {
                 let s = slot_of(words.get(2))?;
                 if slots[s] != Slot::Out {
-                    return Err(format!("slot {s} woke, but it was already {:?}", slots[s]));
+                    return Err(Broken::WokeTwice(s, slots[s]));
                 }
                 slots[s] = Slot::Runnable;
             }
             Some("requeued") => {
                 let s = slot_of(words.get(2))?;
                 if !matches!(slots[s], Slot::Running(_)) {
-                    return Err(format!("slot {s} was requeued, but it was not running ({:?})", slots[s]));
+                    return Err(Broken::RequeuedIdle(s, slots[s]));
                 }
                 slots[s] = Slot::Runnable;
             }
             Some("left") => {
                 let s = slot_of(words.get(2))?;
                 if slots[s] == Slot::Out {
-                    return Err(format!("slot {s} left, but it was neither runnable nor running"));
+                    return Err(Broken::LeftOut(s));
                 }
                 slots[s] = Slot::Out;
             }
@@ -135,11 +190,11 @@ impl Trace {
             Some("idle") => {
                 let waiting = self.runnable();
                 if !waiting.is_empty() {
-                    return Err(format!("hart {hart} idled with slots {waiting:?} runnable"));
+                    return Err(Broken::IdledRunnable { hart, runnable: waiting });
                 }
                 self.idles += 1;
             }
-            _ => return Err("not a trace line the oracle reads".into()),
+            _ => return Err(Broken::Unreadable),
         }
         Ok(())
     }
@@ -151,20 +206,17 @@ impl Trace {
 
     /// Hart `hart` picked slot `s`: the rule's pick (the first runnable at or after the
     /// cursor), on a hart that runs nothing else.
-    fn picked(&mut self, hart: usize, s: usize, cost: u64) -> Result<(), String> {
+    fn picked(&mut self, hart: usize, s: usize, cost: u64) -> Result<(), Broken> {
         let n = self.slots.len();
         if let Some(busy) = (0..n).find(|&i| self.slots[i] == Slot::Running(hart)) {
-            return Err(format!("hart {hart} picked, but slot {busy} still ran on it"));
+            return Err(Broken::HartBusy { hart, busy });
         }
         let cursor = self.cursor;
         let expected = (0..n).map(|k| (cursor + k) % n).find(|&j| self.slots[j] == Slot::Runnable);
         match expected {
-            None => return Err(format!("hart {hart} picked slot {s} with no slot runnable")),
+            None => return Err(Broken::NothingRunnable { hart, slot: s }),
             Some(e) if e != s => {
-                return Err(format!(
-                    "hart {hart} picked slot {s}, but the rule picks slot {e}: the first runnable at or after the cursor {cursor} (runnable: {:?})",
-                    self.runnable()
-                ))
+                return Err(Broken::WrongPick { hart, slot: s, rule: e, cursor, runnable: self.runnable() })
             }
             Some(_) => {}
         }
@@ -175,17 +227,14 @@ impl Trace {
     }
 
     /// The whole trace judged: enough picks, and their costs within the limits.
-    fn judge(&self, limits: &Limits) -> Result<String, String> {
+    fn judge(&self, limits: &Limits) -> Result<String, SchedError> {
         if self.slots.is_empty() {
-            return Err("sched oracle: no trace in the log (no line `kernel: sched: slots N timebase T`): was the kernel built with sched-trace?".into());
+            return Err(SchedError::NoTrace);
         }
         let costs = &self.costs;
         let min = limits.min_picks.map_or(MIN_PICKS, |m| m as usize);
         if costs.len() < min {
-            return Err(format!(
-                "sched oracle: {} picks, fewer than min_picks {min}: too little to judge",
-                costs.len()
-            ));
+            return Err(SchedError::TooFewPicks { picks: costs.len(), min });
         }
         let timebase = self.timebase;
         let us = |ticks: u64| ticks as f64 * 1e6 / timebase as f64;
@@ -203,7 +252,7 @@ impl Trace {
         {
             if let Some(limit) = limit {
                 if value > limit {
-                    return Err(format!("sched oracle: {name} {value:.1} is over its limit {limit} ({summary})"));
+                    return Err(SchedError::OverLimit { name, value, limit, summary });
                 }
             }
         }
@@ -248,7 +297,8 @@ mod tests {
         let summary = check(&log, &Limits::default()).unwrap();
         assert!(summary.starts_with("sched oracle: 13 picks and 1 idles on 2 hart(s), every one by the rule; pick cost p50 2.0 us, p99 5.0 us, max 5.0 us"), "{summary}");
         let error = check(&log, &Limits { pick_p99_us: Some(4.0), ..Limits::default() }).unwrap_err();
-        assert!(error.starts_with("sched oracle: pick_p99_us 5.0 is over its limit 4"), "{error}");
+        assert!(matches!(error, SchedError::OverLimit { name: "pick_p99_us", limit: 4.0, .. }), "{error:?}");
+        assert!(error.to_string().starts_with("sched oracle: pick_p99_us 5.0 is over its limit 4"), "{error}");
     }
 
     #[test]
@@ -256,39 +306,50 @@ mod tests {
         // The cursor is 1 after slot 0's pick: slot 2 comes before slot 0 again.
         let log = trace(&["0 woke 0", "0 woke 2", "0 picked 0 cost 1", "0 requeued 0", "0 picked 0 cost 1"]);
         let error = check(&log, &Limits::default()).unwrap_err();
+        let wrong = Broken::WrongPick { hart: 0, slot: 0, rule: 2, cursor: 1, runnable: vec![0, 2] };
+        assert_eq!(error, SchedError::Line { line: 7, event: "0 picked 0 cost 1".into(), broken: wrong });
         assert_eq!(
-            error,
+            error.to_string(),
             "sched oracle: line 7 (\"0 picked 0 cost 1\"): hart 0 picked slot 0, but the rule picks slot 2: the first runnable at or after the cursor 1 (runnable: [0, 2])"
         );
     }
 
+    /// The first broken line's finding.
+    fn broken(events: &[&str]) -> Broken {
+        match check(&trace(events), &Limits::default()).unwrap_err() {
+            SchedError::Line { broken, .. } => broken,
+            other => panic!("not a line's finding: {other:?}"),
+        }
+    }
+
     #[test]
     fn the_account_of_each_slot_is_kept() {
-        let idle = check(&trace(&["0 woke 1", "1 idle cost 3"]), &Limits::default()).unwrap_err();
-        assert!(idle.ends_with("hart 1 idled with slots [1] runnable"), "{idle}");
-        let twice = check(&trace(&["0 woke 1", "0 woke 1"]), &Limits::default()).unwrap_err();
-        assert!(twice.ends_with("slot 1 woke, but it was already Runnable"), "{twice}");
-        let busy =
-            check(&trace(&["0 woke 1", "0 woke 2", "0 picked 1 cost 1", "0 picked 2 cost 1"]), &Limits::default())
-                .unwrap_err();
-        assert!(busy.ends_with("hart 0 picked, but slot 1 still ran on it"), "{busy}");
-        let requeue = check(&trace(&["0 requeued 3"]), &Limits::default()).unwrap_err();
-        assert!(requeue.contains("slot 3 was requeued, but it was not running"), "{requeue}");
-        let out = check(&trace(&["0 woke 9"]), &Limits::default()).unwrap_err();
-        assert!(out.ends_with("slot 9, but there are 4"), "{out}");
+        assert_eq!(broken(&["0 woke 1", "1 idle cost 3"]), Broken::IdledRunnable { hart: 1, runnable: vec![1] });
+        assert_eq!(broken(&["0 woke 1", "0 woke 1"]), Broken::WokeTwice(1, Slot::Runnable));
+        assert_eq!(
+            broken(&["0 woke 1", "0 woke 2", "0 picked 1 cost 1", "0 picked 2 cost 1"]),
+            Broken::HartBusy { hart: 0, busy: 1 }
+        );
+        assert_eq!(broken(&["0 requeued 3"]), Broken::RequeuedIdle(3, Slot::Out));
+        assert_eq!(broken(&["0 woke 9"]), Broken::NoSuchSlot { slot: 9, slots: 4 });
+        assert_eq!(broken(&["0 woke 9"]).to_string(), "slot 9, but there are 4");
     }
 
     #[test]
     fn a_log_with_nothing_to_judge_fails() {
-        let none = check("kernel: harts 1\n", &Limits::default()).unwrap_err();
-        assert!(none.contains("no trace in the log"), "{none}");
+        assert_eq!(check("kernel: harts 1\n", &Limits::default()).unwrap_err(), SchedError::NoTrace);
         let few = check(&trace(&["0 woke 0", "0 picked 0 cost 1"]), &Limits::default()).unwrap_err();
-        assert!(few.contains("1 picks, fewer than min_picks 10"), "{few}");
+        assert_eq!(few, SchedError::TooFewPicks { picks: 1, min: 10 });
+        assert!(few.to_string().contains("1 picks, fewer than min_picks 10"), "{few}");
         assert!(check(
             &trace(&["0 woke 0", "0 picked 0 cost 1"]),
             &Limits { min_picks: Some(1.0), ..Limits::default() }
         )
         .is_ok());
-        assert!(Limits::parse(&["pick_p50_us=3".into()]).unwrap_err().contains("the limits are"));
+        assert_eq!(Limits::parse(&["pick_p50_us=3".into()]).unwrap_err(), LimitError::Unknown("pick_p50_us".into()));
+        assert_eq!(
+            Limits::parse(&["min_picks=x".into()]).unwrap_err().to_string(),
+            "\"min_picks=x\": \"x\" is not a number"
+        );
     }
 }
