@@ -278,12 +278,12 @@ pub fn parse_sweep(text: &str) -> Result<Vec<u64>, String> {
 }
 
 impl Flags {
-    pub fn validate(self) -> Result<Options, String> {
+    pub fn validate(self) -> Result<Options, OptionError> {
         let arch = match self.arch.as_deref() {
             None => None,
             Some(name) => Some(
                 Arch::from_name(name)
-                    .ok_or_else(|| format!("--arch {name:?} is not accepted: rv64, rv32, x86_64 or aarch64"))?,
+                    .ok_or_else(|| OptionError::word("--arch", name, "rv64, rv32, x86_64 or aarch64"))?,
             ),
         };
         let (format, color, no_tests) = self.words()?;
@@ -303,7 +303,7 @@ impl Flags {
             arch,
             list: self.list,
             smp: self.smp,
-            sweep: self.sweep.as_deref().map(parse_sweep).transpose()?,
+            sweep: self.sweep.as_deref().map(parse_sweep).transpose().map_err(OptionError::Sweep)?,
             jobs: self.jobs,
             allow_skip: self.allow_skip,
             keep_failed: self.keep_failed.map(KeepFailed::new),
@@ -321,48 +321,47 @@ impl Flags {
     }
 
     /// The options whose values are words: `--message-format`, `--color`, `--no-tests`.
-    fn words(&self) -> Result<(MessageFormat, ColorChoice, NoTests), String> {
+    fn words(&self) -> Result<(MessageFormat, ColorChoice, NoTests), OptionError> {
         let format = match self.message_format.as_str() {
             "human" => MessageFormat::Human,
             "json" => MessageFormat::Json,
-            other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
+            other => return Err(OptionError::word("--message-format", other, "human or json")),
         };
         let color = match self.color.as_str() {
             "auto" => ColorChoice::Auto,
             "always" => ColorChoice::Always,
             "never" => ColorChoice::Never,
-            other => return Err(format!("--color {other:?} is not accepted: auto, always or never")),
+            other => return Err(OptionError::word("--color", other, "auto, always or never")),
         };
         let no_tests = match self.no_tests.as_str() {
             "fail" => NoTests::Fail,
             "warn" => NoTests::Warn,
             "pass" => NoTests::Pass,
-            other => return Err(format!("--no-tests {other:?} is not accepted: fail, warn or pass")),
+            other => return Err(OptionError::word("--no-tests", other, "fail, warn or pass")),
         };
         Ok((format, color, no_tests))
     }
 
     /// The options whose numbers and names have bounds: `--smp`, `--jobs`,
     /// `--slurm-tasks`, `--slurm-partition`.
-    fn check_bounds(&self) -> Result<(), String> {
+    fn check_bounds(&self) -> Result<(), OptionError> {
         if let Some(n) = self.smp {
             if !(1..=testbench_case::SMP_MAX).contains(&n) {
-                return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
+                return Err(OptionError::number("--smp", n, testbench_case::SMP_MAX));
             }
         }
         if self.jobs == 0 || self.jobs > 64 {
-            return Err(format!("--jobs {} is not accepted: 1 to 64", self.jobs));
+            return Err(OptionError::number("--jobs", self.jobs as u32, 64));
         }
         if let Some(n) = self.slurm_tasks {
             if !(1..=testbench_slurm::MAX_TASKS).contains(&n) {
-                return Err(format!("--slurm-tasks {n} is not accepted: 1 to {}", testbench_slurm::MAX_TASKS));
+                return Err(OptionError::number("--slurm-tasks", n, testbench_slurm::MAX_TASKS));
             }
         }
         if let Some(name) = &self.slurm_partition {
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                return Err(format!(
-                    "--slurm-partition {name:?} is not accepted: a partition's name (letters, digits, '-', '_', '.')"
-                ));
+                let takes = "a partition's name (letters, digits, '-', '_', '.')";
+                return Err(OptionError::word("--slurm-partition", name, takes));
             }
         }
         Ok(())
@@ -370,8 +369,40 @@ impl Flags {
 }
 
 /// A path option made absolute (`flag` names it in the error).
-fn absolute(flag: &str, path: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
-    path.map(|path| std::path::absolute(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))).transpose()
+fn absolute(flag: &'static str, path: Option<PathBuf>) -> Result<Option<PathBuf>, OptionError> {
+    path.map(|path| std::path::absolute(&path).map_err(|source| OptionError::Path { flag, path, source })).transpose()
+}
+
+/// An option of the command line the bench does not take, in the words a refusal prints.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionError {
+    /// A word (or name) not among those the option takes.
+    #[error("{flag} {value:?} is not accepted: {takes}")]
+    Word { flag: &'static str, value: String, takes: &'static str },
+    /// A number out of the option's range (1 to `max`).
+    #[error("{flag} {value} is not accepted: 1 to {max}")]
+    Number { flag: &'static str, value: u32, max: u32 },
+    /// A path that cannot be made absolute.
+    #[error("{flag} {}: {source}", path.display())]
+    Path {
+        flag: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--sweep`'s seeds.
+    #[error("{0}")]
+    Sweep(String),
+}
+
+impl OptionError {
+    fn word(flag: &'static str, value: &str, takes: &'static str) -> OptionError {
+        OptionError::Word { flag, value: value.to_string(), takes }
+    }
+
+    fn number(flag: &'static str, value: u32, max: u32) -> OptionError {
+        OptionError::Number { flag, value, max }
+    }
 }
 
 #[cfg(test)]

@@ -180,7 +180,7 @@ fn main() {
         Ok(options) => options,
         Err(error) => {
             let mut reporter = report::Reporter::new(format, false);
-            let refused = BenchError::Refused(vec![error]);
+            let refused = BenchError::Refused(vec![error.to_string()]);
             std::process::exit(runner::report_error(&mut reporter, junit.as_deref(), refused));
         }
     };
