@@ -194,13 +194,14 @@ impl Ground {
         let tmp = std::env::temp_dir();
         crate::qemu::qmp::sweep_stale(&tmp);
         let qmp_dir = if options.slurm.is_none() && selected.iter().any(|c| c.as_boot().is_some()) {
-            Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(refused)?))
+            Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(|e| refused(e.to_string()))?))
         } else {
             None
         };
         let per_boot =
             selected.iter().filter_map(|c| c.as_boot()).map(crate::boot::parts::host_ports).max().unwrap_or(0);
-        let ports = crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(refused)?;
+        let ports =
+            crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(|e| refused(e.to_string()))?;
         // Under q beside other benches: their boots count as beside this run's.
         let company = company::Company::from_env().map_err(refused)?;
         let (run_dir, pruning) = match task {
