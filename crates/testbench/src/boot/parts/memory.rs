@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::ram::{dump, RAM_DUMP, STOP_BOUND, VIRT_RAM_BASE};
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
 use crate::qemu::qmp::QmpClient;
 
 /// `memory = true` for one boot: the programs whose stacks and heaps are measured.
@@ -45,7 +45,7 @@ impl PartSpec for Memory {
         "memory".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         let part = Measure { check: self.check.clone(), memory_mib: self.memory_mib };
         Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
     }

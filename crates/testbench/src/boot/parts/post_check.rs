@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use testbench_case::PostCheck;
 
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
 use crate::command::Cmd;
 
 /// A case's `post_check`, planned once.
@@ -28,7 +28,7 @@ impl PartSpec for PostCheckSpec {
         "post_check".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         let part = Judged { check: self.check.clone() };
         Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
     }

@@ -10,7 +10,7 @@ use testbench_case::Arch;
 use testbench_ram::Needle;
 
 use super::ram::{dump, ram_base, RAM_DUMP};
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
 use crate::qemu::qmp::QmpClient;
 
 /// `ram_forbid`, planned once: the strings, the width (where its RAM starts), its size.
@@ -34,7 +34,7 @@ impl PartSpec for RamForbid {
         "ram_forbid".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         let part = Scan { needles: self.needles.clone(), arch: self.arch, memory_mib: self.memory_mib };
         Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
     }
