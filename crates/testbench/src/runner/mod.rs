@@ -142,7 +142,7 @@ impl<'a> Intake<'a> {
         let (prebuilt, tree) = match &options.prebuilt {
             Some(dir) => {
                 let (index, tree) =
-                    crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?;
+                    crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why.to_string()]))?;
                 (Some(index), Some(tree))
             }
             None => (None, None),
@@ -163,7 +163,7 @@ impl<'a> Intake<'a> {
 
     /// Whether the prebuilt directory is this tree's (always, without one).
     fn tree_ok(&self) -> Result<(), String> {
-        self.tree.as_ref().map_or(Ok(()), |tree| tree.result())
+        self.tree.as_ref().map_or(Ok(()), |tree| tree.result().map_err(|e| e.to_string()))
     }
 }
 

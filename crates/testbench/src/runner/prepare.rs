@@ -42,7 +42,7 @@ impl Prepared {
     /// What a prebuilt directory keeps of it: its files stored in the width's directory
     /// (`width_dir`, named `width` in DIR), the rest as it is.
     pub fn to_entry(&self, width_dir: &Path, width: &str) -> Result<crate::prebuilt::Entry, String> {
-        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path);
+        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path).map_err(|e| e.to_string());
         Ok(crate::prebuilt::Entry::Ready {
             kernel: store(&self.kernel)?,
             initrd: self.initrd.as_deref().map(store).transpose()?,
