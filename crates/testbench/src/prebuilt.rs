@@ -420,7 +420,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let error = open(tmp.path(), tmp.path()).err().unwrap();
         assert!(matches!(error, PrebuiltError::NoIndex { .. }), "{error:?}");
-        assert!(error.to_string().ends_with(&format!("; make one with --prebuild {}", tmp.path().display())), "{error}");
+        assert!(
+            error.to_string().ends_with(&format!("; make one with --prebuild {}", tmp.path().display())),
+            "{error}"
+        );
         std::fs::write(tmp.path().join(INDEX), "{}").unwrap();
         let error = open(tmp.path(), tmp.path()).err().unwrap();
         assert!(matches!(error, PrebuiltError::NotIndex { .. }), "{error:?}");

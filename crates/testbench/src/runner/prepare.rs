@@ -350,7 +350,7 @@ pub fn block_on_host_lacks(
     let mut probes: HashMap<Arch, Probe> = HashMap::new();
     for (arch, thread) in probe_threads {
         let probe = thread.join().unwrap_or_else(|_| Probe {
-            version: Err(format!("the probe of {arch}'s QEMU panicked")),
+            version: Err(crate::qemu::VersionError::Panicked(arch)),
             firmware_dirs: Ok(Vec::new()),
             kvm: None,
         });
@@ -365,13 +365,14 @@ pub fn block_on_host_lacks(
         let case = selected[*index];
         let probe = &probes[arch];
         let lack = match &probe.version {
-            Err(complaint) => Some(complaint.clone()),
+            Err(complaint) => Some(complaint.to_string()),
             Ok(_) => {
                 let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
                 firmware_checks
                     .entry((*arch, firmware.clone()))
                     .or_insert_with(|| {
                         crate::qemu::check_firmware(*arch, firmware, &ws.root, field, &probe.firmware_dirs)
+                            .map_err(|e| e.to_string())
                     })
                     .clone()
                     .err()
