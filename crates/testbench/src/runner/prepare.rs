@@ -159,11 +159,11 @@ pub fn prepare(
     match &boot.guest {
         Guest::Built { programs, firmware } => {
             let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
-                .map_err(Blocked::Build)?;
+                .map_err(|e| Blocked::Build(e.to_string()))?;
             let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
             let loader = builder
                 .get(&BuildKey::new(arch, LOADER_PACKAGE, LOADER_PACKAGE, profile, &[]), &mut log)
-                .map_err(Blocked::Build)?;
+                .map_err(|e| Blocked::Build(e.to_string()))?;
             Ok(Prepared {
                 kernel: loader.path,
                 initrd: Some(bundle),
