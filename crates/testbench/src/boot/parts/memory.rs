@@ -88,7 +88,7 @@ fn measure_all(
     let size = u64::from(memory_mib) << 20;
     let mut dumps = 0;
     let measured = loop {
-        dump(qmp, &path, VIRT_RAM_BASE, memory_mib, "memory")?;
+        dump(qmp, &path, VIRT_RAM_BASE, memory_mib, "memory").map_err(|e| e.to_string())?;
         dumps += 1;
         let file = std::fs::File::open(&path).map_err(|e| format!("memory: {}: {e}", path.display()))?;
         let measured = measure(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, &check.declared)
