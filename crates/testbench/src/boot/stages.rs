@@ -118,7 +118,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         true => None,
         false => match spec.machine.edited_tree(root, &spec.dir, &attached.args) {
             Ok(dtb) => Some(dtb),
-            Err(message) => return Ok(refused(message)),
+            Err(error) => return Ok(refused(error.to_string())),
         },
     };
     let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;

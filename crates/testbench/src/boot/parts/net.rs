@@ -294,6 +294,23 @@ fn restricted(info: &str) -> Result<(), RestrictError> {
     }
 }
 
+/// What in a passing boot's traffic fails it: the peers' counts, the capture unread, a
+/// capture_expect no frame matched, the capture's rules broken.
+#[derive(Debug, thiserror::Error)]
+pub enum TrafficError {
+    /// A peer's connections not as the case says (`testbench-net`'s words).
+    #[error("{0}")]
+    Peers(String),
+    #[error("net: {0}")]
+    Capture(#[from] testbench_net::CaptureError),
+    /// A `capture_expect` (its label and quoted pattern) that matched none of the frames.
+    #[error("net: {label} '{pattern}' matched none of the capture's {frames} frames")]
+    NoMatch { label: String, pattern: String, frames: usize },
+    /// The capture's rules broken (`testbench-net`'s words).
+    #[error("net: capture: {0}")]
+    Rules(String),
+}
+
 /// The poke's datagram that could not be sent (to the host port, UDP).
 #[derive(Debug, thiserror::Error)]
 #[error("net.poke: the datagram to 127.0.0.1:{port} could not be sent: {source}")]
@@ -400,7 +417,7 @@ impl Part for Card {
         if passed && failures.is_empty() {
             match self.judge_traffic() {
                 Ok(more) => notes.extend(more),
-                Err(message) => failures.push(message),
+                Err(error) => failures.push(error.to_string()),
             }
         }
         if failures.is_empty() || !passed {
@@ -417,11 +434,11 @@ impl Part for Card {
 impl Card {
     /// After a passing boot: each peer's connections, and the capture read fail-closed
     /// and judged (with peers, its rules; without, only its form).
-    fn judge_traffic(&self) -> Result<Vec<String>, String> {
+    fn judge_traffic(&self) -> Result<Vec<String>, TrafficError> {
         let mut notes = Vec::new();
         let peers: Vec<(SocketAddrV4, u32)> = self.spec.peers.iter().map(|p| (p.addr, p.connections)).collect();
         if !peers.is_empty() {
-            testbench_net::peer::check_counts(&self.records, &peers)?;
+            testbench_net::peer::check_counts(&self.records, &peers).map_err(TrafficError::Peers)?;
         }
         let frames = match testbench_net::capture::read(&self.capture, self.truncate) {
             Ok(frames) => frames,
@@ -431,7 +448,7 @@ impl Card {
                 notes.push("net: the capture holds no frame (the guest sent none)".into());
                 return Ok(notes);
             }
-            Err(error) => return Err(format!("net: {error}")),
+            Err(error) => return Err(error.into()),
         };
         let lines: Vec<String> = frames.frames.iter().map(|f| testbench_net::capture::describe(&f.data)).collect();
         for pattern in &self.spec.capture_expect {
@@ -443,12 +460,11 @@ impl Card {
                     testbench_judge::quote(&lines[k])
                 )),
                 None => {
-                    return Err(format!(
-                        "net: {} '{}' matched none of the capture's {} frames",
-                        pattern.label,
-                        testbench_judge::quote(pattern.regex.as_str()),
-                        frames.frames.len()
-                    ))
+                    return Err(TrafficError::NoMatch {
+                        label: pattern.label.clone(),
+                        pattern: testbench_judge::quote(pattern.regex.as_str()).to_string(),
+                        frames: frames.frames.len(),
+                    })
                 }
             }
         }
@@ -463,7 +479,7 @@ impl Card {
             self_forbidden: self.spec.self_forbidden.iter().map(|n| (n.network(), n.prefix)).collect(),
             peers,
         };
-        let summary = testbench_net::capture::judge(&frames, &rules).map_err(|e| format!("net: capture: {e}"))?;
+        let summary = testbench_net::capture::judge(&frames, &rules).map_err(TrafficError::Rules)?;
         let counts: Vec<String> = summary.peer_syns.iter().map(|(addr, n)| format!("{addr} {n}")).collect();
         notes.push(format!(
             "net: capture: {} frames ({} the guest's), {} SYNs; SYNs to each peer: {}",
