@@ -4,7 +4,7 @@
 //! Nothing is freed (the child lives for one input); what does not fit falls back to the
 //! system allocator. Off in the runner and in `--in-process` and `--fork-each` runs.
 //!
-//! The global allocator ([`crate::machine::Watch`]) asks here first.
+//! The global allocator (`machine::Watch`, src/machine.rs) asks here first.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

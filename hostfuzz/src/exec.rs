@@ -2,9 +2,9 @@
 //! a fresh child forked for it, so that no input's statics reach the next and a child
 //! stuck past its bound can be killed. Three ways to get that child:
 //!
-//! - [`served`], the runner's: the fork server's zygote ([`crate::zygote`]), a process
-//!   forked once from the loaded runner that forks a child per input and reports how it
-//!   ended.
+//! - `zygote::served`, the runner's: the fork server's zygote (src/zygote.rs, built on
+//!   this module's pipes, [`in_process`] and [`forked`]), a process forked once from the
+//!   loaded runner that forks a child per input and reports how it ended.
 //! - [`spared`], the fork server before the zygote (`--fork-spare`, kept to measure the
 //!   zygote against): the runner keeps one child forked ahead of need ([`ForkServer`]),
 //!   blocked on a pipe for its input; a run hands the input to that spare and forks the
@@ -22,12 +22,9 @@
 //! killed and reported as a hang. A served child dies with the runner
 //! (`PR_SET_PDEATHSIG`), and a spare also leaves when its input pipe closes.
 
-use crate::{Decisions, Finding, RunFn};
+use crate::{panics, Decisions, Finding, RunFn};
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 /// How a run ended.
@@ -62,60 +59,15 @@ impl Outcome {
     }
 }
 
-thread_local! {
-    /// The last panic's location and message, kept by the hook.
-    static PANIC: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
-}
-
-/// Runs under way in this process ([`in_process`]): the panic hook keeps a panic for its
-/// run's finding only while one is, and leaves any other panic (the runner's own) to the
-/// hook it replaced.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
-
-/// Replaces the panic hook by one that keeps the panic's location and message for the
-/// run's finding instead of printing them. Done once: the fork server does it before its
-/// first fork, so no child does it again.
-pub(crate) fn quiet_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let before = panic::take_hook();
-        panic::set_hook(Box::new(move |info| {
-            if RUNNING.load(Ordering::SeqCst) == 0 {
-                return before(info);
-            }
-            let location =
-                info.location().map_or_else(|| "unknown".to_owned(), |l| format!("{}:{}", l.file(), l.line()));
-            let payload = info.payload();
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            PANIC.with(|p| *p.borrow_mut() = Some((location, message)));
-        }));
-    });
-}
-
-/// Takes the last panic's location and message that the hook kept on this thread.
-pub(crate) fn take_panic() -> Option<(String, String)> {
-    PANIC.with(|p| p.borrow_mut().take())
-}
-
 /// Runs `input` through `run` in this process.
 pub fn in_process(run: RunFn, input: &[u8]) -> Outcome {
-    quiet_panics();
+    panics::quiet_panics();
     crate::targets::prepare();
     let mut d = Decisions::new(input);
-    RUNNING.fetch_add(1, Ordering::SeqCst);
-    let result = panic::catch_unwind(AssertUnwindSafe(|| run(&mut d)));
-    RUNNING.fetch_sub(1, Ordering::SeqCst);
-    let verdict = match result {
+    let verdict = match panics::catch(|| run(&mut d)) {
         Ok(Ok(())) => Verdict::Pass(d.end_reason().to_owned()),
         Ok(Err(finding)) => Verdict::Found(finding),
-        Err(_) => {
-            let (location, message) = PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
-            Verdict::Found(Finding::new("panic", &location, message))
-        }
+        Err((location, message)) => Verdict::Found(Finding::new("panic", &location, message)),
     };
     Outcome { verdict, consumed: d.consumed() as u64, trace: d.trace() }
 }
@@ -164,7 +116,7 @@ pub(crate) fn decode(mut bytes: &[u8]) -> Option<Outcome> {
 
 /// Runs `input` through `run` in a forked child, killed past `bound`.
 pub fn forked(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
-    quiet_panics();
+    panics::quiet_panics();
     crate::targets::prepare();
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
@@ -414,7 +366,7 @@ impl ForkServer {
     /// Forks a spare for `run`: it waits for its input, runs it, answers and leaves.
     fn fork_spare(run: RunFn) -> Spare {
         // Once, in the runner: no child installs the hook or reserves its heap again.
-        quiet_panics();
+        panics::quiet_panics();
         crate::targets::prepare();
         crate::arena::reserve();
         let (input_read, input_write) = pipe();
@@ -580,14 +532,6 @@ pub(crate) fn read_answer(fd: i32, deadline: Instant) -> Answer {
 thread_local! {
     /// The runner's spares (it has one thread).
     static SPARES: RefCell<ForkServer> = RefCell::new(ForkServer::new());
-    /// The runner's fork server, its zygote (it has one thread).
-    static SERVER: RefCell<crate::zygote::ForkServer> = RefCell::new(crate::zygote::ForkServer::new());
-}
-
-/// Runs `input` through `run` in a fresh child of the runner's fork server (its zygote,
-/// [`crate::zygote`]), killed past `bound`.
-pub fn served(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
-    SERVER.with(|server| server.borrow_mut().run(run, input, bound))
 }
 
 /// Runs `input` through `run` in a spare the runner forked ahead of need
@@ -596,10 +540,9 @@ pub fn spared(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
     SPARES.with(|server| server.borrow_mut().run(run, input, bound))
 }
 
-/// Stops the runner's fork servers: no spare or zygote waits and every child is reaped.
-pub fn stop_serving() {
+/// Stops the runner's spares: none waits and every child is reaped.
+pub fn stop_spares() {
     SPARES.with(|server| server.borrow_mut().stop());
-    SERVER.with(|server| server.borrow_mut().stop());
 }
 
 #[cfg(test)]

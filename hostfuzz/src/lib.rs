@@ -4,8 +4,9 @@
 //! - [`decisions`]: how a generator reads an input, as decisions.
 //! - [`targets`]: the generators and the guest code they drive.
 //! - [`machine`]: kernel tasks as threads, one at a time, the input deciding who runs.
-//! - [`exec`]: one input, in a fresh child (the runner's fork server) or in process (tests).
-//! - [`zygote`]: the fork server, a process forked once that forks a child per input.
+//! - [`panics`]: a run's panic kept as its finding, not printed.
+//! - [`exec`]: one input, in a fresh child or in process (tests), and the pipes a child answers on.
+//! - [`zygote`]: the fork server, a process forked once that forks a child per input (the runner's way, [`zygote::served`]).
 //! - [`arena`]: a served child's heap, on fresh pages of its own.
 //! - [`cpu`]: one core for a run's runner, zygote and children.
 //! - [`hugetext`]: the runner's code moved onto huge pages, so children take no fault on it.
@@ -22,6 +23,7 @@ pub mod hex;
 pub mod hugetext;
 pub mod machine;
 pub mod mutations;
+pub mod panics;
 pub mod rng;
 pub mod runner;
 pub mod shrink;

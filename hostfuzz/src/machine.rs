@@ -500,7 +500,7 @@ impl<'d, 'a, 'env> Shared<'d, 'a, 'env> {
                         // A harness's oracle, failing inside a task.
                         Err(payload) if payload.is::<Finding>() => *payload.downcast::<Finding>().expect("a Finding"),
                         Err(_) => {
-                            let (at, message) = crate::exec::take_panic().unwrap_or_default();
+                            let (at, message) = crate::panics::take_panic().unwrap_or_default();
                             Finding::new("panic", &at, format!("task {me}: {message}"))
                         }
                     };

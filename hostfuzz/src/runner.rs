@@ -1,6 +1,6 @@
 //! The gate, campaigns and replay: what `cargo hostfuzz` does (src/main.rs parses the
 //! arguments). Every input runs in its own child from the fork server
-//! ([`crate::exec::served`]); with `--fork-spare` ([`Settings::fork_spare`]) in a spare
+//! ([`crate::zygote::served`]); with `--fork-spare` ([`Settings::fork_spare`]) in a spare
 //! the runner forked ahead of need ([`crate::exec::spared`]); with `--fork-each`
 //! ([`Settings::fork_each`]) in a child forked for it when it comes
 //! ([`crate::exec::forked`]); with `--in-process`
@@ -10,7 +10,7 @@ use crate::exec::{self, Outcome, Verdict};
 use crate::rng::Rng;
 use crate::shrink::shrink;
 use crate::targets::{RunFn, Target};
-use crate::{hex, Finding};
+use crate::{hex, zygote, Finding};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ pub struct Settings {
     /// hang hangs the runner). Panics are still caught, and the self-check still runs.
     pub in_process: bool,
     /// `--fork-each`: every input in a child forked when the input comes and waited for
-    /// to its exit ([`exec::forked`]), not from the fork server ([`exec::served`]). For
+    /// to its exit ([`exec::forked`]), not from the fork server ([`zygote::served`]). For
     /// measurement: the fork server's inputs are as isolated, and faster.
     pub fork_each: bool,
     /// `--fork-spare`: every input in a spare the runner forked ahead of need
@@ -82,7 +82,7 @@ impl Settings {
         } else if self.fork_spare {
             exec::spared(run, input, self.bound)
         } else {
-            exec::served(run, input, self.bound)
+            zygote::served(run, input, self.bound)
         }
     }
 
@@ -191,7 +191,7 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
     if status == Status::Clean {
         elapsed = start.elapsed();
     }
-    exec::stop_serving();
+    stop_serving();
     let elapsed = elapsed.as_secs_f64();
     let checked = if self_check { format!(", every {SELF_CHECK_EVERY}th run twice") } else { String::new() };
     let result = match status {
@@ -230,10 +230,17 @@ pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settin
     status
 }
 
+/// Stops the runner's fork servers (the zygote, and `--fork-spare`'s spares): no child
+/// waits and every one is reaped.
+fn stop_serving() {
+    zygote::stop_serving();
+    exec::stop_spares();
+}
+
 /// Runs a saved input once (in a child, or in process) and prints its outcome.
 pub fn replay(target: &Target, input: &[u8], settings: &Settings) -> Status {
     let outcome = settings.exec(target.run, input);
-    exec::stop_serving();
+    stop_serving();
     let status = match &outcome.verdict {
         Verdict::Pass(reason) => {
             println!("{}: no finding ({reason}; {} bytes read)", target.name, outcome.consumed);

@@ -33,6 +33,7 @@
 
 use crate::exec::{self, Outcome, Verdict};
 use crate::RunFn;
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 /// Frame tag: a child's answer, its [`Outcome`] encoded.
@@ -85,7 +86,7 @@ impl ForkServer {
     /// Forks the zygote for `run` from the runner (mapping the shared region first).
     fn start(&mut self, run: RunFn, bound: Duration) -> Zygote {
         // Once, in the runner: no child installs the hook or reserves its heap again.
-        exec::quiet_panics();
+        crate::panics::quiet_panics();
         crate::targets::prepare();
         crate::arena::reserve();
         if self.region == 0 {
@@ -259,6 +260,22 @@ impl Drop for ForkServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+thread_local! {
+    /// The runner's fork server, its zygote (it has one thread).
+    static SERVER: RefCell<ForkServer> = RefCell::new(ForkServer::new());
+}
+
+/// Runs `input` through `run` in a fresh child of the runner's fork server (its zygote),
+/// killed past `bound`.
+pub fn served(run: RunFn, input: &[u8], bound: Duration) -> Outcome {
+    SERVER.with(|server| server.borrow_mut().run(run, input, bound))
+}
+
+/// Stops the runner's fork server: no zygote waits and every child is reaped.
+pub fn stop_serving() {
+    SERVER.with(|server| server.borrow_mut().stop());
 }
 
 fn hang() -> Outcome {

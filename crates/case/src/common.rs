@@ -8,6 +8,8 @@ use std::path::{Component, PathBuf};
 use std::time::Duration;
 
 use regex::Regex;
+/// The nearest name and its "did you mean": one rule with the disk recipes'.
+pub use testbench_suggest::{did_you_mean, nearest};
 
 use crate::{Arch, CaseError, Pattern};
 
@@ -155,41 +157,6 @@ pub(crate) fn features(ctx: &Ctx, list: Option<&Vec<String>>) -> Result<Vec<Stri
     Ok(list)
 }
 
-/// The names in `candidates` nearest to `word` by edit distance (transpositions count
-/// one), if any is near enough to be a typo of it: at most a third of its length, and at
-/// most 3 edits, and never all of it. Several as near are all given, in order.
-pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let limit = (word.chars().count() / 3).clamp(1, 3);
-    let mut best: Vec<(usize, &str)> = Vec::new();
-    for candidate in candidates {
-        let distance = strsim::damerau_levenshtein(word, candidate);
-        if distance == 0 || distance > limit || distance >= candidate.chars().count() {
-            continue;
-        }
-        match best.first() {
-            Some((d, _)) if distance > *d => {}
-            Some((d, _)) if distance < *d => best = vec![(distance, candidate)],
-            _ => {
-                if !best.iter().any(|(_, c)| *c == candidate) {
-                    best.push((distance, candidate))
-                }
-            }
-        }
-    }
-    best.into_iter().map(|(_, c)| c).take(3).collect()
-}
-
-/// "; did you mean `a`?" (or "`a` or `b`"), or nothing.
-pub fn did_you_mean(near: &[&str]) -> String {
-    match near {
-        [] => String::new(),
-        names => {
-            let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-            format!("did you mean {}?", quoted.join(" or "))
-        }
-    }
-}
-
 /// A number as a person writes it: plain where plain is short, in exponent form where
 /// the plain form would run to tens of digits (1e-300 stays 1e-300).
 pub fn number_text(x: f64) -> String {
@@ -226,15 +193,6 @@ pub(crate) fn shown(value: &toml::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_nearest_names_are_typos_not_strangers() {
-        assert_eq!(nearest("expext", ["expect", "forbid", "arch"]), ["expect"]);
-        assert_eq!(nearest("bench-bot", ["bench-boot", "bench-host-tests", "bench-reset"]), ["bench-boot"]);
-        assert_eq!(nearest("tiemout_secs", ["timeout_secs", "timeout_secs_smp"]), ["timeout_secs"]);
-        assert!(nearest("zzz", ["arch", "smp"]).is_empty());
-        assert_eq!(did_you_mean(&["a", "b"]), "did you mean `a` or `b`?");
-    }
 
     #[test]
     fn numbers_never_run_to_hundreds_of_digits() {

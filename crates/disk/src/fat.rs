@@ -2,13 +2,13 @@
 //! directory entries, to find where a file's data starts (`fatfs` does not say).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use fatfs::{Date, DateTime, FileSystem, FormatVolumeOptions, FsOptions, Time, TimeProvider};
 
-use crate::pack::{sorted_entries, Window};
+use crate::stage::sorted_entries;
 use crate::{io_err, refused, DiskError, PartitionPlace};
 
 /// The volume ID and label of every FAT partition a pack writes.
@@ -294,6 +294,67 @@ pub(crate) fn first_data_byte(image: &File, path: &Path, place: &PartitionPlace,
         dir = Some(entry.cluster);
     }
     Err(part.refuse("no file named"))
+}
+
+/// A partition's byte range of an open disk as a stream of its own (for `fatfs`):
+/// reads end at the range's end and writes past it fail.
+#[derive(Debug)]
+pub(crate) struct Window<'a> {
+    file: &'a File,
+    start: u64,
+    len: u64,
+    pos: u64,
+}
+
+impl<'a> Window<'a> {
+    pub(crate) fn new(file: &'a File, place: &PartitionPlace) -> Window<'a> {
+        Window { file, start: place.offset, len: place.length, pos: 0 }
+    }
+}
+
+impl Read for Window<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.len.saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..n], self.start + self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Write for Window<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.pos + buf.len() as u64 > self.len {
+            return Err(io::Error::other("a write past the partition's end"));
+        }
+        let n = self.file.write_at(buf, self.start + self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Window<'_> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        match pos {
+            Some(pos) => {
+                self.pos = pos;
+                Ok(pos)
+            }
+            None => Err(io::Error::new(io::ErrorKind::InvalidInput, "a seek before the partition's start")),
+        }
+    }
 }
 
 #[cfg(test)]

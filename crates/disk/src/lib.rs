@@ -94,6 +94,7 @@ mod fat;
 mod flip;
 mod pack;
 mod recipe;
+mod stage;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -204,36 +205,14 @@ pub(crate) fn refused(image: &Path, message: impl Into<String>) -> DiskError {
     DiskError::Refused { image: image.display().to_string(), message: message.into() }
 }
 
-/// The nearest names to `word` among `candidates` (edit distance, as crates/case does).
-pub(crate) fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let limit = (word.chars().count() / 3).clamp(1, 3);
-    let mut best: Vec<(usize, &str)> = Vec::new();
-    for candidate in candidates {
-        let distance = strsim::damerau_levenshtein(word, candidate);
-        if distance == 0 || distance > limit || distance >= candidate.chars().count() {
-            continue;
-        }
-        match best.first() {
-            Some((d, _)) if distance > *d => {}
-            Some((d, _)) if distance < *d => best = vec![(distance, candidate)],
-            _ => {
-                if !best.iter().any(|(_, c)| *c == candidate) {
-                    best.push((distance, candidate))
-                }
-            }
-        }
-    }
-    best.into_iter().map(|(_, c)| c).take(3).collect()
-}
-
-/// "; did you mean `a`?" or nothing.
+/// "; did you mean `a`?" or nothing: the nearest of `candidates` to `word`, by the rule
+/// the case files use (`testbench-suggest`).
 pub(crate) fn did_you_mean(word: &str, candidates: &[&str]) -> String {
-    let near = nearest(word, candidates.iter().copied());
-    if near.is_empty() {
-        String::new()
+    let question = testbench_suggest::did_you_mean(&testbench_suggest::nearest(word, candidates.iter().copied()));
+    if question.is_empty() {
+        question
     } else {
-        let quoted: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
-        format!("; did you mean {}?", quoted.join(" or "))
+        format!("; {question}")
     }
 }
 

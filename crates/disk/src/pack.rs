@@ -1,13 +1,14 @@
 //! Packing a recipe: the table, then each partition as its file system says.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use testbench_process::Cmd;
 
+use crate::stage::sorted_entries;
 use crate::table::{self, partition_guid};
 use crate::{fat, io_err, refused, under, DiskError, DiskRecipe, Fs, Layout, PartitionPlace};
 
@@ -153,24 +154,6 @@ fn copy_tree(from: &Path, to: &Path) -> Result<u64, DiskError> {
     Ok(count)
 }
 
-/// A directory's entries sorted by name: only directories and regular files.
-pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<(std::ffi::OsString, PathBuf, std::fs::FileType)>, DiskError> {
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir, "read a stage directory"))? {
-        let entry = entry.map_err(io_err(dir, "read a stage directory"))?;
-        let kind = entry.file_type().map_err(io_err(&entry.path(), "read a stage entry's type"))?;
-        if !kind.is_dir() && !kind.is_file() {
-            return Err(refused(
-                &entry.path(),
-                "a stage holds only directories and regular files (no links, devices or sockets)",
-            ));
-        }
-        entries.push((entry.file_name(), entry.path(), kind));
-    }
-    entries.sort_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
-    Ok(entries)
-}
-
 /// Give `dir` and everything under it the pack's metadata, children before their
 /// directory: mode 0755 for directories and for files their owner may run, 0644 for the
 /// other files (so the checkout's umask does not count), then [`FIXED_TIME`] as access
@@ -218,65 +201,4 @@ fn copy_in(made: &Path, image: &File, image_path: &Path, place: &PartitionPlace)
         at += n as u64;
     }
     Ok(())
-}
-
-/// A partition's byte range of an open disk as a stream of its own (for `fatfs`):
-/// reads end at the range's end and writes past it fail.
-#[derive(Debug)]
-pub(crate) struct Window<'a> {
-    file: &'a File,
-    start: u64,
-    len: u64,
-    pos: u64,
-}
-
-impl<'a> Window<'a> {
-    pub(crate) fn new(file: &'a File, place: &PartitionPlace) -> Window<'a> {
-        Window { file, start: place.offset, len: place.length, pos: 0 }
-    }
-}
-
-impl Read for Window<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.len.saturating_sub(self.pos);
-        let n = (buf.len() as u64).min(left) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..n], self.start + self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Write for Window<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.pos + buf.len() as u64 > self.len {
-            return Err(io::Error::other("a write past the partition's end"));
-        }
-        let n = self.file.write_at(buf, self.start + self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Seek for Window<'_> {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        let pos = match to {
-            SeekFrom::Start(n) => Some(n),
-            SeekFrom::End(d) => self.len.checked_add_signed(d),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-        };
-        match pos {
-            Some(pos) => {
-                self.pos = pos;
-                Ok(pos)
-            }
-            None => Err(io::Error::new(io::ErrorKind::InvalidInput, "a seek before the partition's start")),
-        }
-    }
 }

@@ -1,5 +1,8 @@
 //! What the two budget gates share: reading a budget file, walking Rust sources, and the
-//! ratchet, which reads the budget file's history in git.
+//! ratchet ([`check_history`]), which reads the budget file's history in git. Each gate
+//! says what its file is ([`BudgetFile`]: how it parses, its entries, their limits and
+//! paths); what a loosening is ([`loosenings`]) and how the history is judged are here,
+//! once.
 //!
 //! # The ratchet
 //!
@@ -51,15 +54,81 @@ pub struct Loosening {
     pub what: String,
 }
 
-/// How one gate reads and compares versions of its budget file.
-pub struct Ratchet<'a, C> {
-    /// The line prefix: `Size budget` or `Unsafe budget`.
-    pub label: &'a str,
-    /// Parses one version of the file.
-    pub parse: &'a dyn Fn(&str) -> Result<C, String>,
-    /// What makes `new` looser than `old`; `old` is `None` for a file with no earlier
-    /// version, where every entry of `new` needs its line.
-    pub loosenings: &'a dyn Fn(Option<&C>, &C) -> Vec<Loosening>,
+/// A budget file the ratchet guards: entries, each with a name, limits that only fall
+/// and paths that only grow. `size-budget.toml` and `unsafe-budget.toml` are two.
+pub trait BudgetFile: Sized {
+    /// The line prefix a loosening's commit needs: `Size budget`, `Unsafe budget`.
+    const LABEL: &'static str;
+    /// What one entry is called in a message: `crate`, `budget` ("drops the crate `j`").
+    const ENTRY: &'static str;
+    /// Parses and validates one version of the file; `file` names it in errors.
+    fn parse(file: &str, text: &str) -> Result<Self, ConfigError>;
+    /// Its entries, in the file's order.
+    fn entries(&self) -> Vec<Entry<'_>>;
+}
+
+/// One entry of a budget file, as the ratchet compares it.
+pub struct Entry<'a> {
+    pub name: &'a str,
+    /// Its limits, each compared with the same field of the entry's earlier version.
+    pub limits: Vec<Limit>,
+    /// Relative to the tree, normalized.
+    pub paths: &'a [PathBuf],
+}
+
+/// One limit of an entry.
+pub struct Limit {
+    /// Its field in the file: `ceiling`, `max_unsafe`.
+    pub field: &'static str,
+    /// How a message names it: "raises the ceiling of `k`", "raises max_unsafe of `k`".
+    pub said: &'static str,
+    pub value: u64,
+}
+
+/// What makes `new` looser than `old`: a raised limit, a dropped entry, a removed path;
+/// with no `old` (no earlier version of the file), every entry.
+pub fn loosenings<B: BudgetFile>(old: Option<&B>, new: &B) -> Vec<Loosening> {
+    let loosening = |entry: &str, what: String| Loosening { entry: entry.to_string(), what };
+    let Some(old) = old else {
+        return new
+            .entries()
+            .iter()
+            .map(|e| {
+                let limits: Vec<String> = e.limits.iter().map(|l| format!("{} {}", l.field, l.value)).collect();
+                let what = format!("adds `{}` ({}) with no earlier version of the file", e.name, limits.join(", "));
+                loosening(e.name, what)
+            })
+            .collect();
+    };
+    let new_entries = new.entries();
+    let mut out = Vec::new();
+    for o in old.entries() {
+        let Some(n) = new_entries.iter().find(|n| n.name == o.name) else {
+            out.push(loosening(o.name, format!("drops the {} `{}`", B::ENTRY, o.name)));
+            continue;
+        };
+        for was in &o.limits {
+            let is = n.limits.iter().find(|l| l.field == was.field).map_or(u64::MAX, |l| l.value);
+            if is > was.value {
+                out.push(loosening(o.name, format!("raises {} of `{}` from {} to {is}", was.said, o.name, was.value)));
+            }
+        }
+        let removed: Vec<String> =
+            o.paths.iter().filter(|p| !n.paths.contains(p)).map(|p| format!("`{}`", p.display())).collect();
+        if !removed.is_empty() {
+            out.push(loosening(o.name, format!("narrows the paths of `{}` (drops {})", o.name, removed.join(", "))));
+        }
+    }
+    out
+}
+
+/// The ratchet of the budget file `config` (relative to `tree`, or absolute):
+/// `raise-without-reason`, `deleted-config`, `uncommitted-raise`, `no-merge-base` (and
+/// `unreadable-version` for a committed version that does not parse). The file as it is
+/// in the tree must parse: else the error.
+pub fn check_history<B: BudgetFile>(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
+    let (rel, current) = load::<B>(tree, config)?;
+    Ok(judge(tree, &rel, &current))
 }
 
 /// Judges the history of the budget file `config` (relative to `tree`) and the
@@ -67,13 +136,26 @@ pub struct Ratchet<'a, C> {
 ///
 /// A git command that does not end by [`GIT_DEADLINE`] is killed, and the history is
 /// then not trusted: a `git-failed` finding says which command it waited for.
-pub fn judge<C>(tree: &Path, config: &Path, current: &C, ratchet: &Ratchet<'_, C>) -> Vec<Finding> {
+pub fn judge<B: BudgetFile>(tree: &Path, config: &Path, current: &B) -> Vec<Finding> {
     let git = Git { tree, trouble: RefCell::new(Vec::new()) };
-    let mut findings = judge_with(&git, config, current, ratchet);
+    let name = config.display().to_string();
+    let parse = |text: &str| B::parse(&name, text).map_err(|e| e.to_string());
+    let ratchet = Ratchet { label: B::LABEL, parse: &parse, loosenings: &loosenings::<B> };
+    let mut findings = judge_with(&git, config, current, &ratchet);
     for message in git.trouble.into_inner() {
         findings.push(Finding { path: config.to_path_buf(), line: None, code: "git-failed".to_string(), message });
     }
     findings
+}
+
+/// How [`judge`] reads and compares versions of one budget file.
+struct Ratchet<'a, C> {
+    /// The line prefix: `Size budget` or `Unsafe budget`.
+    label: &'a str,
+    /// Parses one version of the file.
+    parse: &'a dyn Fn(&str) -> Result<C, String>,
+    /// What makes `new` looser than `old` (`None`: no earlier version).
+    loosenings: &'a dyn Fn(Option<&C>, &C) -> Vec<Loosening>,
 }
 
 fn judge_with<C>(git: &Git<'_>, config: &Path, current: &C, ratchet: &Ratchet<'_, C>) -> Vec<Finding> {
@@ -322,16 +404,19 @@ pub fn locate(tree: &Path, config: &Path) -> (PathBuf, PathBuf) {
     }
 }
 
-/// Reads a budget file into its raw serde form; an unreadable file or a TOML or serde error
-/// is a `ConfigError` naming the file and, where the error names one, the field.
-pub fn read_toml<R: DeserializeOwned>(file_name: &str, full: &Path) -> Result<(String, R), ConfigError> {
-    let text = fs::read_to_string(full).map_err(|e| ConfigError {
-        file: file_name.to_string(),
+/// Reads and validates the budget file `config` (relative to `tree`, or absolute): its path
+/// relative to the tree (as findings name it) and its contents. An unreadable file is a
+/// `ConfigError` naming the file; a TOML, serde or validation error names the field too.
+pub fn load<B: BudgetFile>(tree: &Path, config: &Path) -> Result<(PathBuf, B), ConfigError> {
+    let (rel, full) = locate(tree, config);
+    let file_name = rel.display().to_string();
+    let text = fs::read_to_string(&full).map_err(|e| ConfigError {
+        file: file_name.clone(),
         field: "(file)".to_string(),
         message: format!("cannot read it ({e}); expected a TOML budget file"),
     })?;
-    let raw = parse_toml(file_name, &text)?;
-    Ok((text, raw))
+    let parsed = B::parse(&file_name, &text)?;
+    Ok((rel, parsed))
 }
 
 /// Parses one version of a budget file into its raw serde form.

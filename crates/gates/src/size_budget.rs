@@ -67,9 +67,7 @@ use syn::visit::{self, Visit};
 use syn::{Attribute, Meta, Token};
 
 use crate::finding::{ConfigError, Finding};
-use crate::history::{self, Loosening, Ratchet};
-
-const LABEL: &str = "Size budget";
+use crate::history::{self, BudgetFile, Entry, Limit};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,12 +133,29 @@ pub fn parse_config(file: &str, text: &str) -> Result<Config, ConfigError> {
     Ok(Config { crates })
 }
 
+impl BudgetFile for Config {
+    const LABEL: &'static str = "Size budget";
+    const ENTRY: &'static str = "crate";
+
+    fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        parse_config(file, text)
+    }
+
+    fn entries(&self) -> Vec<Entry<'_>> {
+        self.crates
+            .iter()
+            .map(|c| Entry {
+                name: &c.name,
+                limits: vec![Limit { field: "ceiling", said: "the ceiling", value: c.ceiling }],
+                paths: &c.paths,
+            })
+            .collect()
+    }
+}
+
 /// Reads and validates the budget file `config` (relative to `tree`, or absolute).
 pub fn load(tree: &Path, config: &Path) -> Result<(PathBuf, Config), ConfigError> {
-    let (rel, full) = history::locate(tree, config);
-    let name = rel.display().to_string();
-    let (text, _raw): (String, RawConfig) = history::read_toml(&name, &full)?;
-    Ok((rel, parse_config(&name, &text)?))
+    history::load(tree, config)
 }
 
 /// The gate: [`check_tree`] and [`check_history`] together. An empty list is a pass.
@@ -183,50 +198,10 @@ pub fn check_tree(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigErro
     Ok(findings)
 }
 
-/// The ratchet: `raise-without-reason`, `deleted-config`, `uncommitted-raise`,
-/// `no-merge-base` (and `unreadable-version` for a committed version that does not parse).
+/// The ratchet ([`history::check_history`]): `raise-without-reason`, `deleted-config`,
+/// `uncommitted-raise`, `no-merge-base` (and `unreadable-version`).
 pub fn check_history(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
-    let (rel, cfg) = load(tree, config)?;
-    let name = rel.display().to_string();
-    let parse = |text: &str| parse_config(&name, text).map_err(|e| e.to_string());
-    let ratchet = Ratchet { label: LABEL, parse: &parse, loosenings: &loosenings };
-    Ok(history::judge(tree, &rel, &cfg, &ratchet))
-}
-
-/// What makes `new` looser than `old`: a raised ceiling, a dropped crate, a removed path;
-/// with no `old`, every crate.
-pub fn loosenings(old: Option<&Config>, new: &Config) -> Vec<Loosening> {
-    let mut out = Vec::new();
-    let Some(old) = old else {
-        for c in &new.crates {
-            out.push(Loosening {
-                entry: c.name.clone(),
-                what: format!("adds `{}` (ceiling {}) with no earlier version of the file", c.name, c.ceiling),
-            });
-        }
-        return out;
-    };
-    for o in &old.crates {
-        let Some(n) = new.crates.iter().find(|n| n.name == o.name) else {
-            out.push(Loosening { entry: o.name.clone(), what: format!("drops the crate `{}`", o.name) });
-            continue;
-        };
-        if n.ceiling > o.ceiling {
-            out.push(Loosening {
-                entry: o.name.clone(),
-                what: format!("raises the ceiling of `{}` from {} to {}", o.name, o.ceiling, n.ceiling),
-            });
-        }
-        let removed: Vec<String> =
-            o.paths.iter().filter(|p| !n.paths.contains(p)).map(|p| format!("`{}`", p.display())).collect();
-        if !removed.is_empty() {
-            out.push(Loosening {
-                entry: o.name.clone(),
-                what: format!("narrows the paths of `{}` (drops {})", o.name, removed.join(", ")),
-            });
-        }
-    }
-    out
+    history::check_history::<Config>(tree, config)
 }
 
 /// One crate's size, for printing.

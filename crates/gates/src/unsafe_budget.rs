@@ -71,10 +71,8 @@ use syn::visit::{self, Visit};
 use syn::{Attribute, Meta};
 
 use crate::finding::{ConfigError, Finding};
-use crate::history::{self, Loosening, Ratchet};
+use crate::history::{self, BudgetFile, Entry, Limit};
 use crate::size_budget::{scan_lines, LineInfo};
-
-const LABEL: &str = "Unsafe budget";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,12 +177,32 @@ pub fn parse_config(file: &str, text: &str) -> Result<Config, ConfigError> {
     Ok(Config { workspace, budgets, uncounted })
 }
 
+impl BudgetFile for Config {
+    const LABEL: &'static str = "Unsafe budget";
+    const ENTRY: &'static str = "budget";
+
+    fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        parse_config(file, text)
+    }
+
+    fn entries(&self) -> Vec<Entry<'_>> {
+        self.budgets
+            .iter()
+            .map(|b| Entry {
+                name: &b.name,
+                limits: vec![
+                    Limit { field: "max_unsafe", said: "max_unsafe", value: b.max_unsafe },
+                    Limit { field: "max_unjustified", said: "max_unjustified", value: b.max_unjustified },
+                ],
+                paths: &b.paths,
+            })
+            .collect()
+    }
+}
+
 /// Reads and validates the budget file `config` (relative to `tree`, or absolute).
 pub fn load(tree: &Path, config: &Path) -> Result<(PathBuf, Config), ConfigError> {
-    let (rel, full) = history::locate(tree, config);
-    let name = rel.display().to_string();
-    let (text, _raw): (String, RawConfig) = history::read_toml(&name, &full)?;
-    Ok((rel, parse_config(&name, &text)?))
+    history::load(tree, config)
 }
 
 /// The gate: [`check_tree`] and [`check_history`] together. An empty list is a pass.
@@ -194,57 +212,10 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
     Ok(findings)
 }
 
-/// The ratchet: `raise-without-reason`, `deleted-config`, `uncommitted-raise`,
-/// `no-merge-base` (and `unreadable-version`).
+/// The ratchet ([`history::check_history`]): `raise-without-reason`, `deleted-config`,
+/// `uncommitted-raise`, `no-merge-base` (and `unreadable-version`).
 pub fn check_history(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
-    let (rel, cfg) = load(tree, config)?;
-    let name = rel.display().to_string();
-    let parse = |text: &str| parse_config(&name, text).map_err(|e| e.to_string());
-    let ratchet = Ratchet { label: LABEL, parse: &parse, loosenings: &loosenings };
-    Ok(history::judge(tree, &rel, &cfg, &ratchet))
-}
-
-/// What makes `new` looser than `old`: a raised limit, a dropped budget, a removed path;
-/// with no `old`, every budget.
-pub fn loosenings(old: Option<&Config>, new: &Config) -> Vec<Loosening> {
-    let mut out = Vec::new();
-    let Some(old) = old else {
-        for b in &new.budgets {
-            out.push(Loosening {
-                entry: b.name.clone(),
-                what: format!(
-                    "adds `{}` (max_unsafe {}, max_unjustified {}) with no earlier version of the file",
-                    b.name, b.max_unsafe, b.max_unjustified
-                ),
-            });
-        }
-        return out;
-    };
-    for o in &old.budgets {
-        let Some(n) = new.budgets.iter().find(|n| n.name == o.name) else {
-            out.push(Loosening { entry: o.name.clone(), what: format!("drops the budget `{}`", o.name) });
-            continue;
-        };
-        for (field, was, is) in
-            [("max_unsafe", o.max_unsafe, n.max_unsafe), ("max_unjustified", o.max_unjustified, n.max_unjustified)]
-        {
-            if is > was {
-                out.push(Loosening {
-                    entry: o.name.clone(),
-                    what: format!("raises {field} of `{}` from {was} to {is}", o.name),
-                });
-            }
-        }
-        let removed: Vec<String> =
-            o.paths.iter().filter(|p| !n.paths.contains(p)).map(|p| format!("`{}`", p.display())).collect();
-        if !removed.is_empty() {
-            out.push(Loosening {
-                entry: o.name.clone(),
-                what: format!("narrows the paths of `{}` (drops {})", o.name, removed.join(", ")),
-            });
-        }
-    }
-    out
+    history::check_history::<Config>(tree, config)
 }
 
 /// One use of `unsafe`.

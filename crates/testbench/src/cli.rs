@@ -286,43 +286,8 @@ impl Flags {
                     .ok_or_else(|| format!("--arch {name:?} is not accepted: rv64, rv32, x86_64 or aarch64"))?,
             ),
         };
-        let format = match self.message_format.as_str() {
-            "human" => MessageFormat::Human,
-            "json" => MessageFormat::Json,
-            other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
-        };
-        let color = match self.color.as_str() {
-            "auto" => ColorChoice::Auto,
-            "always" => ColorChoice::Always,
-            "never" => ColorChoice::Never,
-            other => return Err(format!("--color {other:?} is not accepted: auto, always or never")),
-        };
-        let no_tests = match self.no_tests.as_str() {
-            "fail" => NoTests::Fail,
-            "warn" => NoTests::Warn,
-            "pass" => NoTests::Pass,
-            other => return Err(format!("--no-tests {other:?} is not accepted: fail, warn or pass")),
-        };
-        if let Some(n) = self.smp {
-            if !(1..=testbench_case::SMP_MAX).contains(&n) {
-                return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
-            }
-        }
-        if self.jobs == 0 || self.jobs > 64 {
-            return Err(format!("--jobs {} is not accepted: 1 to 64", self.jobs));
-        }
-        if let Some(n) = self.slurm_tasks {
-            if !(1..=testbench_slurm::MAX_TASKS).contains(&n) {
-                return Err(format!("--slurm-tasks {n} is not accepted: 1 to {}", testbench_slurm::MAX_TASKS));
-            }
-        }
-        if let Some(name) = &self.slurm_partition {
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-                return Err(format!(
-                    "--slurm-partition {name:?} is not accepted: a partition's name (letters, digits, '-', '_', '.')"
-                ));
-            }
-        }
+        let (format, color, no_tests) = self.words()?;
+        self.check_bounds()?;
         let slurm = self.slurm.then(|| Slurm {
             partition: self.slurm_partition.clone(),
             tasks: self.slurm_tasks,
@@ -347,25 +312,66 @@ impl Flags {
             format,
             color,
             no_tests,
-            rr_replay: self
-                .rr_replay
-                .map(|path| std::path::absolute(&path).map_err(|e| format!("--rr-replay {}: {e}", path.display())))
-                .transpose()?,
-            prebuild: self
-                .prebuild
-                .map(|path| std::path::absolute(&path).map_err(|e| format!("--prebuild {}: {e}", path.display())))
-                .transpose()?,
-            prebuilt: self
-                .prebuilt
-                .map(|path| std::path::absolute(&path).map_err(|e| format!("--prebuilt {}: {e}", path.display())))
-                .transpose()?,
+            rr_replay: absolute("--rr-replay", self.rr_replay)?,
+            prebuild: absolute("--prebuild", self.prebuild)?,
+            prebuilt: absolute("--prebuilt", self.prebuilt)?,
             slurm,
-            slurm_task: self
-                .slurm_task
-                .map(|path| std::path::absolute(&path).map_err(|e| format!("--slurm-task {}: {e}", path.display())))
-                .transpose()?,
+            slurm_task: absolute("--slurm-task", self.slurm_task)?,
         })
     }
+
+    /// The options whose values are words: `--message-format`, `--color`, `--no-tests`.
+    fn words(&self) -> Result<(MessageFormat, ColorChoice, NoTests), String> {
+        let format = match self.message_format.as_str() {
+            "human" => MessageFormat::Human,
+            "json" => MessageFormat::Json,
+            other => return Err(format!("--message-format {other:?} is not accepted: human or json")),
+        };
+        let color = match self.color.as_str() {
+            "auto" => ColorChoice::Auto,
+            "always" => ColorChoice::Always,
+            "never" => ColorChoice::Never,
+            other => return Err(format!("--color {other:?} is not accepted: auto, always or never")),
+        };
+        let no_tests = match self.no_tests.as_str() {
+            "fail" => NoTests::Fail,
+            "warn" => NoTests::Warn,
+            "pass" => NoTests::Pass,
+            other => return Err(format!("--no-tests {other:?} is not accepted: fail, warn or pass")),
+        };
+        Ok((format, color, no_tests))
+    }
+
+    /// The options whose numbers and names have bounds: `--smp`, `--jobs`,
+    /// `--slurm-tasks`, `--slurm-partition`.
+    fn check_bounds(&self) -> Result<(), String> {
+        if let Some(n) = self.smp {
+            if !(1..=testbench_case::SMP_MAX).contains(&n) {
+                return Err(format!("--smp {n} is not accepted: 1 to {}", testbench_case::SMP_MAX));
+            }
+        }
+        if self.jobs == 0 || self.jobs > 64 {
+            return Err(format!("--jobs {} is not accepted: 1 to 64", self.jobs));
+        }
+        if let Some(n) = self.slurm_tasks {
+            if !(1..=testbench_slurm::MAX_TASKS).contains(&n) {
+                return Err(format!("--slurm-tasks {n} is not accepted: 1 to {}", testbench_slurm::MAX_TASKS));
+            }
+        }
+        if let Some(name) = &self.slurm_partition {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                return Err(format!(
+                    "--slurm-partition {name:?} is not accepted: a partition's name (letters, digits, '-', '_', '.')"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A path option made absolute (`flag` names it in the error).
+fn absolute(flag: &str, path: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
+    path.map(|path| std::path::absolute(&path).map_err(|e| format!("{flag} {}: {e}", path.display()))).transpose()
 }
 
 #[cfg(test)]

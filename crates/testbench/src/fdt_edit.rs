@@ -5,21 +5,55 @@
 //! loader and the kernel see the one machine with that one difference. No byte moves:
 //! a dropped property, or the cut-off tail of a shrunk one, becomes FDT_NOP tokens, so
 //! every offset and the header stay true. Each edit must find its property.
+//!
+//! One parser: a property is found by the guest's own device-tree reader (`guest/fdt`,
+//! by path, as the bundle and ELF crates are), the very walk the kernel reads the edited
+//! tree with, host-tested and fuzzed (hostfuzz's `fdt` target). This module only writes
+//! over what the reader found: a property's token, length and value sit at fixed places
+//! before the value it returns. A writer such as `vm-fdt` builds a tree afresh, where an
+//! edit here must leave every other byte where QEMU put it.
 
 use testbench_case::DtEdit;
 
-const MAGIC: u32 = 0xd00d_feed;
-const BEGIN_NODE: u32 = 1;
-const END_NODE: u32 = 2;
+/// FDT_PROP: a property's token, then its length and name offset, then its value.
 const PROP: u32 = 3;
+/// FDT_NOP: a token every reader skips.
 const NOP: u32 = 4;
-const END: u32 = 9;
+/// A property's token, length and name offset: the bytes before its value.
+const PROP_HEADER: usize = 12;
 
-fn be32(bytes: &[u8], at: usize) -> Result<u32, String> {
-    bytes
-        .get(at..at + 4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or_else(|| format!("the tree ends inside a word at offset {at:#x}"))
+/// What an edit or a pack of QEMU's tree could not do.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FdtEditError {
+    /// The guest's reader refused the tree before it found the property.
+    #[error("the tree QEMU built does not read: {what} at offset {offset:#x}")]
+    Unreadable { what: &'static str, offset: usize },
+    #[error("no property {path} in the tree QEMU built")]
+    NoProperty { path: String },
+    #[error("{path} has {has} bytes, fewer than the {to} to shrink it to")]
+    ShrinkPastEnd { path: String, has: usize, to: usize },
+    #[error("{path} has {has} cells, not the {given} given")]
+    CellCount { path: String, has: usize, given: usize },
+    #[error("not a flattened device tree (bad magic)")]
+    BadMagic,
+    #[error("the tree ends inside a word at offset {at:#x}")]
+    EndsInWord { at: usize },
+    #[error("the memory reservation block runs past the tree")]
+    ReservationsPastEnd,
+    #[error("a block's end overflows")]
+    BlockEndOverflows,
+    #[error("the tree's blocks end at {end:#x}, past its {len:#x} bytes")]
+    BlocksPastEnd { end: usize, len: usize },
+}
+
+impl From<fdt::Error> for FdtEditError {
+    fn from(e: fdt::Error) -> FdtEditError {
+        FdtEditError::Unreadable { what: e.what, offset: e.offset }
+    }
+}
+
+fn be32(bytes: &[u8], at: usize) -> Result<u32, FdtEditError> {
+    bytes.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or(FdtEditError::EndsInWord { at })
 }
 
 fn align4(n: usize) -> usize {
@@ -35,66 +69,22 @@ struct Found {
     len: usize,
 }
 
-/// Whether a node's name matches a path component: the whole name, or the part before `@`.
-fn component_matches(name: &str, component: &str) -> bool {
-    name == component || name.split_once('@').is_some_and(|(base, _)| base == component && !component.contains('@'))
-}
-
-fn find(tree: &[u8], path: &str) -> Result<Found, String> {
-    if be32(tree, 0)? != MAGIC {
-        return Err("not a flattened device tree (bad magic)".into());
+/// Finds the property at `path` (`/node/…/name`; a node component is a node's whole
+/// name, or the part before its `@`; the first in tree order) with the guest's reader.
+fn find(tree: &[u8], path: &str) -> Result<Found, FdtEditError> {
+    if be32(tree, 0)? != fdt::MAGIC {
+        return Err(FdtEditError::BadMagic);
     }
-    let off_struct = be32(tree, 8)? as usize;
-    let off_strings = be32(tree, 12)? as usize;
-    let size_struct = be32(tree, 36)? as usize;
-    let end = off_struct
-        .checked_add(size_struct)
-        .filter(|&e| e <= tree.len())
-        .ok_or("the structure block runs past the tree")?;
-    let (node_path, prop_name) = path.rsplit_once('/').ok_or("a property path starts with /")?;
-    let wanted: Vec<&str> = node_path.split('/').filter(|c| !c.is_empty()).collect();
-    // The names of the nodes we are inside, the root's being empty.
-    let mut stack: Vec<String> = Vec::new();
-    let mut at = off_struct;
-    while at < end {
-        let token = be32(tree, at)?;
-        match token {
-            BEGIN_NODE => {
-                let name_start = at + 4;
-                let nul =
-                    tree[name_start..end].iter().position(|&b| b == 0).ok_or("a node name runs past the block")?;
-                stack.push(String::from_utf8_lossy(&tree[name_start..name_start + nul]).into_owned());
-                at = name_start + align4(nul + 1);
-            }
-            END_NODE => {
-                stack.pop();
-                at += 4;
-            }
-            PROP => {
-                let len = be32(tree, at + 4)? as usize;
-                let nameoff = be32(tree, at + 8)? as usize;
-                let name_at = off_strings + nameoff;
-                let name_end = tree
-                    .get(name_at..)
-                    .and_then(|s| s.iter().position(|&b| b == 0))
-                    .ok_or("a property name runs past the strings")?;
-                let name = String::from_utf8_lossy(&tree[name_at..name_at + name_end]);
-                let in_node = stack.len() == wanted.len() + 1
-                    && stack[1..].iter().zip(&wanted).all(|(have, want)| component_matches(have, want));
-                if in_node && name == prop_name {
-                    if at + 12 + len > end {
-                        return Err(format!("{path}'s value runs past the structure block"));
-                    }
-                    return Ok(Found { token: at, len });
-                }
-                at += 12 + align4(len);
-            }
-            NOP => at += 4,
-            END => break,
-            other => return Err(format!("unknown token {other:#x} at offset {at:#x}")),
-        }
-    }
-    Err(format!("no property {path} in the tree QEMU built"))
+    // Empty node components (`/cpus//x`) name no node: the path without them.
+    let components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let wanted = format!("/{}", components.join("/"));
+    let no_property = || FdtEditError::NoProperty { path: path.to_string() };
+    let value = fdt::Fdt::new(tree)?.property(&wanted)?.ok_or_else(no_property)?;
+    // The reader's value is a slice of `tree`: its place is the distance between them.
+    let at = (value.as_ptr() as usize) - (tree.as_ptr() as usize);
+    let token = at.checked_sub(PROP_HEADER).ok_or_else(no_property)?;
+    debug_assert_eq!(be32(tree, token).ok(), Some(PROP), "a value the reader found follows its FDT_PROP");
+    Ok(Found { token, len: value.len() })
 }
 
 fn nop_fill(tree: &mut [u8], from: usize, to: usize) {
@@ -104,30 +94,30 @@ fn nop_fill(tree: &mut [u8], from: usize, to: usize) {
 }
 
 /// Apply one edit; the error says what was not found or does not fit.
-pub fn apply(tree: &mut [u8], edit: &DtEdit) -> Result<(), String> {
+pub fn apply(tree: &mut [u8], edit: &DtEdit) -> Result<(), FdtEditError> {
     match edit {
         DtEdit::Drop { path } => {
             let found = find(tree, path)?;
-            nop_fill(tree, found.token, found.token + 12 + align4(found.len));
+            nop_fill(tree, found.token, found.token + PROP_HEADER + align4(found.len));
         }
         DtEdit::Shrink { path, to } => {
             let found = find(tree, path)?;
             let to = *to as usize;
             if to > found.len {
-                return Err(format!("{path} has {} bytes, fewer than the {to} to shrink it to", found.len));
+                return Err(FdtEditError::ShrinkPastEnd { path: path.clone(), has: found.len, to });
             }
             tree[found.token + 4..found.token + 8].copy_from_slice(&(to as u32).to_be_bytes());
-            let value = found.token + 12;
+            let value = found.token + PROP_HEADER;
             tree[value + to..value + align4(to)].fill(0);
             nop_fill(tree, value + align4(to), value + align4(found.len));
         }
         DtEdit::Set { path, words } => {
             let found = find(tree, path)?;
             if found.len != words.len() * 4 {
-                return Err(format!("{path} has {} cells, not the {} given", found.len / 4, words.len()));
+                return Err(FdtEditError::CellCount { path: path.clone(), has: found.len / 4, given: words.len() });
             }
             for (i, word) in words.iter().enumerate() {
-                let at = found.token + 12 + i * 4;
+                let at = found.token + PROP_HEADER + i * 4;
                 tree[at..at + 4].copy_from_slice(&word.to_be_bytes());
             }
         }
@@ -139,10 +129,11 @@ pub fn apply(tree: &mut [u8], edit: &DtEdit) -> Result<(), String> {
 /// QEMU dumps `virt`'s tree with a 1 MiB `totalsize`, mostly free space; booted as it is
 /// with `-dtb`, QEMU grows it further, and Debian's arm64 kernel then starts and prints
 /// nothing (the same tree packed boots). Only the header's `totalsize` changes and the
-/// free tail goes: no block moves.
-pub fn pack(tree: &mut Vec<u8>) -> Result<(), String> {
-    if be32(tree, 0)? != MAGIC {
-        return Err("not a flattened device tree (bad magic)".into());
+/// free tail goes: no block moves. (The header's fields, not the structure: the guest's
+/// reader has no use for the memory reservation block, so its end is found here.)
+pub fn pack(tree: &mut Vec<u8>) -> Result<(), FdtEditError> {
+    if be32(tree, 0)? != fdt::MAGIC {
+        return Err(FdtEditError::BadMagic);
     }
     let field = |at: usize| be32(tree, at).map(|v| v as usize);
     let (off_struct, off_strings, off_rsvmap) = (field(8)?, field(12)?, field(16)?);
@@ -150,7 +141,7 @@ pub fn pack(tree: &mut Vec<u8>) -> Result<(), String> {
     // The memory reservation block: 16-byte entries up to the one of two zeros.
     let mut rsvmap_end = off_rsvmap;
     loop {
-        let entry = tree.get(rsvmap_end..rsvmap_end + 16).ok_or("the memory reservation block runs past the tree")?;
+        let entry = tree.get(rsvmap_end..rsvmap_end + 16).ok_or(FdtEditError::ReservationsPastEnd)?;
         rsvmap_end += 16;
         if entry.iter().all(|&b| b == 0) {
             break;
@@ -159,10 +150,10 @@ pub fn pack(tree: &mut Vec<u8>) -> Result<(), String> {
     let end = [off_struct.checked_add(size_struct), off_strings.checked_add(size_strings), Some(rsvmap_end)]
         .into_iter()
         .try_fold(0usize, |end, block| block.map(|b| end.max(b)))
-        .ok_or("a block's end overflows")?;
+        .ok_or(FdtEditError::BlockEndOverflows)?;
     let end = (end + 7) & !7;
     if end > tree.len() {
-        return Err(format!("the tree's blocks end at {end:#x}, past its {:#x} bytes", tree.len()));
+        return Err(FdtEditError::BlocksPastEnd { end, len: tree.len() });
     }
     tree.truncate(end);
     tree[4..8].copy_from_slice(&(end as u32).to_be_bytes());
@@ -172,6 +163,11 @@ pub fn pack(tree: &mut Vec<u8>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fdt::MAGIC;
+
+    const BEGIN_NODE: u32 = 1;
+    const END_NODE: u32 = 2;
+    const END: u32 = 9;
 
     /// A tiny tree: / { cpus { timebase-frequency = <10000000>; }; chosen { rng-seed = [16 bytes]; }; }.
     fn tree() -> Vec<u8> {
@@ -244,7 +240,7 @@ mod tests {
         assert_eq!(be32(&t, 4).unwrap() as usize, packed);
         apply(&mut t, &DtEdit::Set { path: "/cpus/timebase-frequency".into(), words: vec![1] }).unwrap();
         let mut short = t[..t.len() - 8].to_vec();
-        assert!(pack(&mut short).unwrap_err().contains("past"), "a tree cut inside its blocks is refused");
+        assert_eq!(pack(&mut short), Err(FdtEditError::ReservationsPastEnd), "a tree cut inside its blocks is refused");
     }
 
     #[test]
@@ -253,7 +249,9 @@ mod tests {
         let before = t.len();
         apply(&mut t, &DtEdit::Drop { path: "/chosen/rng-seed".into() }).unwrap();
         assert_eq!(t.len(), before);
-        assert!(find(&t, "/chosen/rng-seed").unwrap_err().contains("no property /chosen/rng-seed"));
+        assert!(
+            matches!(find(&t, "/chosen/rng-seed"), Err(FdtEditError::NoProperty { path }) if path == "/chosen/rng-seed")
+        );
         assert_eq!(find(&t, "/cpus/timebase-frequency").unwrap().len, 4, "the rest of the tree still reads");
     }
 
@@ -264,9 +262,9 @@ mod tests {
         let found = find(&t, "/chosen/rng-seed").unwrap();
         assert_eq!(found.len, 8);
         assert_eq!(&t[found.token + 12..found.token + 20], &[0xaa; 8]);
-        assert!(apply(&mut t, &DtEdit::Shrink { path: "/chosen/rng-seed".into(), to: 9 })
-            .unwrap_err()
-            .contains("fewer than"));
+        let past = apply(&mut t, &DtEdit::Shrink { path: "/chosen/rng-seed".into(), to: 9 }).unwrap_err();
+        assert_eq!(past, FdtEditError::ShrinkPastEnd { path: "/chosen/rng-seed".into(), has: 8, to: 9 });
+        assert_eq!(past.to_string(), "/chosen/rng-seed has 8 bytes, fewer than the 9 to shrink it to");
     }
 
     #[test]
@@ -276,13 +274,51 @@ mod tests {
         let found = find(&t, "/cpus/timebase-frequency").unwrap();
         assert_eq!(be32(&t, found.token + 12).unwrap(), 0);
         let wrong = apply(&mut t, &DtEdit::Set { path: "/cpus/timebase-frequency".into(), words: vec![0, 0] });
-        assert!(wrong.unwrap_err().contains("has 1 cells, not the 2 given"));
+        let wrong = wrong.unwrap_err();
+        assert_eq!(wrong, FdtEditError::CellCount { path: "/cpus/timebase-frequency".into(), has: 1, given: 2 });
+        assert_eq!(wrong.to_string(), "/cpus/timebase-frequency has 1 cells, not the 2 given");
     }
 
     #[test]
     fn an_edit_must_find_its_property() {
         let mut t = tree();
         let error = apply(&mut t, &DtEdit::Drop { path: "/chosen/no-such".into() }).unwrap_err();
-        assert_eq!(error, "no property /chosen/no-such in the tree QEMU built");
+        assert_eq!(error, FdtEditError::NoProperty { path: "/chosen/no-such".into() });
+        assert_eq!(error.to_string(), "no property /chosen/no-such in the tree QEMU built");
+        // A node component is the node's whole name: `cpu` is not `cpus`.
+        let near = apply(&mut t, &DtEdit::Drop { path: "/cpu/timebase-frequency".into() }).unwrap_err();
+        assert!(matches!(near, FdtEditError::NoProperty { .. }), "{near}");
+    }
+
+    #[test]
+    fn empty_node_components_are_skipped_as_before() {
+        let mut t = tree();
+        apply(&mut t, &DtEdit::Set { path: "/cpus//timebase-frequency".into(), words: vec![7] }).unwrap();
+        let found = find(&t, "/cpus/timebase-frequency").unwrap();
+        assert_eq!(be32(&t, found.token + PROP_HEADER).unwrap(), 7);
+    }
+
+    #[test]
+    fn a_tree_the_guests_reader_refuses_is_refused_with_its_words() {
+        let mut t = tree();
+        assert_eq!(
+            apply(&mut t[..3].to_vec(), &DtEdit::Drop { path: "/chosen/rng-seed".into() }),
+            Err(FdtEditError::EndsInWord { at: 0 })
+        );
+        t[0] = 0;
+        assert_eq!(apply(&mut t, &DtEdit::Drop { path: "/chosen/rng-seed".into() }), Err(FdtEditError::BadMagic));
+        // The root's first token turned into one no reader knows: the guest's reader
+        // stops there, with its own words and the offset.
+        let mut t = tree();
+        t[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+        t[40..44].copy_from_slice(&7u32.to_be_bytes());
+        let error = apply(&mut t, &DtEdit::Drop { path: "/chosen/rng-seed".into() }).unwrap_err();
+        assert_eq!(error, FdtEditError::Unreadable { what: "unknown token", offset: 40 });
+        assert_eq!(error.to_string(), "the tree QEMU built does not read: unknown token at offset 0x28");
+        // A version the reader does not take is refused before any walk.
+        let mut t = tree();
+        t[20..24].copy_from_slice(&16u32.to_be_bytes());
+        let error = apply(&mut t, &DtEdit::Drop { path: "/chosen/rng-seed".into() }).unwrap_err();
+        assert_eq!(error, FdtEditError::Unreadable { what: "unsupported version", offset: 20 });
     }
 }

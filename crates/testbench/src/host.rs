@@ -170,32 +170,55 @@ pub fn run_host_tests(
 
     let Some(fanout) = &host.fanout else {
         // One job: cargo test as a person runs it, now that everything is built.
-        let env: Vec<(String, String)> =
-            host.vars.iter().map(|(k, v)| (k.clone(), substitute_cores(v, host.cores))).collect();
-        let mut cmd = Cmd::new(cargo(), format!("the tests of {}", host.workspace.display()), host.timeout)
-            .cwd(&workspace)
-            .args(["test", "--quiet"])
-            .args(&features);
-        for (key, value) in &env {
-            cmd = cmd.env(key, value);
-        }
-        let started = Instant::now();
-        return match cmd.output() {
-            Err(error) => Ok(Err(format!("{error} (timeout_secs)"))),
-            Ok(out) => {
-                let stdout = String::from_utf8_lossy(&out.stdout);
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                let _ = std::fs::write(ctx.dir.join("cargo-test.log"), format!("{stdout}\n--- stderr\n{stderr}"));
-                log(&format!("cargo test took {:.1}s", started.elapsed().as_secs_f64()));
-                if out.status.success() {
-                    Ok(Ok(()))
-                } else {
-                    Ok(Err(format!("cargo test failed ({}):\n{}", out.status, failures_block(&stdout, &stderr))))
-                }
-            }
-        };
+        return Ok(run_all_tests(host, ctx, &workspace, &features, log));
     };
+    let jobs = fanout_jobs(fanout, &binaries, host, ctx)?;
+    judge_jobs(case_name, &jobs, host, ctx, log)
+}
 
+/// A host-tests case without fanout: `cargo test` as a person runs it, its tests built;
+/// pass, or the failures' block.
+fn run_all_tests(
+    host: &HostTestsCase,
+    ctx: &HostContext,
+    workspace: &Path,
+    features: &[String],
+    log: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let env: Vec<(String, String)> =
+        host.vars.iter().map(|(k, v)| (k.clone(), substitute_cores(v, host.cores))).collect();
+    let mut cmd = Cmd::new(cargo(), format!("the tests of {}", host.workspace.display()), host.timeout)
+        .cwd(workspace)
+        .args(["test", "--quiet"])
+        .args(features);
+    for (key, value) in &env {
+        cmd = cmd.env(key, value);
+    }
+    let started = Instant::now();
+    match cmd.output() {
+        Err(error) => Err(format!("{error} (timeout_secs)")),
+        Ok(out) => {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let _ = std::fs::write(ctx.dir.join("cargo-test.log"), format!("{stdout}\n--- stderr\n{stderr}"));
+            log(&format!("cargo test took {:.1}s", started.elapsed().as_secs_f64()));
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("cargo test failed ({}):\n{}", out.status, failures_block(&stdout, &stderr)))
+            }
+        }
+    }
+}
+
+/// A fanout's jobs: one per value of the values command, per test file, or per test of
+/// every test binary (its filter and skips applied).
+fn fanout_jobs(
+    fanout: &Fanout,
+    binaries: &[TestBinary],
+    host: &HostTestsCase,
+    ctx: &HostContext,
+) -> Result<Vec<Job>, Blocked> {
     let find = |target: &str| binaries.iter().find(|b| b.target == target).cloned();
     let mut jobs = Vec::new();
     match fanout {
@@ -237,7 +260,7 @@ pub fn run_host_tests(
             }
         }
         Fanout::Test { filter, skip } => {
-            for binary in &binaries {
+            for binary in binaries {
                 let out = Cmd::new(&binary.executable, "a test binary to list its tests", VALUES_DEADLINE)
                     .cwd(&binary.package_dir)
                     .args(["--list", "--format", "terse"])
@@ -259,7 +282,7 @@ pub fn run_host_tests(
             }
         }
     }
-    judge_jobs(case_name, &jobs, host, ctx, log)
+    Ok(jobs)
 }
 
 /// Run the build of a case's tests, its command line recorded in the run's build log:

@@ -1779,3 +1779,44 @@ fn a_qmp_directory_taken_away_mid_run_is_the_benchs_trouble_and_exits_3() {
         }
     }
 }
+
+/// QEMU's own words on a failing boot: a QEMU that says something on stderr and runs on
+/// (here a wrapper around the fake QEMU, whose console never shows what the case waits for) gets
+/// its last stderr line noted under the failure, which the reason alone does not say;
+/// the same boot's pass would carry no such note.
+#[test]
+fn qemus_last_stderr_line_is_noted_on_a_failure_that_does_not_quote_it() {
+    let image = tempfile::tempdir().unwrap();
+    let kernel = image.path().join("kernel");
+    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+        kernel.display()
+    );
+    let waits =
+        case.replace("timeout_secs = 30", "timeout_secs = 3").replace("fake-qemu-console: done", "never printed");
+    let dir = cases_dir(&[("stderr", &case), ("stderr-waits", &waits)]);
+    let tools = tempfile::tempdir().unwrap();
+    let wrapper = tools.path().join("qemu");
+    let fake = root().join("scripts/fake-qemu-console");
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in -version|-L) ;; *) echo 'qemu-wrapper: a word the test said on stderr' >&2 ;; esac\nexec '{}' \"$@\"\n",
+        fake.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cases = dir.path().to_str().unwrap();
+    let qemu = ("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap());
+    let run = bench(&["--cases", cases, "--exact", "stderr-waits"], &[qemu]);
+    run.expect_status(1);
+    assert!(
+        run.stdout.contains(
+            "    note: QEMU said on stderr (1 line, qemu-stderr.log), last: qemu-wrapper: a word the test said on stderr"
+        ),
+        "{}",
+        run.explain()
+    );
+    let run = bench(&["--cases", cases, "--exact", "stderr"], &[qemu]);
+    run.expect_status(0);
+    assert!(!run.stdout.contains("QEMU said on stderr"), "{}", run.explain());
+}

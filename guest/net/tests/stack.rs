@@ -3,9 +3,8 @@
 
 mod common;
 
-use common::{hub, udp_frame, Nic, Peer, Script, Server, SERVER_IP};
+use common::{dhcp, hub, script, udp_frame, Nic, Peer, Script, Server, SERVER_IP};
 use net::{Buffers, Check, CheckFailure, LeaseRefusal, Refusal, SendError, Stack, StartError};
-use smoltcp::wire::DhcpMessageType;
 
 const A: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
 const B: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x57];
@@ -34,7 +33,7 @@ fn run<D: net::Device>(
 #[test]
 fn a_lease_is_taken_with_its_time_and_renewed_not_rediscovered() {
     let hub = hub();
-    let mut server = Server::new(&hub, Script::default());
+    let mut server = Server::new(&hub, script());
     let nic = Nic::new(&hub, A);
     let port = nic.port;
     let mut buffers = Buffers::new();
@@ -50,15 +49,15 @@ fn a_lease_is_taken_with_its_time_and_renewed_not_rediscovered() {
     assert_eq!(lease.renewals, 0);
     assert_eq!(lease.acked_ms, at);
     // Past T1 (half the lease) the client asks the same server from its own address.
-    let kinds_before = server.seen.len();
+    let kinds_before = server.dhcp.seen.len();
     let at2 = run(&mut stack, &mut server, at + 10, at + 60_000, |s| s.lease().is_some_and(|l| l.renewals == 1));
     assert!(at2 >= at + 30_000, "renewed at {at2}, leased at {at}");
-    let renewal = server.seen[kinds_before..].iter().find(|s| s.kind == DhcpMessageType::Request).unwrap();
+    let renewal = server.dhcp.seen[kinds_before..].iter().find(|s| s.kind == dhcp::REQUEST).unwrap();
     assert_eq!(renewal.source, [10, 0, 2, 15]);
     assert_eq!(renewal.ciaddr, [10, 0, 2, 15]);
     // And again: held as RFC 2131 says, never by starting over.
     run(&mut stack, &mut server, at2 + 10, at2 + 60_000, |s| s.lease().is_some_and(|l| l.renewals == 2));
-    assert_eq!(server.seen.iter().filter(|s| s.kind == DhcpMessageType::Discover).count(), 1);
+    assert_eq!(server.dhcp.seen.iter().filter(|s| s.kind == dhcp::DISCOVER).count(), 1);
     assert_eq!(stack.counters().refused, 0);
     // Every frame the stack sent left as the card and as 0.0.0.0 (DHCP) or the lease.
     for frame in hub.borrow().sent_by(port) {
@@ -79,7 +78,7 @@ fn a_lease_not_renewed_ends_at_its_time() {
 /// renews by unicast, waits for the server's MAC past the lease's end).
 fn lease_ends_at_its_time(secs: u32) {
     let hub = hub();
-    let mut server = Server::new(&hub, Script { lease_secs: Some(secs), ..Script::default() });
+    let mut server = Server::new(&hub, Script { lease_secs: Some(secs), ..script() });
     let mut buffers = Buffers::new();
     let mut stack = Stack::new(Nic::new(&hub, A), &mut buffers, 7, 1, 0);
     let at = run(&mut stack, &mut server, 0, 10_000, |s| s.lease().is_some());
@@ -107,31 +106,25 @@ fn refused(script: Script) -> (Option<LeaseRefusal>, u64) {
 
 #[test]
 fn a_lease_without_a_time_from_another_server_or_off_link_is_refused() {
-    assert_eq!(refused(Script { lease_secs: None, ..Script::default() }).0, Some(LeaseRefusal::NoLeaseTime));
-    assert_eq!(refused(Script { lease_secs: Some(0), ..Script::default() }).0, Some(LeaseRefusal::ZeroLeaseTime));
+    assert_eq!(refused(Script { lease_secs: None, ..script() }).0, Some(LeaseRefusal::NoLeaseTime));
+    assert_eq!(refused(Script { lease_secs: Some(0), ..script() }).0, Some(LeaseRefusal::ZeroLeaseTime));
     assert_eq!(
-        refused(Script { router: Some([10, 0, 3, 1]), ..Script::default() }).0,
+        refused(Script { router: Some([10, 0, 3, 1]), ..script() }).0,
         Some(LeaseRefusal::RouterOffLink([10, 0, 3, 1]))
     );
     assert_eq!(
-        refused(Script { ack_server: [10, 0, 2, 9], ..Script::default() }).0,
+        refused(Script { ack_server: [10, 0, 2, 9], ..script() }).0,
         Some(LeaseRefusal::OtherServer([10, 0, 2, 9]))
     );
-    assert_eq!(refused(Script { mask: [0; 4], ..Script::default() }).0, Some(LeaseRefusal::BadPrefix(0)));
-    assert_eq!(
-        refused(Script { first: [127, 0, 0, 5], ..Script::default() }).0,
-        Some(LeaseRefusal::NotAHost([127, 0, 0, 5]))
-    );
-    assert_eq!(
-        refused(Script { first: [10, 0, 2, 255], ..Script::default() }).0,
-        Some(LeaseRefusal::NotAHost([10, 0, 2, 255]))
-    );
+    assert_eq!(refused(Script { mask: [0; 4], ..script() }).0, Some(LeaseRefusal::BadPrefix(0)));
+    assert_eq!(refused(Script { first: [127, 0, 0, 5], ..script() }).0, Some(LeaseRefusal::NotAHost([127, 0, 0, 5])));
+    assert_eq!(refused(Script { first: [10, 0, 2, 255], ..script() }).0, Some(LeaseRefusal::NotAHost([10, 0, 2, 255])));
 }
 
 #[test]
 fn two_stacks_lease_and_echo_through_each_other() {
     let hub = hub();
-    let mut server = Server::new(&hub, Script::default());
+    let mut server = Server::new(&hub, script());
     let (mut ba, mut bb) = (Buffers::new(), Buffers::new());
     let mut a = Stack::new(Nic::new(&hub, A), &mut ba, 0, 1, 0);
     let mut b = Stack::new(Nic::new(&hub, B), &mut bb, 7, 2, 0);
@@ -170,7 +163,7 @@ fn two_stacks_lease_and_echo_through_each_other() {
 
 fn against_peer(cut: usize, want: usize, peer_port: u16, deadline: u64) -> Check {
     let hub = hub();
-    let mut server = Server::new(&hub, Script::default());
+    let mut server = Server::new(&hub, script());
     let mut peer = Peer::new(&hub, [0x52, 0x54, 0, 0, 0, 9], [10, 0, 2, 100], 7, cut);
     let mut buffers = Buffers::new();
     let mut stack = Stack::new(Nic::new(&hub, A), &mut buffers, 0, 3, 0);
@@ -205,18 +198,18 @@ fn a_cut_echo_is_truncated_not_echoed() {
 #[test]
 fn a_frame_as_another_machine_is_refused_and_never_sent() {
     let hub = hub();
-    let mut server = Server::new(&hub, Script::default());
+    let mut server = Server::new(&hub, script());
     let nic = Nic::new(&hub, A);
     let port = nic.port;
     let mut buffers = Buffers::new();
     let mut stack = Stack::new(nic, &mut buffers, 7, 1, 0);
     // Before a lease: only the DHCP client's traffic from 0.0.0.0.
-    let early = udp_frame(A, [0xff; 6], [0; 4], [255; 4], 68, 69, b"not dhcp");
+    let early = udp_frame(A, [0xff; 6], [0; 4], [255; 4], (68, 69), b"not dhcp");
     assert_eq!(stack.send_raw(&early), Err(SendError::Refused(Refusal::SourceIp([0; 4]))));
     run(&mut stack, &mut server, 0, 10_000, |s| s.lease().is_some());
-    let ours = udp_frame(A, B, [10, 0, 2, 15], [10, 0, 2, 16], 1000, 2000, b"hello");
-    let as_b = udp_frame(A, B, [10, 0, 2, 16], [10, 0, 2, 2], 1000, 2000, b"hello");
-    let b_mac = udp_frame(B, A, [10, 0, 2, 15], [10, 0, 2, 16], 1000, 2000, b"hello");
+    let ours = udp_frame(A, B, [10, 0, 2, 15], [10, 0, 2, 16], (1000, 2000), b"hello");
+    let as_b = udp_frame(A, B, [10, 0, 2, 16], [10, 0, 2, 2], (1000, 2000), b"hello");
+    let b_mac = udp_frame(B, A, [10, 0, 2, 15], [10, 0, 2, 16], (1000, 2000), b"hello");
     let before = hub.borrow().sent_by(port).len();
     assert_eq!(stack.send_raw(&ours), Ok(()));
     assert_eq!(stack.send_raw(&as_b), Err(SendError::Refused(Refusal::SourceIp([10, 0, 2, 16]))));

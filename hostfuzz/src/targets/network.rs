@@ -2,7 +2,8 @@
 //! of this file's own, in a world the decisions make.
 //!
 //! - A channel each way that delays, reorders, duplicates and drops frames.
-//! - A DHCP server that lies now and then: short leases, no lease time or 0, renewals
+//! - A DHCP server (`guest/worlds`' one, which `guest/net`'s host tests answer with too)
+//!   that lies now and then: short leases, no lease time or 0, renewals
 //!   answered as new (an OFFER, or an ACK for another address), a NAK, options cut short
 //!   (no END), any bytes over the packet, addresses no host may have, masks of /0, /31,
 //!   /32 or not contiguous, a router off the subnet. It keeps the bytes of every ACK.
@@ -38,6 +39,8 @@ use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 
 use crate::{Decisions, Finding};
+use worlds::dhcp::{self, Liar, Lie, Script};
+use worlds::frame::{be16, ip4, udp_frame};
 
 const GUEST: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
 const SERVER_MAC: [u8; 6] = [0x52, 0x55, 10, 0, 2, 2];
@@ -50,7 +53,6 @@ const ECHO_PORT: u16 = 7;
 /// How long a run lasts in virtual time at most, and how many steps it takes at most.
 const RUN_MS: u64 = 3 * 3600 * 1000;
 const STEPS: usize = 1500;
-const DHCP_MAGIC: [u8; 4] = [99, 130, 83, 99];
 
 /// A frame on its way, due at `at` (ties in the order sent).
 struct InFlight {
@@ -137,55 +139,6 @@ impl Channel {
     }
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn ip4(b: &[u8], at: usize) -> Option<[u8; 4]> {
-    b.get(at..at + 4)?.try_into().ok()
-}
-
-fn ip_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for pair in header.chunks(2) {
-        sum += u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// An Ethernet frame holding a UDP datagram (UDP checksum 0: none, which IPv4 allows).
-fn udp_frame(
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src: [u8; 4],
-    dst: [u8; 4],
-    ports: (u16, u16),
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut f = Vec::with_capacity(42 + payload.len());
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&src_mac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (28 + payload.len()) as u16;
-    let mut ip = vec![0x45, 0];
-    ip.extend_from_slice(&total.to_be_bytes());
-    ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let sum = ip_checksum(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&ports.0.to_be_bytes());
-    f.extend_from_slice(&ports.1.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
-
 /// The egress rules, read again here from the frame's bytes: Ok, or why not.
 fn egress_allows(frame: &[u8], leased: &[Option<[u8; 4]>]) -> Result<(), String> {
     if frame.len() < 14 {
@@ -229,146 +182,57 @@ fn egress_allows(frame: &[u8], leased: &[Option<[u8; 4]>]) -> Result<(), String>
     }
 }
 
-/// The DHCP payload of a frame the guest sent to port 67: (message type, xid, ciaddr).
-fn dhcp_request(frame: &[u8]) -> Option<(u8, [u8; 4], [u8; 4])> {
-    if be16(frame, 12)? != 0x0800 || *frame.get(23)? != 17 {
-        return None;
-    }
-    let udp = 14 + usize::from(frame[14] & 0xf) * 4;
-    if be16(frame, udp + 2)? != 67 {
-        return None;
-    }
-    let p = frame.get(udp + 8..)?;
-    if p.get(236..240)? != DHCP_MAGIC {
-        return None;
-    }
-    let kind = options(p).iter().find(|(code, value)| *code == 53 && value.len() == 1).map_or(0, |(_, v)| v[0]);
-    Some((kind, ip4(p, 4)?, ip4(p, 12)?))
-}
+/// The server's lies, drawn from the decisions: one answer in eight lies, in one of
+/// twelve ways (`guest/worlds`' [`Lie`]s), each with its own values.
+struct Lies<'d, 'a>(&'d mut Decisions<'a>);
 
-/// Every option of a DHCP payload, in order, up to END or the last whole one.
-fn options(p: &[u8]) -> Vec<(u8, &[u8])> {
-    let mut out = Vec::new();
-    let mut i = 240;
-    while let Some(&code) = p.get(i) {
-        match code {
-            0 => i += 1,
-            255 => break,
+impl Liar for Lies<'_, '_> {
+    fn lie(&mut self, request: &dhcp::Request, offered: [u8; 4]) -> Option<Lie> {
+        let d = &mut *self.0;
+        if d.u8() < 0xe0 {
+            return None;
+        }
+        Some(match d.below(12) {
+            0 => Lie::Silence,
+            1 if request.ciaddr != [0; 4] => Lie::Offer,
+            1 | 2 => Lie::NewAddress(1 + d.u8() % 4),
+            3 => Lie::Nak,
+            4 => Lie::Cut(d.below(40)),
+            5 => Lie::Scribble(1 + d.below(6)),
+            6 => Lie::Address(*d.choose(&[
+                [127, 0, 0, 5],
+                [10, 0, 2, 0],
+                [10, 0, 2, 255],
+                [0, 1, 2, 3],
+                [240, 0, 0, 1],
+                [224, 0, 0, 1],
+            ])),
+            7 => Lie::Mask(*d.choose(&[
+                [0, 0, 0, 0],
+                [255, 255, 255, 254],
+                [255, 255, 255, 255],
+                [255, 0, 255, 0],
+                [128, 0, 0, 0],
+            ])),
+            8 => Lie::Router(*d.choose(&[Some([10, 0, 3, 1]), Some(offered), Some([192, 168, 0, 1]), None])),
+            9 => Lie::LeaseTime(*d.choose(&[None, Some(0), Some(1), Some(2)])),
+            10 => Lie::OtherXid,
             _ => {
-                let Some(&len) = p.get(i + 1) else { break };
-                let Some(value) = p.get(i + 2..i + 2 + usize::from(len)) else { break };
-                out.push((code, value));
-                i += 2 + usize::from(len);
+                let len = d.below(600);
+                Lie::Junk(d.bytes(len))
             }
-        }
+        })
     }
-    out
-}
 
-/// What the server hands out, and how it lies.
-struct Server {
-    lease_secs: Option<u32>,
-    /// The address the next client gets, moved on by "answered as new".
-    next: [u8; 4],
-    /// Every ACK's DHCP payload, as sent (after its lies).
-    acks: Vec<Vec<u8>>,
-}
-
-impl Server {
-    fn answer(&mut self, d: &mut Decisions, frame: &[u8]) -> Option<Vec<u8>> {
-        let (kind, xid, ciaddr) = dhcp_request(frame)?;
-        let mut reply = match kind {
-            1 => 2, // DISCOVER: OFFER
-            3 => 5, // REQUEST: ACK
-            _ => return None,
-        };
-        let mut yiaddr = self.next;
-        let mut mask = [255, 255, 255, 0];
-        let mut router = Some(SERVER_IP);
-        let mut lease = self.lease_secs;
-        let mut xid = xid;
-        let mut cut = None;
-        let mut scribble = 0;
-        // One answer in eight lies, in one of these ways.
-        if d.u8() >= 0xe0 {
-            match d.below(12) {
-                0 => return None,
-                1 if ciaddr != [0; 4] => reply = 2,
-                1 | 2 => {
-                    self.next[3] = self.next[3].wrapping_add(1 + d.u8() % 4);
-                    yiaddr = self.next;
-                }
-                3 => reply = 6,
-                4 => cut = Some(d.below(40)),
-                5 => scribble = 1 + d.below(6),
-                6 => {
-                    yiaddr = *d.choose(&[
-                        [127, 0, 0, 5],
-                        [10, 0, 2, 0],
-                        [10, 0, 2, 255],
-                        [0, 1, 2, 3],
-                        [240, 0, 0, 1],
-                        [224, 0, 0, 1],
-                    ])
-                }
-                7 => {
-                    mask = *d.choose(&[
-                        [0, 0, 0, 0],
-                        [255, 255, 255, 254],
-                        [255, 255, 255, 255],
-                        [255, 0, 255, 0],
-                        [128, 0, 0, 0],
-                    ])
-                }
-                8 => router = *d.choose(&[Some([10, 0, 3, 1]), Some(yiaddr), Some([192, 168, 0, 1]), None]),
-                9 => lease = *d.choose(&[None, Some(0), Some(1), Some(2)]),
-                10 => xid[0] ^= 1,
-                _ => {
-                    let len = d.below(600);
-                    return Some(udp_frame(SERVER_MAC, GUEST, SERVER_IP, yiaddr, (67, 68), &d.bytes(len)));
-                }
-            }
-        }
-        let mut p = vec![0u8; 240];
-        p[0] = 2;
-        p[1] = 1;
-        p[2] = 6;
-        p[4..8].copy_from_slice(&xid);
-        p[16..20].copy_from_slice(&yiaddr);
-        p[20..24].copy_from_slice(&SERVER_IP);
-        p[28..34].copy_from_slice(&GUEST);
-        p[236..240].copy_from_slice(&DHCP_MAGIC);
-        p.extend_from_slice(&[53, 1, reply, 54, 4]);
-        p.extend_from_slice(&SERVER_IP);
-        if let Some(secs) = lease {
-            p.extend_from_slice(&[51, 4]);
-            p.extend_from_slice(&secs.to_be_bytes());
-        }
-        p.extend_from_slice(&[1, 4]);
-        p.extend_from_slice(&mask);
-        if let Some(r) = router {
-            p.extend_from_slice(&[3, 4]);
-            p.extend_from_slice(&r);
-        }
-        p.extend_from_slice(&[6, 8, 10, 0, 2, 3, 0, 0, 0, 0, 255]);
-        if let Some(k) = cut {
-            p.truncate(248 + k);
-        }
-        for _ in 0..scribble {
-            let at = d.below(p.len());
-            p[at] = d.u8();
-        }
-        if reply == 5 {
-            self.acks.push(p.clone());
-        }
-        Some(udp_frame(SERVER_MAC, GUEST, SERVER_IP, yiaddr, (67, 68), &p))
+    fn scribble(&mut self, len: usize) -> (usize, u8) {
+        (self.0.below(len), self.0.u8())
     }
 }
 
 /// Whether the ACK payload `p` says `lease`: its address, a mask of its prefix, its router
 /// (when it has one), its server, its lease time and each of its DNS servers.
 fn ack_says(p: &[u8], lease: &Lease) -> bool {
-    let opts = options(p);
+    let opts = dhcp::options(p);
     let has = |code: u8, f: &dyn Fn(&[u8]) -> bool| opts.iter().any(|(c, v)| *c == code && f(v));
     let prefix = |v: &[u8]| {
         v.len() == 4 && u32::from_be_bytes(v.try_into().unwrap()).leading_ones() == u32::from(lease.prefix_len)
@@ -632,7 +496,9 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
     } else {
         Some(*d.choose(&[600, 60, 3600, 120, 86400]))
     };
-    let mut server = Server { lease_secs, next: [10, 0, 2, 15], acks: Vec::new() };
+    // QEMU's user network, with two DNS servers, the second 0.0.0.0.
+    let script = Script { dns: vec![[10, 0, 2, 3], [0; 4]], ..Script::qemu(SERVER_IP, lease_secs) };
+    let mut server = dhcp::Server::new(SERVER_MAC, SERVER_IP, script);
     let echo = match d.below(8) {
         0..=3 => Echo::Whole,
         4 => Echo::Cut(d.below(64)),
@@ -744,7 +610,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         for frame in to_world.due(now) {
             let dst = &frame[..6.min(frame.len())];
             if dst == BROADCAST || dst == SERVER_MAC {
-                if let Some(answer) = server.answer(d, &frame) {
+                if let Some(answer) = server.answer_lying(&frame, &mut Lies(d)) {
                     to_guest.send(d, now, answer);
                 }
             }

@@ -2,6 +2,7 @@
 //! is in, who holds the verdict, whose trigger fired, and every part's evidence at the
 //! end.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,17 +79,23 @@ impl LiveParts {
 
     /// Every part's evidence once QEMU has ended, in order: a part's finding fails a boot
     /// that passed so far; the notes either way.
-    pub fn finish<'a>(
+    pub fn finish(
         &mut self,
         verdict: Verdict,
         at: Duration,
-        ended: impl Fn(bool) -> Ended<'a>,
+        place: (&Path, &Path),
         notes: &mut Vec<String>,
     ) -> Verdict {
         self.stop.store(true, Ordering::SeqCst);
+        let (dir, root) = place;
         let mut verdict = verdict;
         for part in &mut self.parts {
-            match part.finish(&ended(verdict == Verdict::Pass)) {
+            let failure = match &verdict {
+                Verdict::Pass => None,
+                Verdict::Fail(failure) => Some(failure.message.as_str()),
+            };
+            let ended = Ended { dir, root, passed: failure.is_none(), failure };
+            match part.finish(&ended) {
                 Ok(evidence) => notes.extend(evidence.notes),
                 Err(broken) => verdict = Verdict::Fail(Failure { kind: FailureKind::Device, at, message: broken.0 }),
             }

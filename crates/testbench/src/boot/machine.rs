@@ -21,11 +21,11 @@ pub enum TreeError {
     DumpFailed { status: std::process::ExitStatus, tail: String },
     #[error("failed to read {}: {source}", .path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    /// `device_tree[index]` that does not apply to QEMU's tree (the editor's words).
-    #[error("device_tree[{index}]: {message}")]
-    Edit { index: usize, message: String },
+    /// `device_tree[index]` that does not apply to QEMU's tree.
+    #[error("device_tree[{index}]: {source}")]
+    Edit { index: usize, source: crate::fdt_edit::FdtEditError },
     #[error("device_tree: packing QEMU's tree: {0}")]
-    Pack(String),
+    Pack(#[source] crate::fdt_edit::FdtEditError),
     #[error("failed to write {}: {source}", .path.display())]
     Write { path: PathBuf, source: std::io::Error },
 }
@@ -93,7 +93,7 @@ impl Machine {
         }
         let mut tree = std::fs::read(&dumped).map_err(|source| TreeError::Read { path: dumped.clone(), source })?;
         for (index, edit) in self.dt_edits.iter().enumerate() {
-            crate::fdt_edit::apply(&mut tree, edit).map_err(|message| TreeError::Edit { index, message })?;
+            crate::fdt_edit::apply(&mut tree, edit).map_err(|source| TreeError::Edit { index, source })?;
         }
         crate::fdt_edit::pack(&mut tree).map_err(TreeError::Pack)?;
         let edited = dir.join("edited.dtb");

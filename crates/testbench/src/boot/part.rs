@@ -130,6 +130,8 @@ pub struct Ended<'a> {
     pub root: &'a Path,
     /// Whether the boot has passed so far (the console, and every part before this one).
     pub passed: bool,
+    /// Why it failed, when it has failed so far: the verdict's reason.
+    pub failure: Option<&'a str>,
 }
 
 /// What a part saw that holds: the notes the case's result prints.

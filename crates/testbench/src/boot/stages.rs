@@ -29,7 +29,7 @@ use testbench_judge::{Ending, ExitStatus, Failure, FailureKind, Judge, Shutdown,
 
 use super::event::{Event, PartEvent};
 use super::live_parts::LiveParts;
-use super::part::{attach_all, BootPlace, Ended, Passing};
+use super::part::{attach_all, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
 use super::{BootOutcome, BootSpec, Trouble};
 use crate::command::shell_quote;
@@ -39,6 +39,9 @@ use crate::qemu::{last_lines, Rr, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, S
 /// How many events the channel holds: the console's chunks (see `testbench-console`)
 /// and a few more, so that QMP and parts do not wait behind a full console.
 const CHANNEL_EVENTS: usize = testbench_console::CHANNEL_CHUNKS + 4;
+
+/// How long QEMU's stderr may take to close once QEMU has ended.
+const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 /// Boot once, through every stage. Call from the thread that will wait for QEMU (see
 /// `command`).
@@ -342,10 +345,24 @@ impl Running<'_> {
         // Parts' threads still sending find no one, and end.
         drop(self.sender.take());
         self.qmp_log.write(&self.spec.dir);
-        let ended = |passed| Ended { dir: &self.spec.dir, root: self.root, passed };
-        let verdict = self.parts.finish(verdict, at, ended, &mut self.notes);
+        self.await_stderr();
+        let verdict = self.parts.finish(verdict, at, (&self.spec.dir, self.root), &mut self.notes);
         console::write_marks(&self.spec.dir, &self.judge);
         Ok(BootOutcome { verdict, captures: self.judge.captures().to_vec(), notes: self.notes })
+    }
+
+    /// QEMU's stderr whole on disk before the parts read it: its reader ends when the pipe
+    /// closes, which QEMU's end brings (a child QEMU started, a peer helper, may hold it a
+    /// moment longer: it is given [`STDERR_SETTLE`], then the file is read as it is).
+    fn await_stderr(&mut self) {
+        let Some(thread) = self.stderr.take() else { return };
+        let settle = Instant::now() + STDERR_SETTLE;
+        while !thread.is_finished() && Instant::now() < settle {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        }
     }
 
     /// The judge's verdict on a QEMU that closed the console: its exit status, how the

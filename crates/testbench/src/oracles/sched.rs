@@ -50,124 +50,165 @@ const MIN_PICKS: usize = 10;
 /// Replay the trace in `log`: the summary when every event keeps the rule and the costs
 /// keep their limits, or the first line that does not.
 pub fn check(log: &str, limits: &Limits) -> Result<String, String> {
-    let mut slots: Vec<Slot> = Vec::new();
-    let mut timebase = 0u64;
-    let mut cursor = 0usize;
-    let mut costs: Vec<u64> = Vec::new();
-    let mut idles = 0usize;
-    let mut harts = std::collections::BTreeSet::new();
+    let mut trace = Trace::default();
     for (index, raw) in log.lines().enumerate() {
-        let line_no = index + 1;
         let line = raw.trim_end_matches('\r');
         let Some(event) = line.strip_prefix("kernel: sched: ") else { continue };
+        let at = |why: String| format!("sched oracle: line {} ({event:?}): {why}", index + 1);
+        trace.take(event).map_err(at)?;
+    }
+    trace.judge(limits)
+}
+
+/// The trace as replayed so far: each slot's state, the rule's cursor, the picks' costs.
+#[derive(Default)]
+struct Trace {
+    slots: Vec<Slot>,
+    timebase: u64,
+    cursor: usize,
+    costs: Vec<u64>,
+    idles: usize,
+    harts: std::collections::BTreeSet<usize>,
+}
+
+/// A word of a trace line as a number.
+fn number(word: Option<&&str>) -> Result<u64, String> {
+    word.and_then(|w| w.parse().ok()).ok_or_else(|| "not a trace line the oracle reads".to_string())
+}
+
+impl Trace {
+    /// One trace line (past `kernel: sched: `) replayed, or why it breaks the rule.
+    fn take(&mut self, event: &str) -> Result<(), String> {
         let words: Vec<&str> = event.split_whitespace().collect();
-        let at = |why: String| format!("sched oracle: line {line_no} ({event:?}): {why}");
-        let number = |word: Option<&&str>| -> Result<u64, String> {
-            word.and_then(|w| w.parse().ok()).ok_or_else(|| at("not a trace line the oracle reads".into()))
-        };
         if words.first() == Some(&"slots") {
             // sched: slots N timebase T
             let n = number(words.get(1))? as usize;
-            timebase = number(words.get(3))?;
-            if n == 0 || n > 4096 || timebase == 0 || !slots.is_empty() {
-                return Err(at("a second header, or one with no slots or no timebase".into()));
+            self.timebase = number(words.get(3))?;
+            if n == 0 || n > 4096 || self.timebase == 0 || !self.slots.is_empty() {
+                return Err("a second header, or one with no slots or no timebase".into());
             }
-            slots = vec![Slot::Out; n];
-            continue;
+            self.slots = vec![Slot::Out; n];
+            return Ok(());
         }
-        if slots.is_empty() {
-            return Err(at("an event before the trace's header (sched: slots N timebase T)".into()));
+        if self.slots.is_empty() {
+            return Err("an event before the trace's header (sched: slots N timebase T)".into());
         }
         let hart = number(words.first())? as usize;
-        harts.insert(hart);
-        let n = slots.len();
+        self.harts.insert(hart);
+        let n = self.slots.len();
         let slot_of = |word: Option<&&str>| -> Result<usize, String> {
             let s = number(word)? as usize;
             if s < n {
                 Ok(s)
             } else {
-                Err(at(format!("slot {s}, but there are {n}")))
+                Err(format!("slot {s}, but there are {n}"))
             }
         };
-        let runnable = |slots: &[Slot]| -> Vec<usize> { (0..n).filter(|&i| slots[i] == Slot::Runnable).collect() };
+        let slots = &mut self.slots;
         match words.get(1).copied() {
             Some("woke") => {
                 let s = slot_of(words.get(2))?;
                 if slots[s] != Slot::Out {
-                    return Err(at(format!("slot {s} woke, but it was already {:?}", slots[s])));
+                    return Err(format!("slot {s} woke, but it was already {:?}", slots[s]));
                 }
                 slots[s] = Slot::Runnable;
             }
             Some("requeued") => {
                 let s = slot_of(words.get(2))?;
                 if !matches!(slots[s], Slot::Running(_)) {
-                    return Err(at(format!("slot {s} was requeued, but it was not running ({:?})", slots[s])));
+                    return Err(format!("slot {s} was requeued, but it was not running ({:?})", slots[s]));
                 }
                 slots[s] = Slot::Runnable;
             }
             Some("left") => {
                 let s = slot_of(words.get(2))?;
                 if slots[s] == Slot::Out {
-                    return Err(at(format!("slot {s} left, but it was neither runnable nor running")));
+                    return Err(format!("slot {s} left, but it was neither runnable nor running"));
                 }
                 slots[s] = Slot::Out;
             }
             Some("picked") => {
                 let s = slot_of(words.get(2))?;
                 let cost = number(words.get(4))?;
-                if let Some(busy) = (0..n).find(|&i| slots[i] == Slot::Running(hart)) {
-                    return Err(at(format!("hart {hart} picked, but slot {busy} still ran on it")));
-                }
-                let expected = (0..n).map(|k| (cursor + k) % n).find(|&j| slots[j] == Slot::Runnable);
-                match expected {
-                    None => return Err(at(format!("hart {hart} picked slot {s} with no slot runnable"))),
-                    Some(e) if e != s => {
-                        return Err(at(format!(
-                            "hart {hart} picked slot {s}, but the rule picks slot {e}: the first runnable at or after the cursor {cursor} (runnable: {:?})",
-                            runnable(&slots)
-                        )))
-                    }
-                    Some(_) => {}
-                }
-                slots[s] = Slot::Running(hart);
-                cursor = (s + 1) % n;
-                costs.push(cost);
+                self.picked(hart, s, cost)?;
             }
             Some("idle") => {
-                let waiting = runnable(&slots);
+                let waiting = self.runnable();
                 if !waiting.is_empty() {
-                    return Err(at(format!("hart {hart} idled with slots {waiting:?} runnable")));
+                    return Err(format!("hart {hart} idled with slots {waiting:?} runnable"));
                 }
-                idles += 1;
+                self.idles += 1;
             }
-            _ => return Err(at("not a trace line the oracle reads".into())),
+            _ => return Err("not a trace line the oracle reads".into()),
         }
+        Ok(())
     }
-    if slots.is_empty() {
-        return Err("sched oracle: no trace in the log (no line `kernel: sched: slots N timebase T`): was the kernel built with sched-trace?".into());
+
+    /// The slots runnable now.
+    fn runnable(&self) -> Vec<usize> {
+        (0..self.slots.len()).filter(|&i| self.slots[i] == Slot::Runnable).collect()
     }
-    let min = limits.min_picks.map_or(MIN_PICKS, |m| m as usize);
-    if costs.len() < min {
-        return Err(format!("sched oracle: {} picks, fewer than min_picks {min}: too little to judge", costs.len()));
+
+    /// Hart `hart` picked slot `s`: the rule's pick (the first runnable at or after the
+    /// cursor), on a hart that runs nothing else.
+    fn picked(&mut self, hart: usize, s: usize, cost: u64) -> Result<(), String> {
+        let n = self.slots.len();
+        if let Some(busy) = (0..n).find(|&i| self.slots[i] == Slot::Running(hart)) {
+            return Err(format!("hart {hart} picked, but slot {busy} still ran on it"));
+        }
+        let cursor = self.cursor;
+        let expected = (0..n).map(|k| (cursor + k) % n).find(|&j| self.slots[j] == Slot::Runnable);
+        match expected {
+            None => return Err(format!("hart {hart} picked slot {s} with no slot runnable")),
+            Some(e) if e != s => {
+                return Err(format!(
+                    "hart {hart} picked slot {s}, but the rule picks slot {e}: the first runnable at or after the cursor {cursor} (runnable: {:?})",
+                    self.runnable()
+                ))
+            }
+            Some(_) => {}
+        }
+        self.slots[s] = Slot::Running(hart);
+        self.cursor = (s + 1) % n;
+        self.costs.push(cost);
+        Ok(())
     }
-    let us = |ticks: u64| ticks as f64 * 1e6 / timebase as f64;
-    let mut sorted = costs.clone();
-    sorted.sort_unstable();
-    let quantile = |q: f64| us(sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]);
-    let (p50, p99, max) = (quantile(0.5), quantile(0.99), us(*sorted.last().expect("at least min_picks")));
-    let summary = format!(
-        "sched oracle: {} picks and {idles} idles on {} hart(s), every one by the rule; pick cost p50 {p50:.1} us, p99 {p99:.1} us, max {max:.1} us (timebase {timebase}/s)",
-        costs.len(),
-        harts.len()
-    );
-    for (name, limit, value) in [("pick_p99_us", limits.pick_p99_us, p99), ("pick_max_us", limits.pick_max_us, max)] {
-        if let Some(limit) = limit {
-            if value > limit {
-                return Err(format!("sched oracle: {name} {value:.1} is over its limit {limit} ({summary})"));
+
+    /// The whole trace judged: enough picks, and their costs within the limits.
+    fn judge(&self, limits: &Limits) -> Result<String, String> {
+        if self.slots.is_empty() {
+            return Err("sched oracle: no trace in the log (no line `kernel: sched: slots N timebase T`): was the kernel built with sched-trace?".into());
+        }
+        let costs = &self.costs;
+        let min = limits.min_picks.map_or(MIN_PICKS, |m| m as usize);
+        if costs.len() < min {
+            return Err(format!(
+                "sched oracle: {} picks, fewer than min_picks {min}: too little to judge",
+                costs.len()
+            ));
+        }
+        let timebase = self.timebase;
+        let us = |ticks: u64| ticks as f64 * 1e6 / timebase as f64;
+        let mut sorted = costs.clone();
+        sorted.sort_unstable();
+        let quantile = |q: f64| us(sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]);
+        let (p50, p99, max) = (quantile(0.5), quantile(0.99), us(*sorted.last().expect("at least min_picks")));
+        let summary = format!(
+            "sched oracle: {} picks and {} idles on {} hart(s), every one by the rule; pick cost p50 {p50:.1} us, p99 {p99:.1} us, max {max:.1} us (timebase {timebase}/s)",
+            costs.len(),
+            self.idles,
+            self.harts.len()
+        );
+        for (name, limit, value) in [("pick_p99_us", limits.pick_p99_us, p99), ("pick_max_us", limits.pick_max_us, max)]
+        {
+            if let Some(limit) = limit {
+                if value > limit {
+                    return Err(format!("sched oracle: {name} {value:.1} is over its limit {limit} ({summary})"));
+                }
             }
         }
+        Ok(summary)
     }
-    Ok(summary)
 }
 
 #[cfg(test)]

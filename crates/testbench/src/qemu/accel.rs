@@ -133,15 +133,49 @@ pub fn choose(accel: Accel, icount: bool, arch: Arch, probe: Option<&KvmProbe>) 
 /// the top, the reset vector jumping back to it; `byte` is what it writes to the
 /// debug-exit port once in long mode.
 pub fn probe_image(byte: u8) -> Vec<u8> {
-    const SIZE: usize = 64 * 1024;
-    // Everything below runs from the image's last 4 KiB, mapped at 0xffff_f000 (and, in
-    // real mode, at 0xf000:0xf000). Tables live at fixed addresses in the image.
-    const BASE: u32 = 0xffff_0000;
-    const CODE: usize = 0xf000; // offset of the code in the image
-    const GDT: usize = 0xfe00; // offset of the GDT
-    const GDT_PTR: usize = 0xfe40; // offset of the GDT's pseudo-descriptor
     let mut image = vec![0xf4u8; SIZE]; // hlt everywhere else
+    write_gdt(&mut image);
+    let mut code: Vec<u8> = Vec::new();
+    enter_protected_mode(&mut code);
+    enter_long_mode(&mut code);
+    // 64-bit long mode: a stack in low RAM, CPUID leaf 0 (must name a vendor: ebx != 0),
+    // then out PROBE_BYTE to the debug-exit port; a zero ebx hangs instead (the deadline).
+    // mov esp, 0x8000; xor eax, eax; cpuid; test ebx, ebx; jz hang
+    code.extend([0xbc, 0x00, 0x80, 0x00, 0x00, 0x31, 0xc0, 0x0f, 0xa2, 0x85, 0xdb, 0x74, 0x04]);
+    // mov al, PROBE_BYTE; out DEBUG_EXIT_PORT, al
+    code.extend([0xb0, byte, 0xe6, DEBUG_EXIT_PORT as u8]);
+    // hang: hlt; jmp hang
+    code.extend([0xf4, 0xeb, 0xfd]);
+    image[CODE..CODE + code.len()].copy_from_slice(&code);
+    // The reset vector, 16 bytes below the top: jmp far 0xf000:0xf000 (real mode CS
+    // 0xf000 has base 0xf0000 after the jump, but the code's linear addresses above are
+    // computed for CS base 0xffff0000, which CS keeps until the first far jump): a near
+    // jmp instead, staying in the reset CS.
+    let reset = SIZE - 16;
+    let rel = CODE as i32 - (reset as i32 + 3);
+    image[reset] = 0xe9;
+    image[reset + 1..reset + 3].copy_from_slice(&(rel as i16).to_le_bytes());
+    image
+}
 
+// Everything the probe runs is in the image's last 4 KiB, mapped at 0xffff_f000 (and, in
+// real mode, at 0xf000:0xf000). Tables live at fixed addresses in the image.
+const SIZE: usize = 64 * 1024;
+const BASE: u32 = 0xffff_0000;
+/// The code's offset in the image.
+const CODE: usize = 0xf000;
+/// The GDT's offset.
+const GDT: usize = 0xfe00;
+/// The GDT's pseudo-descriptor's offset.
+const GDT_PTR: usize = 0xfe40;
+
+/// The linear address the next byte of `code` runs at.
+fn at(code: &[u8]) -> u32 {
+    BASE + CODE as u32 + code.len() as u32
+}
+
+/// The GDT and its pseudo-descriptor, at their offsets.
+fn write_gdt(image: &mut [u8]) {
     // GDT: null, 32-bit code (0x08), data (0x10), 64-bit code (0x18).
     let gdt: [u64; 4] = [0, 0x00cf_9a00_0000_ffff, 0x00cf_9200_0000_ffff, 0x00af_9a00_0000_ffff];
     for (index, entry) in gdt.iter().enumerate() {
@@ -149,9 +183,10 @@ pub fn probe_image(byte: u8) -> Vec<u8> {
     }
     image[GDT_PTR..GDT_PTR + 2].copy_from_slice(&(gdt.len() as u16 * 8 - 1).to_le_bytes());
     image[GDT_PTR + 2..GDT_PTR + 6].copy_from_slice(&(BASE + GDT as u32).to_le_bytes());
+}
 
-    let mut code: Vec<u8> = Vec::new();
-    let at = |code: &Vec<u8>| BASE + CODE as u32 + code.len() as u32;
+/// From the reset's real mode into 32-bit protected mode, data segments set.
+fn enter_protected_mode(code: &mut Vec<u8>) {
     // Real mode, CS base 0xffff0000: cli; lgdtl cs:GDT_PTR (operand-size prefix for the
     // 32-bit base).
     code.extend([0xfa, 0x66, 0x2e, 0x0f, 0x01, 0x16]);
@@ -159,14 +194,19 @@ pub fn probe_image(byte: u8) -> Vec<u8> {
     // mov eax, cr0; or al, 1; mov cr0, eax
     code.extend([0x0f, 0x20, 0xc0, 0x0c, 0x01, 0x0f, 0x22, 0xc0]);
     // ljmpl 0x08:protected (66 ea imm32 imm16)
-    let protected_at = at(&code) + 8;
+    let protected_at = at(code) + 8;
     code.extend([0x66, 0xea]);
     code.extend(protected_at.to_le_bytes());
     code.extend(0x08u16.to_le_bytes());
-    assert_eq!(at(&code), protected_at);
+    assert_eq!(at(code), protected_at);
     // 32-bit protected mode: data segments.
     // mov ax, 0x10; mov ds, ax; mov es, ax; mov ss, ax
     code.extend([0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0]);
+}
+
+/// Page tables built, PAE and long mode enabled, paging on, and the far jump into the
+/// 64-bit code segment.
+fn enter_long_mode(code: &mut Vec<u8>) {
     // Page tables in low RAM: PML4 at 0x1000 -> PDPT at 0x2000 -> PD at 0x3000, whose
     // first two entries map 0..4 MiB with 2 MiB pages; the PDPT's entry 3 maps the top
     // GiB (the image) through a second PD at 0x4000 whose last entry is a 2 MiB page at
@@ -179,13 +219,13 @@ pub fn probe_image(byte: u8) -> Vec<u8> {
         code.extend(address.to_le_bytes());
         code.extend(value.to_le_bytes());
     };
-    store(&mut code, 0x1000, 0x2003); // PML4[0] -> PDPT, present + writable
-    store(&mut code, 0x2000, 0x3003); // PDPT[0] -> PD low
-    store(&mut code, 0x2018, 0x4003); // PDPT[3] -> PD high
-    store(&mut code, 0x3000, 0x0000_0083); // PD low[0]: 0..2 MiB, large page
-    store(&mut code, 0x3008, 0x0020_0083); // PD low[1]: 2..4 MiB
-    store(&mut code, 0x4000 + 511 * 8, 0xffe0_0083); // PD high[511]: 0xffe00000..
-                                                     // mov eax, cr4; or eax, 0x20 (PAE); mov cr4, eax
+    store(code, 0x1000, 0x2003); // PML4[0] -> PDPT, present + writable
+    store(code, 0x2000, 0x3003); // PDPT[0] -> PD low
+    store(code, 0x2018, 0x4003); // PDPT[3] -> PD high
+    store(code, 0x3000, 0x0000_0083); // PD low[0]: 0..2 MiB, large page
+    store(code, 0x3008, 0x0020_0083); // PD low[1]: 2..4 MiB
+    store(code, 0x4000 + 511 * 8, 0xffe0_0083); // PD high[511]: 0xffe00000..
+                                                // mov eax, cr4; or eax, 0x20 (PAE); mov cr4, eax
     code.extend([0x0f, 0x20, 0xe0, 0x83, 0xc8, 0x20, 0x0f, 0x22, 0xe0]);
     // mov eax, 0x1000; mov cr3, eax
     code.extend([0xb8, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x22, 0xd8]);
@@ -194,30 +234,11 @@ pub fn probe_image(byte: u8) -> Vec<u8> {
     // mov eax, cr0; or eax, 0x80000001 (PG | PE); mov cr0, eax
     code.extend([0x0f, 0x20, 0xc0, 0x0d, 0x01, 0x00, 0x00, 0x80, 0x0f, 0x22, 0xc0]);
     // ljmp 0x18:long
-    let long_at = at(&code) + 7;
+    let long_at = at(code) + 7;
     code.push(0xea);
     code.extend(long_at.to_le_bytes());
     code.extend(0x18u16.to_le_bytes());
-    assert_eq!(at(&code), long_at);
-    // 64-bit long mode: a stack in low RAM, CPUID leaf 0 (must name a vendor: ebx != 0),
-    // then out PROBE_BYTE to the debug-exit port; a zero ebx hangs instead (the deadline).
-    // mov esp, 0x8000; xor eax, eax; cpuid; test ebx, ebx; jz hang
-    code.extend([0xbc, 0x00, 0x80, 0x00, 0x00, 0x31, 0xc0, 0x0f, 0xa2, 0x85, 0xdb, 0x74, 0x04]);
-    // mov al, PROBE_BYTE; out DEBUG_EXIT_PORT, al
-    code.extend([0xb0, byte, 0xe6, DEBUG_EXIT_PORT as u8]);
-    // hang: hlt; jmp hang
-    code.extend([0xf4, 0xeb, 0xfd]);
-    image[CODE..CODE + code.len()].copy_from_slice(&code);
-
-    // The reset vector, 16 bytes below the top: jmp far 0xf000:0xf000 (real mode CS
-    // 0xf000 has base 0xf0000 after the jump, but the code's linear addresses above are
-    // computed for CS base 0xffff0000, which CS keeps until the first far jump): a near
-    // jmp instead, staying in the reset CS.
-    let reset = SIZE - 16;
-    let rel = CODE as i32 - (reset as i32 + 3);
-    image[reset] = 0xe9;
-    image[reset + 1..reset + 3].copy_from_slice(&(rel as i16).to_le_bytes());
-    image
+    assert_eq!(at(code), long_at);
 }
 
 #[cfg(test)]

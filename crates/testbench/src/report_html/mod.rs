@@ -428,42 +428,7 @@ fn console_block(
     let log = Log::read(&path);
     let marks = console::read_marks(dir);
     if let Some(reason) = failure {
-        out.push_str("<div class=\"failure\">");
-        // The line that failed the boot: the forbidden one, else a program's FAIL line.
-        let failing = marks.iter().find(|m| m.rule == "forbid").or_else(|| marks.iter().find(|m| m.rule == "fail"));
-        match (failing, &log) {
-            (Some(mark), Some(log)) => {
-                let at = log.index_of(mark.line);
-                let _ = write!(
-                    out,
-                    "<p class=\"at\">{}failed at line <a href=\"#{id}-L{n}\">{n}</a>: {} '{}'</p>",
-                    if which.is_empty() { String::new() } else { format!("{which}: ") },
-                    escaped(&mark.label),
-                    escaped(&testbench_judge::quote(&mark.pattern)),
-                    n = mark.line
-                );
-                match at {
-                    Some(index) => {
-                        let _ = write!(out, "<div class=\"l failing-line\">");
-                        term::render_line(log.line(index), out);
-                        out.push_str("</div>");
-                    }
-                    None => out.push_str("<p class=\"cut\">(a line the log itself dropped)</p>"),
-                }
-            }
-            (None, Some(log)) if log.lines() > 0 => {
-                let last = (0..log.lines()).rev().find_map(|i| log.number(i)).unwrap_or(0);
-                let _ = write!(
-                    out,
-                    "<p class=\"at\">{}failed; the console's last line is <a href=\"#{id}-L{last}\">line {last}</a></p>",
-                    if which.is_empty() { String::new() } else { format!("{which}: ") }
-                );
-            }
-            _ => {
-                let _ = write!(out, "<p class=\"at\">failed; the boot left no console</p>");
-            }
-        }
-        let _ = write!(out, "<pre class=\"reason\">{}</pre></div>", escaped(&bounded(reason)));
+        failure_block(out, log.as_ref(), &marks, id, which, reason);
     }
     let Some(log) = log else {
         let _ =
@@ -512,27 +477,80 @@ fn console_block(
         );
     }
     let _ = write!(out, "<div class=\"console\" id=\"{id}-console\">");
+    lines_shown(out, &log, &ranges, &marked, id, &whole);
+    let _ = write!(out, "</div><p class=\"whole\">the whole log: {whole}</p>");
+    if quiet {
+        out.push_str("</details>");
+    }
+}
+
+/// A failing boot's head: the line that failed it (the forbidden one, else a program's
+/// FAIL line, else the console's last), then its reason.
+fn failure_block(out: &mut String, log: Option<&Log>, marks: &[Mark], id: &str, which: &str, reason: &str) {
+    out.push_str("<div class=\"failure\">");
+    // The line that failed the boot: the forbidden one, else a program's FAIL line.
+    let failing = marks.iter().find(|m| m.rule == "forbid").or_else(|| marks.iter().find(|m| m.rule == "fail"));
+    match (failing, &log) {
+        (Some(mark), Some(log)) => {
+            let at = log.index_of(mark.line);
+            let _ = write!(
+                out,
+                "<p class=\"at\">{}failed at line <a href=\"#{id}-L{n}\">{n}</a>: {} '{}'</p>",
+                if which.is_empty() { String::new() } else { format!("{which}: ") },
+                escaped(&mark.label),
+                escaped(&testbench_judge::quote(&mark.pattern)),
+                n = mark.line
+            );
+            match at {
+                Some(index) => {
+                    let _ = write!(out, "<div class=\"l failing-line\">");
+                    term::render_line(log.line(index), out);
+                    out.push_str("</div>");
+                }
+                None => out.push_str("<p class=\"cut\">(a line the log itself dropped)</p>"),
+            }
+        }
+        (None, Some(log)) if log.lines() > 0 => {
+            let last = (0..log.lines()).rev().find_map(|i| log.number(i)).unwrap_or(0);
+            let _ = write!(
+                out,
+                "<p class=\"at\">{}failed; the console's last line is <a href=\"#{id}-L{last}\">line {last}</a></p>",
+                if which.is_empty() { String::new() } else { format!("{which}: ") }
+            );
+        }
+        _ => {
+            let _ = write!(out, "<p class=\"at\">failed; the boot left no console</p>");
+        }
+    }
+    let _ = write!(out, "<pre class=\"reason\">{}</pre></div>", escaped(&bounded(reason)));
+}
+
+/// The console's lines in `ranges`, each with its marks, a gap row for what is left out.
+fn lines_shown(
+    out: &mut String,
+    log: &Log,
+    ranges: &[std::ops::Range<usize>],
+    marked: &[(usize, &Mark)],
+    id: &str,
+    whole: &str,
+) {
     let mut next = 0;
     let mut m = 0;
-    for range in &ranges {
+    for range in ranges {
         if range.start > next {
-            gap(out, &log, next..range.start, &whole);
+            gap(out, log, next..range.start, whole);
         }
         for index in range.clone() {
             while m < marked.len() && marked[m].0 < index {
                 m += 1;
             }
             let here: Vec<&Mark> = marked[m..].iter().take_while(|x| x.0 == index).map(|x| x.1).collect();
-            line_row(out, &log, index, id, &here);
+            line_row(out, log, index, id, &here);
         }
         next = range.end;
     }
     if next < log.lines() {
-        gap(out, &log, next..log.lines(), &whole);
-    }
-    let _ = write!(out, "</div><p class=\"whole\">the whole log: {whole}</p>");
-    if quiet {
-        out.push_str("</details>");
+        gap(out, log, next..log.lines(), whole);
     }
 }
 

@@ -2,7 +2,7 @@
 //! (prebuilt.rs has the directory's format and its checks).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use testbench_case::{Arch, Case};
@@ -60,27 +60,8 @@ pub fn prebuild(
         let tmp = dir.join(format!(".{arch}.tmp"));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
-        let mut entries = BTreeMap::new();
-        for case in boots.iter().filter(|case| case.arch().contains(&arch)) {
-            let prepared = prepare(case, arch, ws, &tmp, &mut builder, &mut recipes, reporter);
-            let entry = match prepared.map_err(|b| match b {
-                Blocked::Build(why) | Blocked::HostLack(why) | Blocked::Trouble(why) => why,
-            }) {
-                Ok(pieces) => pieces.to_entry(&tmp, arch.name()).unwrap_or_else(|why| Entry::Failed { why }),
-                Err(why) => Entry::Failed { why },
-            };
-            match &entry {
-                Entry::Ready { .. } => ready += 1,
-                Entry::Failed { why } => {
-                    failed += 1;
-                    reporter.note(
-                        crate::events::Note::Prebuild,
-                        &format!("{arch} {}: the build failed, kept as its result: {why}", case.name),
-                    );
-                }
-            }
-            entries.insert(case.name.clone(), entry);
-        }
+        let (entries, made, broken) = build_width(arch, &boots, ws, &tmp, &mut builder, &mut recipes, reporter);
+        (ready, failed) = (ready + made, failed + broken);
         // Only the stored files stay; what the packing left beside them goes.
         for leftover in std::fs::read_dir(&tmp).map_err(|e| io("reading", &tmp, e))?.flatten() {
             if leftover.file_name() != "files" {
@@ -100,15 +81,7 @@ pub fn prebuild(
         std::fs::rename(&tmp, &place).map_err(|e| io("putting in place", &place, e))?;
         index.widths.insert(arch.name().to_string(), entries);
     }
-    let exe = std::env::current_exe().map_err(|e| BenchError::io("--prebuild: finding the bench's own binary", e))?;
-    let bench = dir.join(BENCH);
-    let bench_tmp = dir.join(format!(".{BENCH}.tmp"));
-    std::fs::copy(&exe, &bench_tmp).map_err(|e| io("copying the bench to", &bench_tmp, e))?;
-    std::fs::rename(&bench_tmp, &bench).map_err(|e| io("putting in place", &bench, e))?;
-    let text = serde_json::to_string_pretty(&index).expect("an index serializes");
-    let index_tmp = dir.join(format!(".{INDEX}.tmp"));
-    std::fs::write(&index_tmp, text).map_err(|e| io("writing", &index_tmp, e))?;
-    std::fs::rename(&index_tmp, dir.join(INDEX)).map_err(|e| io("putting in place", &dir.join(INDEX), e))?;
+    let bench = write_bench_and_index(&dir, &index)?;
     reporter.note(
         crate::events::Note::Prebuild,
         &format!(
@@ -119,4 +92,56 @@ pub fn prebuild(
         ),
     );
     Ok(Finished::Passed)
+}
+
+/// Every selected case of one width prepared into `tmp`: each (case, width)'s entry, and
+/// how many were made and how many failed (each failure said, and kept as its result).
+#[allow(clippy::too_many_arguments)]
+fn build_width(
+    arch: Arch,
+    boots: &[&Case],
+    ws: &Workspace,
+    tmp: &Path,
+    builder: &mut Builder,
+    recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
+    reporter: &Reporter,
+) -> (BTreeMap<String, Entry>, usize, usize) {
+    let (mut made, mut broken) = (0, 0);
+    let mut entries = BTreeMap::new();
+    for case in boots.iter().filter(|case| case.arch().contains(&arch)) {
+        let prepared = prepare(case, arch, ws, tmp, builder, recipes, reporter);
+        let entry = match prepared.map_err(|b| match b {
+            Blocked::Build(why) | Blocked::HostLack(why) | Blocked::Trouble(why) => why,
+        }) {
+            Ok(pieces) => pieces.to_entry(tmp, arch.name()).unwrap_or_else(|why| Entry::Failed { why }),
+            Err(why) => Entry::Failed { why },
+        };
+        match &entry {
+            Entry::Ready { .. } => made += 1,
+            Entry::Failed { why } => {
+                broken += 1;
+                reporter.note(
+                    crate::events::Note::Prebuild,
+                    &format!("{arch} {}: the build failed, kept as its result: {why}", case.name),
+                );
+            }
+        }
+        entries.insert(case.name.clone(), entry);
+    }
+    (entries, made, broken)
+}
+
+/// The bench's own binary copied in and the index written, each renamed into place when
+/// whole; the copy's path.
+fn write_bench_and_index(dir: &Path, index: &Index) -> Result<PathBuf, BenchError> {
+    let exe = std::env::current_exe().map_err(|e| BenchError::io("--prebuild: finding the bench's own binary", e))?;
+    let bench = dir.join(BENCH);
+    let bench_tmp = dir.join(format!(".{BENCH}.tmp"));
+    std::fs::copy(&exe, &bench_tmp).map_err(|e| io("copying the bench to", &bench_tmp, e))?;
+    std::fs::rename(&bench_tmp, &bench).map_err(|e| io("putting in place", &bench, e))?;
+    let text = serde_json::to_string_pretty(index).expect("an index serializes");
+    let index_tmp = dir.join(format!(".{INDEX}.tmp"));
+    std::fs::write(&index_tmp, text).map_err(|e| io("writing", &index_tmp, e))?;
+    std::fs::rename(&index_tmp, dir.join(INDEX)).map_err(|e| io("putting in place", &dir.join(INDEX), e))?;
+    Ok(bench)
 }

@@ -220,33 +220,7 @@ pub fn submit(
     };
     let tasks = slurm.tasks.unwrap_or_else(|| (boots.len() as u32).min(SLURM_DEFAULT_TASKS)).max(1);
     let slurm_dir = run_dir.join("slurm");
-    let io = |what: &str, path: &Path, e| BenchError::io(format!("--slurm: {what} {}", path.display()), e);
-    std::fs::create_dir_all(&slurm_dir).map_err(|e| io("creating", &slurm_dir, e))?;
-    let plan = PlanFile { tasks, boots: boots.iter().map(|boot| boot_key(selected, boot)).collect() };
-    let plan_path = run_dir.join(PLAN);
-    write_atomically(&plan_path, &serde_json::to_string_pretty(&plan).expect("a plan serializes"))
-        .map_err(|e| io("writing", &plan_path, e))?;
-    let mut line = vec![
-        prebuilt.join(crate::prebuilt::BENCH).display().to_string(),
-        "--prebuilt".into(),
-        prebuilt.display().to_string(),
-        "--slurm-task".into(),
-        run_dir.display().to_string(),
-        "--color".into(),
-        "never".into(),
-    ];
-    line.extend(selection_args(options, ws));
-    let quoted: Vec<String> = line.iter().map(|word| shell_quote(word)).collect();
-    let script = format!(
-        "#!/bin/sh\n# One task of a `cargo testbench --slurm` array: it boots its slice from the prebuilt directory.\nexport TESTBENCH_ROOT={} TESTBENCH_NO_SETUP=1\nexec {}\n",
-        shell_quote(&ws.root.display().to_string()),
-        quoted.join(" ")
-    );
-    let script_path = run_dir.join(SCRIPT);
-    std::fs::write(&script_path, script).map_err(|e| io("writing", &script_path, e))?;
-    std::fs::set_permissions(&script_path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(|e| io("making executable", &script_path, e))?;
-
+    let script_path = write_task_files(ws, options, selected, &boots, &run_dir, &prebuilt, tasks)?;
     // Each task's limit: its slice's deadlines and some slack; the wait: the queue's
     // allowance and every task's limit end to end (the cluster may run one at a time).
     let limits: Vec<Duration> = (0..tasks)
@@ -296,29 +270,74 @@ pub fn submit(
     );
     let joined = join(&run_dir, &job, &array, &followed, &boots);
     for (planned, report) in boots.iter().zip(joined) {
-        let report = report.unwrap_or_else(|why| {
-            let case = selected[planned.case];
-            let (replay, replay_note) = plan::replay_line(case, planned, ws);
-            BootReport {
-                case: case.name.clone(),
-                kind: "boot",
-                arch: Some(planned.arch.name().to_string()),
-                smp: Some(planned.smp),
-                seed: planned.seed,
-                outcome: Outcome::Fail(why),
-                duration: Duration::ZERO,
-                dir: planned.dir.clone(),
-                replay,
-                replay_note,
-                sweep: planned.seed_from == plan::SeedFrom::Sweep,
-                console_tail: Vec::new(),
-                notes: Vec::new(),
-                failure: None,
-            }
-        });
+        let report = report.unwrap_or_else(|why| unjoined(ws, selected, planned, why));
         reporter.boot_finished(report);
     }
     Ok(())
+}
+
+/// The files an array's tasks read, in the run directory: the plan (every boot's key,
+/// the task count) and the tasks' script (this bench's prebuilt copy, `--slurm-task`);
+/// the script's path. The Slurm outputs' folder is made too.
+fn write_task_files(
+    ws: &Workspace,
+    options: &Options,
+    selected: &[&Case],
+    boots: &[PlannedBoot],
+    run_dir: &Path,
+    prebuilt: &Path,
+    tasks: u32,
+) -> Result<PathBuf, BenchError> {
+    let io = |what: &str, path: &Path, e| BenchError::io(format!("--slurm: {what} {}", path.display()), e);
+    let slurm_dir = run_dir.join("slurm");
+    std::fs::create_dir_all(&slurm_dir).map_err(|e| io("creating", &slurm_dir, e))?;
+    let plan = PlanFile { tasks, boots: boots.iter().map(|boot| boot_key(selected, boot)).collect() };
+    let plan_path = run_dir.join(PLAN);
+    write_atomically(&plan_path, &serde_json::to_string_pretty(&plan).expect("a plan serializes"))
+        .map_err(|e| io("writing", &plan_path, e))?;
+    let mut line = vec![
+        prebuilt.join(crate::prebuilt::BENCH).display().to_string(),
+        "--prebuilt".into(),
+        prebuilt.display().to_string(),
+        "--slurm-task".into(),
+        run_dir.display().to_string(),
+        "--color".into(),
+        "never".into(),
+    ];
+    line.extend(selection_args(options, ws));
+    let quoted: Vec<String> = line.iter().map(|word| shell_quote(word)).collect();
+    let script = format!(
+        "#!/bin/sh\n# One task of a `cargo testbench --slurm` array: it boots its slice from the prebuilt directory.\nexport TESTBENCH_ROOT={} TESTBENCH_NO_SETUP=1\nexec {}\n",
+        shell_quote(&ws.root.display().to_string()),
+        quoted.join(" ")
+    );
+    let script_path = run_dir.join(SCRIPT);
+    std::fs::write(&script_path, script).map_err(|e| io("writing", &script_path, e))?;
+    std::fs::set_permissions(&script_path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|e| io("making executable", &script_path, e))?;
+    Ok(script_path)
+}
+
+/// The report of a boot whose task said nothing of it: a failure saying why.
+fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: String) -> BootReport {
+    let case = selected[planned.case];
+    let (replay, replay_note) = plan::replay_line(case, planned, ws);
+    BootReport {
+        case: case.name.clone(),
+        kind: "boot",
+        arch: Some(planned.arch.name().to_string()),
+        smp: Some(planned.smp),
+        seed: planned.seed,
+        outcome: Outcome::Fail(why),
+        duration: Duration::ZERO,
+        dir: planned.dir.clone(),
+        replay,
+        replay_note,
+        sweep: planned.seed_from == plan::SeedFrom::Sweep,
+        console_tail: Vec::new(),
+        notes: Vec::new(),
+        failure: None,
+    }
 }
 
 fn describe(followed: &Followed) -> String {

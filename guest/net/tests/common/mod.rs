@@ -1,5 +1,6 @@
 //! The host tests' network: a hub that gives every frame to every other port and keeps
-//! them all, a scripted DHCP server on one port, and a TCP peer made with smoltcp itself.
+//! them all, the worlds' DHCP server (`guest/worlds`) on one port, and a TCP peer made
+//! with smoltcp itself.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -7,13 +8,12 @@ use std::rc::Rc;
 
 use net::Device;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet, SocketStorage};
-use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
-use smoltcp::wire::{
-    DhcpMessageType, DhcpPacket, DhcpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr,
-    HardwareAddress, IpAddress, IpCidr, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
-};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+pub use worlds::dhcp::{self, Script};
+pub use worlds::frame::udp_frame;
 
 pub const SERVER_MAC: [u8; 6] = [0x52, 0x54, 0, 0, 0, 2];
 pub const SERVER_IP: [u8; 4] = [10, 0, 2, 2];
@@ -81,165 +81,34 @@ impl Device for Nic {
     }
 }
 
-/// What the scripted server answers with.
-#[derive(Clone, Debug)]
-pub struct Script {
-    pub lease_secs: Option<u32>,
-    pub router: Option<[u8; 4]>,
-    pub mask: [u8; 4],
-    pub dns: Vec<[u8; 4]>,
-    /// The address offered to the n-th client (by MAC, in the order they first ask).
-    pub first: [u8; 4],
-    /// The server identifier in ACKs (the OFFER's is always SERVER_IP).
-    pub ack_server: [u8; 4],
-}
-
-impl Default for Script {
-    fn default() -> Script {
-        Script {
-            lease_secs: Some(60),
-            router: Some(SERVER_IP),
-            mask: [255, 255, 255, 0],
-            dns: vec![[10, 0, 2, 3]],
-            first: [10, 0, 2, 15],
-            ack_server: SERVER_IP,
-        }
-    }
-}
-
-/// A request the server saw: its type, its IPv4 source and ciaddr.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seen {
-    pub kind: DhcpMessageType,
-    pub source: [u8; 4],
-    pub ciaddr: [u8; 4],
-}
-
+/// The DHCP server on its port of the hub: the worlds' one server (`guest/worlds`, which
+/// hostfuzz's network world lies through), answering by its script.
 pub struct Server {
     pub port: usize,
     pub hub: Shared,
-    pub script: Script,
-    pub clients: Vec<[u8; 6]>,
-    pub seen: Vec<Seen>,
+    pub dhcp: dhcp::Server,
 }
 
 impl Server {
     pub fn new(hub: &Shared, script: Script) -> Server {
         let port = hub.borrow_mut().port();
-        Server { port, hub: hub.clone(), script, clients: Vec::new(), seen: Vec::new() }
+        Server { port, hub: hub.clone(), dhcp: dhcp::Server::new(SERVER_MAC, SERVER_IP, script) }
     }
 
     /// Answers every DHCP request waiting.
     pub fn step(&mut self) {
         loop {
             let Some(frame) = self.hub.borrow_mut().inbox[self.port].pop_front() else { return };
-            if let Some(answer) = self.answer(&frame) {
+            if let Some(answer) = self.dhcp.answer(&frame) {
                 self.hub.borrow_mut().send(self.port, &answer);
             }
         }
     }
-
-    fn answer(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
-        let eth = EthernetFrame::new_checked(frame).ok()?;
-        if eth.ethertype() != EthernetProtocol::Ipv4 {
-            return None;
-        }
-        let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-        let udp = UdpPacket::new_checked(ip.payload()).ok()?;
-        if udp.dst_port() != 67 {
-            return None;
-        }
-        let packet = DhcpPacket::new_checked(udp.payload()).ok()?;
-        let req = DhcpRepr::parse(&packet).ok()?;
-        self.seen.push(Seen { kind: req.message_type, source: ip.src_addr().octets(), ciaddr: req.client_ip.octets() });
-        let mac = req.client_hardware_address.0;
-        let n = match self.clients.iter().position(|m| *m == mac) {
-            Some(n) => n,
-            None => {
-                self.clients.push(mac);
-                self.clients.len() - 1
-            }
-        };
-        let mut yiaddr = self.script.first;
-        yiaddr[3] += n as u8;
-        let kind = match req.message_type {
-            DhcpMessageType::Discover => DhcpMessageType::Offer,
-            DhcpMessageType::Request => DhcpMessageType::Ack,
-            _ => return None,
-        };
-        let dns: heapless::Vec<Ipv4Address, 3> = self.script.dns.iter().map(|a| Ipv4Address::from(*a)).collect();
-        let repr = DhcpRepr {
-            message_type: kind,
-            transaction_id: req.transaction_id,
-            secs: 0,
-            client_hardware_address: req.client_hardware_address,
-            client_ip: Ipv4Address::UNSPECIFIED,
-            your_ip: Ipv4Address::from(yiaddr),
-            server_ip: Ipv4Address::from(SERVER_IP),
-            router: self.script.router.map(Ipv4Address::from),
-            subnet_mask: Some(Ipv4Address::from(self.script.mask)),
-            relay_agent_ip: Ipv4Address::UNSPECIFIED,
-            broadcast: false,
-            requested_ip: None,
-            client_identifier: None,
-            server_identifier: Some(Ipv4Address::from(if kind == DhcpMessageType::Ack {
-                self.script.ack_server
-            } else {
-                SERVER_IP
-            })),
-            parameter_request_list: None,
-            dns_servers: Some(dns),
-            max_size: None,
-            lease_duration: self.script.lease_secs,
-            renew_duration: None,
-            rebind_duration: None,
-            additional_options: &[],
-        };
-        let mut dhcp = vec![0; repr.buffer_len()];
-        repr.emit(&mut DhcpPacket::new_unchecked(&mut dhcp)).ok()?;
-        Some(udp_frame(SERVER_MAC, mac, SERVER_IP, yiaddr, 67, 68, &dhcp))
-    }
 }
 
-/// An Ethernet frame holding a UDP datagram.
-pub fn udp_frame(
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src: [u8; 4],
-    dst: [u8; 4],
-    sport: u16,
-    dport: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    let udp = UdpRepr { src_port: sport, dst_port: dport };
-    let ip = Ipv4Repr {
-        src_addr: Ipv4Address::from(src),
-        dst_addr: Ipv4Address::from(dst),
-        next_header: IpProtocol::Udp,
-        payload_len: 8 + payload.len(),
-        hop_limit: 64,
-    };
-    let mut frame = vec![0; 14 + 20 + 8 + payload.len()];
-    let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
-    EthernetRepr {
-        src_addr: EthernetAddress(src_mac),
-        dst_addr: EthernetAddress(dst_mac),
-        ethertype: EthernetProtocol::Ipv4,
-    }
-    .emit(&mut eth);
-    let caps = ChecksumCapabilities::default();
-    let mut ipp = Ipv4Packet::new_unchecked(eth.payload_mut());
-    ip.emit(&mut ipp, &caps);
-    let mut udpp = UdpPacket::new_unchecked(ipp.payload_mut());
-    udp.emit(
-        &mut udpp,
-        &IpAddress::Ipv4(ip.src_addr),
-        &IpAddress::Ipv4(ip.dst_addr),
-        payload.len(),
-        |b| b.copy_from_slice(payload),
-        &caps,
-    );
-    frame
+/// The script of QEMU's user network: a 60 s lease of 10.0.2.15/24 from 10.0.2.2.
+pub fn script() -> Script {
+    Script::qemu(SERVER_IP, Some(60))
 }
 
 /// A TCP peer made with smoltcp on the hub, at a fixed address: it listens on `port` and

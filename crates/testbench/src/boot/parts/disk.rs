@@ -227,7 +227,12 @@ mod tests {
         let image = tmp.path().join("disk1.img");
         std::fs::write(&image, [0u8; 4096]).unwrap();
         let mut check = Unchanged { image: image.clone(), before: digest(&image).unwrap() };
-        let ended = |passed| Ended { dir: tmp.path(), root: tmp.path(), passed };
+        let ended = |passed: bool| Ended {
+            dir: tmp.path(),
+            root: tmp.path(),
+            passed,
+            failure: (!passed).then_some("the console's failure"),
+        };
         let evidence = check.finish(&ended(true)).unwrap();
         assert!(evidence.notes[0].contains("the same bytes after the boot"), "{evidence:?}");
         std::fs::write(&image, [1u8; 4096]).unwrap();

@@ -82,7 +82,7 @@ fn measure_all(
     check: &MemoryCheck,
     deadline: Instant,
 ) -> Result<Vec<String>, String> {
-    use testbench_ram::footprint::{heap_fits, measure, stack_fits};
+    use testbench_ram::footprint::measure;
     let started = Instant::now();
     let path = dir.join(RAM_DUMP);
     let size = u64::from(memory_mib) << 20;
@@ -134,6 +134,18 @@ fn measure_all(
             started.elapsed().as_secs_f64()
         ));
     }
+    judge_sizes(&measured, check, &mut notes)?;
+    Ok(notes)
+}
+
+/// Each program's stack and heap judged against twice its peak (or `heap_fits`): a note
+/// a size, or the failures together.
+fn judge_sizes(
+    measured: &testbench_ram::footprint::Measured,
+    check: &MemoryCheck,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    use testbench_ram::footprint::{heap_fits, stack_fits};
     let mut failures = Vec::new();
     for program in &measured.programs {
         let (Some(stack), Some(heap)) = (&program.stack, &program.heap) else { continue };
@@ -159,5 +171,5 @@ fn measure_all(
     if !failures.is_empty() {
         return Err(format!("memory: {}", failures.join("; ")));
     }
-    Ok(notes)
+    Ok(())
 }

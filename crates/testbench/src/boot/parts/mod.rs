@@ -13,6 +13,7 @@
 //! | `ram_forbid.rs` | `ram_forbid`: strings that must be nowhere in the guest's RAM |
 //! | `ram.rs` | the RAM dump both RAM parts read |
 //! | `post_check.rs` | `post_check`: a command or oracle that judges the whole console log |
+//! | `qemu_stderr.rs` | QEMU's own last words noted on a failing boot that does not quote them |
 
 pub mod console;
 pub mod disk;
@@ -20,6 +21,7 @@ pub mod idle;
 pub mod memory;
 pub mod net;
 pub mod post_check;
+pub mod qemu_stderr;
 pub mod ram;
 pub mod ram_forbid;
 pub mod sessions;
@@ -124,5 +126,6 @@ pub fn for_case(
     if let Some(check) = &boot.post_check {
         parts.push(Arc::new(post_check::PostCheckSpec::new(check.clone())));
     }
+    parts.push(Arc::new(qemu_stderr::QemuStderr));
     Ok(parts)
 }
