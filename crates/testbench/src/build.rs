@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use testbench_case::Arch;
@@ -97,7 +98,7 @@ pub struct Builder {
     root: PathBuf,
     run_dir: PathBuf,
     cargo: PathBuf,
-    made: HashMap<BuildKey, Result<Artifact, String>>,
+    made: HashMap<BuildKey, Result<Artifact, Arc<BenchError>>>,
     /// How many times cargo ran, for the report and the build-once test.
     pub cargo_runs: usize,
 }
@@ -114,12 +115,12 @@ impl Builder {
     }
 
     /// The artifact for `key`, building it if this run has not yet. A build that failed
-    /// gives its reason in words: every case asking for it fails with it.
-    pub fn get(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, String> {
+    /// gives its error, shared: every case asking for it fails with it.
+    pub fn get(&mut self, key: &BuildKey, log: &mut dyn FnMut(&str)) -> Result<Artifact, Arc<BenchError>> {
         if let Some(made) = self.made.get(key) {
             return made.clone();
         }
-        let result = self.build(key, log).map_err(|error| error.to_string());
+        let result = self.build(key, log).map_err(Arc::new);
         self.made.insert(key.clone(), result.clone());
         result
     }

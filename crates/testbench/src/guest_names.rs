@@ -68,7 +68,30 @@ fn metadata_inputs(root: &Path) -> Vec<std::path::PathBuf> {
 
 /// Run `cargo metadata` on the guest workspace once, under a deadline; or take its last
 /// answer when nothing it reads has changed since (about 20 ms saved on every run).
-pub fn read(root: &Path) -> Result<GuestNames, String> {
+/// Why the guest workspace's names could not be had (a refusal of the run, in these words).
+#[derive(Debug, thiserror::Error)]
+pub enum NamesError {
+    /// cargo did not start, or ran past its deadline.
+    #[error("the guest workspace's names: {0}")]
+    Command(#[from] crate::command::CmdError),
+    /// `cargo metadata` ran and failed: its own message.
+    #[error("the guest workspace's names: `{command}` failed ({status}):\n{stderr}")]
+    Failed { command: String, status: std::process::ExitStatus, stderr: String },
+    /// `cargo metadata` answered with what is not its format.
+    #[error("the guest workspace's names: `{command}`: {source}")]
+    Metadata { command: String, source: MetadataError },
+}
+
+/// What in `cargo metadata`'s answer is not its format.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("no packages in its output")]
+    NoPackages,
+}
+
+pub fn read(root: &Path) -> Result<GuestNames, NamesError> {
     let cmd = Cmd::new(cargo(), "cargo metadata of the guest workspace", METADATA_DEADLINE)
         .cwd(root)
         .args(["metadata", "--manifest-path"])
@@ -83,17 +106,15 @@ pub fn read(root: &Path) -> Result<GuestNames, String> {
         }
     }
     let started = std::time::SystemTime::now();
-    let output = cmd.output().map_err(|error| format!("the guest workspace's names: {error}"))?;
+    let output = cmd.output()?;
     if !output.status.success() {
-        return Err(format!(
-            "the guest workspace's names: `{}` failed ({}):\n{}",
-            cmd.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        ));
+        return Err(NamesError::Failed {
+            command: cmd.display(),
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim_end().to_string(),
+        });
     }
-    let names =
-        parse(&output.stdout).map_err(|error| format!("the guest workspace's names: `{}`: {error}", cmd.display()))?;
+    let names = parse(&output.stdout).map_err(|source| NamesError::Metadata { command: cmd.display(), source })?;
     if let (Some(inputs), Ok(json)) =
         (testbench_fresh::snapshot(metadata_inputs(root), started, None), String::from_utf8(output.stdout))
     {
@@ -110,9 +131,9 @@ pub fn read(root: &Path) -> Result<GuestNames, String> {
 }
 
 /// The names in `cargo metadata`'s JSON (format version 1).
-pub fn parse(json: &[u8]) -> Result<GuestNames, String> {
-    let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
-    let packages = value["packages"].as_array().ok_or("no packages in its output")?;
+pub fn parse(json: &[u8]) -> Result<GuestNames, MetadataError> {
+    let value: serde_json::Value = serde_json::from_slice(json)?;
+    let packages = value["packages"].as_array().ok_or(MetadataError::NoPackages)?;
     let mut names = GuestNames::default();
     for package in packages {
         let Some(name) = package["name"].as_str() else { continue };
@@ -317,6 +338,17 @@ mod tests {
             "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = {programs}\nexpect = ['x']\n{extra}"
         );
         testbench_case::parse("tests/c.toml", &text).unwrap()
+    }
+
+    #[test]
+    fn an_answer_that_is_not_cargo_metadata_s_is_refused_with_what_is_wrong() {
+        let not_json = parse(b"not json").unwrap_err();
+        assert!(matches!(not_json, MetadataError::NotJson(_)), "{not_json:?}");
+        assert!(not_json.to_string().starts_with("not JSON: "), "{not_json}");
+        let no_packages = parse(b"{}").unwrap_err();
+        assert!(matches!(no_packages, MetadataError::NoPackages), "{no_packages:?}");
+        let refused = NamesError::Metadata { command: "cargo metadata".into(), source: no_packages };
+        assert_eq!(refused.to_string(), "the guest workspace's names: `cargo metadata`: no packages in its output");
     }
 
     #[test]

@@ -537,7 +537,7 @@ pub fn run_build(case: &BuildCase, arch: Arch, builder: &mut Builder, log: &mut 
     let key = BuildKey::new(arch, &case.package, &case.bin, profile, &case.features);
     let artifact = match builder.get(&key, log) {
         Ok(artifact) => artifact,
-        Err(error) => return Ok(Err(error)),
+        Err(error) => return Ok(Err(error.to_string())),
     };
     let bytes = std::fs::read(&artifact.path)
         .map_err(|e| Blocked::Build(format!("failed to read {}: {e}", artifact.path.display())))?;

@@ -91,7 +91,7 @@ impl Loopback {
 impl Server {
     /// The client, QEMU, the firmware, the image, then the probe.
     fn prepare(root: &Path, run_dir: &Path, log: &mut dyn FnMut(&str)) -> Result<Server, Blocked> {
-        let client = Client::once().map_err(Blocked::HostLack)?;
+        let client = Client::once().map_err(|lack| Blocked::HostLack(lack.to_string()))?;
         let ssh = crate::command::on_path("ssh").ok_or_else(|| Blocked::HostLack("ssh is not on the path".into()))?;
         let probe = crate::qemu::probe(Arch::Rv64);
         let version = probe.version.map_err(|e| Blocked::HostLack(format!("ssh-loopback: {e}")))?;
@@ -227,7 +227,8 @@ impl Server {
         let mut runs = Vec::new();
         let mut lines = Vec::new();
         for session in sessions {
-            let key = crate::ssh::private_copy(&root.join(session.private_key()), &folder, &session.name)?;
+            let key = crate::ssh::private_copy(&root.join(session.private_key()), &folder, &session.name)
+                .map_err(|e| e.to_string())?;
             let invocation = Invocation {
                 client: &self.client,
                 user: &session.user,
@@ -240,7 +241,11 @@ impl Server {
             };
             let cmd = session_cmd(&self.ssh, &invocation, &session.name);
             lines.push(format!("session {}: {}", session.name, cmd.display()));
-            runs.push(Run { spec: spec_of(session)?, cmd, log: folder.join(format!("{}.log", session.name)) });
+            runs.push(Run {
+                spec: spec_of(session).map_err(|e| e.to_string())?,
+                cmd,
+                log: folder.join(format!("{}.log", session.name)),
+            });
         }
         let listing = dir.join("command-lines");
         std::fs::write(&listing, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", listing.display()))?;

@@ -200,7 +200,7 @@ fn main() {
 /// The workspace, its configuration and the setup, then the run.
 fn bench(options: &cli::Options, reporter: &mut report::Reporter) -> Result<error::Finished, BenchError> {
     let root = workspace_root();
-    let config = config::load(&root).map_err(|error| BenchError::Refused(vec![error]))?;
+    let config = config::load(&root).map_err(|error| BenchError::Refused(vec![error.to_string()]))?;
     if !options.list {
         setup(&root)?;
     }

@@ -11,12 +11,59 @@
 //! without its domain and length, a bundle cut short.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bundle::Kind;
 use testbench_case::{Arch, Case, Corruption, FileSource, Program, ProgramEntry};
 
 use crate::build::{BuildKey, Builder, Profile, PROGRAMS_PACKAGE, REFERENCE_KERNEL_PACKAGE};
+use crate::error::BenchError;
 use crate::workspace::Workspace;
+
+/// Why a case's bundle could not be made: its builds, its files, the packing.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// A build the bundle needs failed (shared with every case that needs it).
+    #[error(transparent)]
+    Build(#[from] Arc<BenchError>),
+    #[error("failed to read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// A `[[file]]`'s source (its name in the bundle).
+    #[error("failed to read {} (file {name}): {source}", .path.display())]
+    ReadFile { path: PathBuf, name: String, source: std::io::Error },
+    /// The case's corruption that the image does not have what it needs for.
+    #[error("the corruption {with:?} does not apply to {bin} ({arch}, {len} bytes)")]
+    Corruption { with: Corruption, bin: String, arch: Arch, len: usize },
+    /// `file[index].servers` that could not be merged into its manifest.
+    #[error("file[{index}].servers: {source}")]
+    Servers { index: usize, source: MergeError },
+    /// The guest's `bundle` crate refused the entries.
+    #[error("failed to pack the bundle: {}", .0.describe())]
+    Pack(bundle::Error),
+    #[error("failed to create {}: {source}", .path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("failed to write {}: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("failed to write the programs listing: {0}")]
+    Listing(#[source] std::io::Error),
+}
+
+/// Why a `servers` list could not be merged into a JSON manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("the file is not a JSON manifest: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("the manifest has no `servers` list to merge into")]
+    NoServers,
+    /// A case's entry that JSON cannot hold.
+    #[error("cannot be JSON: {0}")]
+    Entry(#[source] serde_json::Error),
+    /// The manifest's entry of that name (JSON), which is not an object.
+    #[error("the manifest's entry {0} is not an object")]
+    NotObject(serde_json::Value),
+    #[error("{0}")]
+    Write(#[source] serde_json::Error),
+}
 
 /// The bytes of one program, built (or read) and corrupted as the case says.
 fn program_bytes(
@@ -25,7 +72,7 @@ fn program_bytes(
     ws: &Workspace,
     builder: &mut Builder,
     log: &mut dyn FnMut(&str),
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, PackError> {
     let built = |package: &str, bin: &str, features: &[String], builder: &mut Builder, log: &mut dyn FnMut(&str)| {
         builder.get(&BuildKey::new(arch, package, bin, Profile::Release, features), log).map(|a| a.path)
     };
@@ -34,7 +81,10 @@ fn program_bytes(
         Program::Package { package, bin, features } => built(package, bin, features, builder, log)?,
         Program::Path(path) => ws.root.join(path),
     };
-    let image = std::fs::read(&path).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
+    let image = match std::fs::read(&path) {
+        Ok(image) => image,
+        Err(source) => return Err(PackError::Read { path, source }),
+    };
     let Program::Corrupt { bin, with } = program else { return Ok(image) };
     let corrupted = match with {
         Corruption::SegmentVaddr(vaddr) => elf::corrupt::segment_vaddr(&image, *vaddr),
@@ -43,26 +93,22 @@ fn program_bytes(
         Corruption::SegmentFlags(flags) => elf::corrupt::segment_flags(&image, flags),
         Corruption::TruncateSegmentData(n) => elf::corrupt::truncate_segment_data(&image, *n as usize),
     };
-    corrupted.ok_or_else(|| format!("the corruption {with:?} does not apply to {bin} ({arch}, {} bytes)", image.len()))
+    corrupted.ok_or_else(|| PackError::Corruption { with: with.clone(), bin: bin.clone(), arch, len: image.len() })
 }
 
 /// A JSON manifest with the case's `servers` entries merged in by name: an entry replaces
 /// the members it gives in the manifest's entry of its name, or is appended after the rest
 /// when none has it. Cases that differ in one entry share one manifest file this way.
-pub fn merge_servers(manifest: &[u8], servers: &[toml::Table]) -> Result<Vec<u8>, String> {
-    let mut json: serde_json::Value =
-        serde_json::from_slice(manifest).map_err(|e| format!("the file is not a JSON manifest: {e}"))?;
-    let list = json
-        .get_mut("servers")
-        .and_then(serde_json::Value::as_array_mut)
-        .ok_or("the manifest has no `servers` list to merge into")?;
+pub fn merge_servers(manifest: &[u8], servers: &[toml::Table]) -> Result<Vec<u8>, MergeError> {
+    let mut json: serde_json::Value = serde_json::from_slice(manifest).map_err(MergeError::NotJson)?;
+    let list = json.get_mut("servers").and_then(serde_json::Value::as_array_mut).ok_or(MergeError::NoServers)?;
     for entry in servers {
-        let entry = serde_json::to_value(entry).map_err(|e| format!("cannot be JSON: {e}"))?;
+        let entry = serde_json::to_value(entry).map_err(MergeError::Entry)?;
         let name = entry["name"].clone();
         match list.iter_mut().find(|s| s["name"] == name) {
             Some(existing) => {
                 let (Some(target), Some(members)) = (existing.as_object_mut(), entry.as_object()) else {
-                    return Err(format!("the manifest's entry {name} is not an object"));
+                    return Err(MergeError::NotObject(name));
                 };
                 for (key, value) in members {
                     target.insert(key.clone(), value.clone());
@@ -71,7 +117,7 @@ pub fn merge_servers(manifest: &[u8], servers: &[toml::Table]) -> Result<Vec<u8>
             None => list.push(entry),
         }
     }
-    serde_json::to_vec_pretty(&json).map_err(|e| e.to_string())
+    serde_json::to_vec_pretty(&json).map_err(MergeError::Write)
 }
 
 /// The `programs` entry: one line per program after the first.
@@ -97,13 +143,16 @@ pub fn reference_bundle(
     run_dir: &Path,
     builder: &mut Builder,
     log: &mut dyn FnMut(&str),
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, PackError> {
     let boot = case.as_boot().expect("a bundle is packed for a boot case");
     let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
     let kernel_key =
         BuildKey::new(arch, REFERENCE_KERNEL_PACKAGE, REFERENCE_KERNEL_PACKAGE, profile, &boot.kernel_features);
     let kernel_path = builder.get(&kernel_key, log)?.path;
-    let kernel = std::fs::read(&kernel_path).map_err(|e| format!("failed to read {}: {e}", kernel_path.display()))?;
+    let kernel = match std::fs::read(&kernel_path) {
+        Ok(kernel) => kernel,
+        Err(source) => return Err(PackError::Read { path: kernel_path, source }),
+    };
 
     let mut images = Vec::new();
     for entry in programs {
@@ -114,13 +163,15 @@ pub fn reference_bundle(
         let mut bytes = match &file.from {
             FileSource::Path(path) | FileSource::Program(Program::Path(path)) => {
                 let full = ws.root.join(path);
-                std::fs::read(&full)
-                    .map_err(|e| format!("failed to read {} (file {}): {e}", full.display(), file.name))?
+                match std::fs::read(&full) {
+                    Ok(bytes) => bytes,
+                    Err(source) => return Err(PackError::ReadFile { path: full, name: file.name.clone(), source }),
+                }
             }
             FileSource::Program(program) => program_bytes(program, arch, ws, builder, log)?,
         };
         if !file.servers.is_empty() {
-            bytes = merge_servers(&bytes, &file.servers).map_err(|e| format!("file[{index}].servers: {e}"))?;
+            bytes = merge_servers(&bytes, &file.servers).map_err(|source| PackError::Servers { index, source })?;
         }
         files.push((file.name.clone(), bytes));
     }
@@ -139,13 +190,12 @@ pub fn reference_bundle(
     }
 
     let mut signed = if boot.hostile.sign_bare_archive {
-        let mut archive = bundle::pack(&entries).map_err(|e| format!("failed to pack the bundle: {}", e.describe()))?;
+        let mut archive = bundle::pack(&entries).map_err(PackError::Pack)?;
         let trailer = bundle::sign_bare(&archive, &bundle::DEV_SEED);
         archive.extend_from_slice(&trailer);
         archive
     } else {
-        bundle::pack_signed(&entries, &bundle::DEV_SEED)
-            .map_err(|e| format!("failed to pack the bundle: {}", e.describe()))?
+        bundle::pack_signed(&entries, &bundle::DEV_SEED).map_err(PackError::Pack)?
     };
     if boot.hostile.tamper_bundle {
         // One byte in the middle of the archive, after signing.
@@ -156,11 +206,10 @@ pub fn reference_bundle(
         signed.truncate(short as usize);
     }
     let dir = run_dir.join("build").join(arch.name());
-    std::fs::create_dir_all(&dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| PackError::Create { path: dir.clone(), source })?;
     let path = dir.join(format!("{}-bundle.bin", case.name));
-    std::fs::write(&path, &signed).map_err(|e| format!("failed to write {}: {e}", path.display()))?;
-    std::fs::write(dir.join(format!("{}-programs.txt", case.name)), &listing)
-        .map_err(|e| format!("failed to write the programs listing: {e}"))?;
+    std::fs::write(&path, &signed).map_err(|source| PackError::Write { path: path.clone(), source })?;
+    std::fs::write(dir.join(format!("{}-programs.txt", case.name)), &listing).map_err(PackError::Listing)?;
     Ok(path)
 }
 
@@ -189,8 +238,15 @@ mod tests {
                 {"name": "c", "args": []}
             ], "other": 1})
         );
-        assert!(merge_servers(b"{}", &servers).unwrap_err().contains("no `servers` list"));
-        assert!(merge_servers(b"not json", &servers).unwrap_err().contains("not a JSON manifest"));
+        let none = merge_servers(b"{}", &servers).unwrap_err();
+        assert!(matches!(none, MergeError::NoServers) && none.to_string().contains("no `servers` list"), "{none}");
+        let bad = merge_servers(b"not json", &servers).unwrap_err();
+        assert!(matches!(bad, MergeError::NotJson(_)) && bad.to_string().contains("not a JSON manifest"), "{bad}");
+        // An entry with no name finds the manifest's entry with none: a number, not an object.
+        let unnamed = vec![toml::Table::new()];
+        let scalar = merge_servers(br#"{"servers": [1]}"#, &unnamed).unwrap_err();
+        assert!(matches!(scalar, MergeError::NotObject(serde_json::Value::Null)), "{scalar:?}");
+        assert_eq!(scalar.to_string(), "the manifest's entry null is not an object");
     }
 
     #[test]

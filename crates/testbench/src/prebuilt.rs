@@ -102,21 +102,72 @@ fn shown(paths: &[&String]) -> String {
 
 /// The tree's fingerprint at `root`, leaving out `exclude` (the prebuilt directory, when
 /// it is inside the tree and not ignored).
-pub fn fingerprint(root: &Path, exclude: Option<&Path>) -> Result<Fingerprint, String> {
-    let git = |args: &[&str]| -> Result<Vec<u8>, String> {
+/// Why the tree's fingerprint could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    /// git did not start or did not end.
+    #[error("the tree's fingerprint needs git: {0}")]
+    Git(#[source] crate::command::CmdError),
+    /// git ran and failed: its words.
+    #[error("git {args} failed in {} ({status}): {stderr}", .root.display())]
+    Failed { args: String, root: PathBuf, status: std::process::ExitStatus, stderr: String },
+}
+
+/// A file of a build that could not be stored in a prebuilt directory.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("copying {} to {}: {source}", .from.display(), .to.display())]
+    Copy { from: PathBuf, to: PathBuf, source: std::io::Error },
+}
+
+/// Why `--prebuilt DIR` is refused (its index), or its tree check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PrebuiltError {
+    #[error(
+        "--prebuilt {}: no index ({}: {source}); make one with --prebuild {}",
+        .dir.display(),
+        .path.display(),
+        .dir.display()
+    )]
+    NoIndex { dir: PathBuf, path: PathBuf, source: std::io::Error },
+    #[error("--prebuilt {}: {} is not an index: {source}", .dir.display(), .path.display())]
+    NotIndex { dir: PathBuf, path: PathBuf, source: serde_json::Error },
+    #[error(
+        "--prebuilt {}: made from the workspace {}, not this one ({}): prebuild it here",
+        .dir.display(),
+        .made.display(),
+        .here.display()
+    )]
+    OtherWorkspace { dir: PathBuf, made: PathBuf, here: PathBuf },
+    #[error(transparent)]
+    Fingerprint(#[from] FingerprintError),
+    /// The tree now is not the one the directory was made from (`made`: its description).
+    #[error(
+        "--prebuilt {}: made from {made}, and the tree has changed since ({difference}): run --prebuild {} again",
+        .dir.display(),
+        .dir.display()
+    )]
+    Changed { dir: PathBuf, made: String, difference: String },
+    #[error("the check of the tree's fingerprint did not finish")]
+    Unfinished,
+}
+
+pub fn fingerprint(root: &Path, exclude: Option<&Path>) -> Result<Fingerprint, FingerprintError> {
+    let git = |args: &[&str]| -> Result<Vec<u8>, FingerprintError> {
         let out = Cmd::new("git", format!("git {}", args.join(" ")), GIT_DEADLINE)
             .cwd(root)
             .args(args)
             .output()
-            .map_err(|e| format!("the tree's fingerprint needs git: {e}"))?;
+            .map_err(FingerprintError::Git)?;
         if !out.status.success() {
-            return Err(format!(
-                "git {} failed in {} ({}): {}",
-                args.join(" "),
-                root.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(FingerprintError::Failed {
+                args: args.join(" "),
+                root: root.to_owned(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(out.stdout)
     };
@@ -224,12 +275,16 @@ pub fn case_digest(path: &Path) -> String {
 
 /// Store `source` in a width's content-addressed store (`<width dir>/files/<sha256>`,
 /// hard-linked when it can be, copied otherwise): its path relative to DIR.
-pub fn store(width_dir: &Path, width_name: &str, source: &Path) -> Result<String, String> {
+pub fn store(width_dir: &Path, width_name: &str, source: &Path) -> Result<String, StoreError> {
     let mut hash = Sha256::new();
-    let mut file = std::fs::File::open(source).map_err(|e| format!("{}: {e}", source.display()))?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StoreError::Io { path, source }
+    };
+    let mut file = std::fs::File::open(source).map_err(io(source))?;
     let mut buffer = vec![0u8; 1 << 16];
     loop {
-        let n = file.read(&mut buffer).map_err(|e| format!("{}: {e}", source.display()))?;
+        let n = file.read(&mut buffer).map_err(io(source))?;
         if n == 0 {
             break;
         }
@@ -237,49 +292,39 @@ pub fn store(width_dir: &Path, width_name: &str, source: &Path) -> Result<String
     }
     let name = hex(&hash.finalize());
     let files = width_dir.join(FILES);
-    std::fs::create_dir_all(&files).map_err(|e| format!("{}: {e}", files.display()))?;
+    std::fs::create_dir_all(&files).map_err(io(&files))?;
     let target = files.join(&name);
     if !target.exists() && std::fs::hard_link(source, &target).is_err() {
-        std::fs::copy(source, &target)
-            .map_err(|e| format!("copying {} to {}: {e}", source.display(), target.display()))?;
+        std::fs::copy(source, &target).map_err(|e| StoreError::Copy {
+            from: source.to_owned(),
+            to: target.clone(),
+            source: e,
+        })?;
     }
     Ok(format!("{width_name}/{FILES}/{name}"))
 }
 
 /// Read DIR's index and check it is this workspace's and this tree's: the index, or the
 /// refusal naming why.
-pub fn open(dir: &Path, root: &Path) -> Result<(Index, TreeCheck), String> {
+pub fn open(dir: &Path, root: &Path) -> Result<(Index, TreeCheck), PrebuiltError> {
     let path = dir.join(INDEX);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "--prebuilt {}: no index ({}: {e}); make one with --prebuild {}",
-            dir.display(),
-            path.display(),
-            dir.display()
-        )
-    })?;
-    let index: Index = serde_json::from_str(&text)
-        .map_err(|e| format!("--prebuilt {}: {} is not an index: {e}", dir.display(), path.display()))?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(PrebuiltError::NoIndex { dir: dir.to_owned(), path, source }),
+    };
+    let index: Index = match serde_json::from_str(&text) {
+        Ok(index) => index,
+        Err(source) => return Err(PrebuiltError::NotIndex { dir: dir.to_owned(), path, source }),
+    };
     let here = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     if index.workspace != here {
-        return Err(format!(
-            "--prebuilt {}: made from the workspace {}, not this one ({}): prebuild it here",
-            dir.display(),
-            index.workspace.display(),
-            here.display()
-        ));
+        return Err(PrebuiltError::OtherWorkspace { dir: dir.to_owned(), made: index.workspace, here });
     }
     let (root, dir, made) = (root.to_path_buf(), dir.to_path_buf(), index.fingerprint.clone());
     let handle = std::thread::spawn(move || {
         let now = fingerprint(&root, Some(&dir))?;
         if now != made {
-            return Err(format!(
-                "--prebuilt {}: made from {}, and the tree has changed since ({}): run --prebuild {} again",
-                dir.display(),
-                made.describe(),
-                now.difference(&made),
-                dir.display()
-            ));
+            return Err(PrebuiltError::Changed { dir, made: made.describe(), difference: now.difference(&made) });
         }
         Ok(())
     });
@@ -293,20 +338,21 @@ pub fn open(dir: &Path, root: &Path) -> Result<(Index, TreeCheck), String> {
 /// boot past the first `--jobs`; a changed tree refuses the run then, and nothing booted
 /// from the old pieces is reported.
 pub struct TreeCheck {
-    pending: std::sync::Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
-    result: std::sync::OnceLock<Result<(), String>>,
+    pending: std::sync::Mutex<Option<std::thread::JoinHandle<Result<(), PrebuiltError>>>>,
+    /// The check's answer, shared by every boot that asks.
+    result: std::sync::OnceLock<Result<(), std::sync::Arc<PrebuiltError>>>,
 }
 
 impl TreeCheck {
     /// The answer, waiting for git if it has not come yet (the fingerprint's own
     /// deadline bounds the wait).
-    pub fn result(&self) -> Result<(), String> {
+    pub fn result(&self) -> Result<(), std::sync::Arc<PrebuiltError>> {
         self.result
             .get_or_init(|| {
                 let handle = self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
                 match handle.map(|h| h.join()) {
-                    Some(Ok(answer)) => answer,
-                    Some(Err(_)) | None => Err("the check of the tree's fingerprint did not finish".to_string()),
+                    Some(Ok(answer)) => answer.map_err(std::sync::Arc::new),
+                    Some(Err(_)) | None => Err(std::sync::Arc::new(PrebuiltError::Unfinished)),
                 }
             })
             .clone()
@@ -367,6 +413,23 @@ mod tests {
         git(root, &["commit", "-qm", "second", "--allow-empty"]);
         let moved = fingerprint(root, None).unwrap();
         assert!(moved.difference(&clean).starts_with("the commit moved from "), "{}", moved.difference(&clean));
+    }
+
+    #[test]
+    fn a_directory_without_an_index_or_with_a_bad_one_is_refused_saying_which() {
+        let tmp = tempfile::tempdir().unwrap();
+        let error = open(tmp.path(), tmp.path()).err().unwrap();
+        assert!(matches!(error, PrebuiltError::NoIndex { .. }), "{error:?}");
+        assert!(
+            error.to_string().ends_with(&format!("; make one with --prebuild {}", tmp.path().display())),
+            "{error}"
+        );
+        std::fs::write(tmp.path().join(INDEX), "{}").unwrap();
+        let error = open(tmp.path(), tmp.path()).err().unwrap();
+        assert!(matches!(error, PrebuiltError::NotIndex { .. }), "{error:?}");
+        assert!(error.to_string().contains("index.json is not an index: "), "{error}");
+        let missing = store(tmp.path(), "rv64", &tmp.path().join("absent")).unwrap_err();
+        assert!(matches!(&missing, StoreError::Io { path, .. } if path.ends_with("absent")), "{missing:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! knowingly not checked, every wait bounded.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::command::Cmd;
@@ -28,33 +29,53 @@ pub struct Client {
     pub warn_weak_crypto: bool,
 }
 
+/// Why the host's ssh cannot serve the sessions.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("ssh is not on the path: the sessions run the host's OpenSSH client (apt-get install openssh-client)")]
+    NotOnPath,
+    /// `ssh -V` did not start or did not end.
+    #[error("ssh -V: {0}")]
+    Version(#[source] crate::command::CmdError),
+    /// `ssh -V`'s line, which is not OpenSSH's.
+    #[error("ssh -V says {0:?}: the sessions need OpenSSH's client")]
+    NotOpenSsh(String),
+    /// `ssh -G` did not start or did not end.
+    #[error("ssh -G: {0}")]
+    Parse(#[source] crate::command::CmdError),
+}
+
+/// A test key that could not be read, or its private copy not written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", .path.display())]
+pub struct KeyCopyError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
 impl Client {
     /// The run's one answer from the host's ssh ([`Client::probe`], asked at the first
-    /// case that needs it): every case of the run gets the same.
-    pub fn once() -> Result<Client, String> {
-        static ONCE: std::sync::OnceLock<Result<Client, String>> = std::sync::OnceLock::new();
-        ONCE.get_or_init(Client::probe).clone()
+    /// case that needs it): every case of the run gets the same (the error shared).
+    pub fn once() -> Result<Client, Arc<ProbeError>> {
+        static ONCE: std::sync::OnceLock<Result<Client, Arc<ProbeError>>> = std::sync::OnceLock::new();
+        ONCE.get_or_init(|| Client::probe().map_err(Arc::new)).clone()
     }
 
     /// Ask the host's ssh; the error says why it cannot serve the sessions.
-    pub fn probe() -> Result<Client, String> {
-        let ssh = crate::command::on_path("ssh").ok_or(
-            "ssh is not on the path: the sessions run the host's OpenSSH client (apt-get install openssh-client)",
-        )?;
-        let out = Cmd::new(&ssh, "ssh -V".to_string(), PROBE_DEADLINE)
-            .arg("-V")
-            .output()
-            .map_err(|e| format!("ssh -V: {e}"))?;
+    pub fn probe() -> Result<Client, ProbeError> {
+        let ssh = crate::command::on_path("ssh").ok_or(ProbeError::NotOnPath)?;
+        let out =
+            Cmd::new(&ssh, "ssh -V".to_string(), PROBE_DEADLINE).arg("-V").output().map_err(ProbeError::Version)?;
         let version = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim().to_string();
         if !version.starts_with("OpenSSH") {
-            return Err(format!("ssh -V says {version:?}: the sessions need OpenSSH's client"));
+            return Err(ProbeError::NotOpenSsh(version));
         }
         // Parsed as the sessions run ssh: with no configuration file.
         let parsed =
             Cmd::new(&ssh, format!("ssh -G -F /dev/null -o {WARN_WEAK_CRYPTO} testbench.invalid"), PROBE_DEADLINE)
                 .args(["-G", "-F", "/dev/null", "-o", WARN_WEAK_CRYPTO, "testbench.invalid"])
                 .output()
-                .map_err(|e| format!("ssh -G: {e}"))?;
+                .map_err(ProbeError::Parse)?;
         Ok(Client { version, warn_weak_crypto: parsed.status.success() })
     }
 
@@ -174,9 +195,9 @@ pub fn known_hosts_line(route: &Route, key: &str) -> String {
 
 /// Copy a test key into `dir` with mode 0600 (git keeps no modes; ssh refuses a private
 /// key others can read); the copy's path.
-pub fn private_copy(key: &Path, dir: &Path, name: &str) -> Result<PathBuf, String> {
+pub fn private_copy(key: &Path, dir: &Path, name: &str) -> Result<PathBuf, KeyCopyError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let bytes = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let bytes = std::fs::read(key).map_err(|source| KeyCopyError { path: key.to_owned(), source })?;
     let copy = dir.join(format!("{name}.key"));
     let _ = std::fs::remove_file(&copy);
     let mut file = std::fs::OpenOptions::new()
@@ -184,8 +205,8 @@ pub fn private_copy(key: &Path, dir: &Path, name: &str) -> Result<PathBuf, Strin
         .create_new(true)
         .mode(0o600)
         .open(&copy)
-        .map_err(|e| format!("{}: {e}", copy.display()))?;
-    std::io::Write::write_all(&mut file, &bytes).map_err(|e| format!("{}: {e}", copy.display()))?;
+        .map_err(|source| KeyCopyError { path: copy.clone(), source })?;
+    std::io::Write::write_all(&mut file, &bytes).map_err(|source| KeyCopyError { path: copy.clone(), source })?;
     Ok(copy)
 }
 
@@ -251,5 +272,9 @@ mod tests {
         let copy = private_copy(&source, tmp.path(), "alice").unwrap();
         assert_eq!(std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read(&copy).unwrap(), b"key");
+        let missing = private_copy(&tmp.path().join("absent"), tmp.path(), "bob").unwrap_err();
+        assert_eq!(missing.path, tmp.path().join("absent"));
+        assert_eq!(missing.source.kind(), std::io::ErrorKind::NotFound);
+        assert!(missing.to_string().starts_with(&format!("{}: ", tmp.path().join("absent").display())), "{missing}");
     }
 }

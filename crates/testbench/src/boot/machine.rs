@@ -11,6 +11,25 @@ use testbench_case::{Arch, Firmware};
 use crate::command::Cmd;
 use crate::qemu::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
 
+/// Why the case's device tree could not be made: QEMU's dump, an edit, the packing.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("failed to dump the device tree: {0}")]
+    Dump(#[source] crate::command::CmdError),
+    /// QEMU ran and refused: the last lines of its stderr.
+    #[error("QEMU could not dump the device tree ({status}): {tail}")]
+    DumpFailed { status: std::process::ExitStatus, tail: String },
+    #[error("failed to read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// `device_tree[index]` that does not apply to QEMU's tree.
+    #[error("device_tree[{index}]: {source}")]
+    Edit { index: usize, source: crate::fdt_edit::FdtEditError },
+    #[error("device_tree: packing QEMU's tree: {0}")]
+    Pack(#[source] crate::fdt_edit::FdtEditError),
+    #[error("failed to write {}: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
 /// What QEMU is asked to be for one boot; built by the runner.
 #[derive(Clone)]
 pub struct Machine {
@@ -61,27 +80,24 @@ const DUMP_DEADLINE: Duration = Duration::from_secs(30);
 impl Machine {
     /// QEMU's tree for this command line (its parts' arguments included), edited, in
     /// `dir`; the path to boot with -dtb.
-    pub fn edited_tree(&self, root: &Path, dir: &Path, parts: &[String]) -> Result<PathBuf, String> {
+    pub fn edited_tree(&self, root: &Path, dir: &Path, parts: &[String]) -> Result<PathBuf, TreeError> {
         let dumped = dir.join("qemu.dtb");
         let machine = format!("{},dumpdtb={}", self.machine, dumped.display());
         let start =
             Start { root, dir, deadline: DUMP_DEADLINE, qmp: &[], machine: &machine, dtb: None, rr: None, parts };
         let dump = self.command(&start).deadline(DUMP_DEADLINE, "QEMU to dump the device tree");
-        let output = dump.output().map_err(|e| format!("failed to dump the device tree: {e}"))?;
+        let output = dump.output().map_err(TreeError::Dump)?;
         if !output.status.success() {
-            return Err(format!(
-                "QEMU could not dump the device tree ({}): {}",
-                output.status,
-                last_lines(&String::from_utf8_lossy(&output.stderr), STDERR_TAIL_LINES).join(" | ")
-            ));
+            let tail = last_lines(&String::from_utf8_lossy(&output.stderr), STDERR_TAIL_LINES).join(" | ");
+            return Err(TreeError::DumpFailed { status: output.status, tail });
         }
-        let mut tree = std::fs::read(&dumped).map_err(|e| format!("failed to read {}: {e}", dumped.display()))?;
+        let mut tree = std::fs::read(&dumped).map_err(|source| TreeError::Read { path: dumped.clone(), source })?;
         for (index, edit) in self.dt_edits.iter().enumerate() {
-            crate::fdt_edit::apply(&mut tree, edit).map_err(|e| format!("device_tree[{index}]: {e}"))?;
+            crate::fdt_edit::apply(&mut tree, edit).map_err(|source| TreeError::Edit { index, source })?;
         }
-        crate::fdt_edit::pack(&mut tree).map_err(|e| format!("device_tree: packing QEMU's tree: {e}"))?;
+        crate::fdt_edit::pack(&mut tree).map_err(TreeError::Pack)?;
         let edited = dir.join("edited.dtb");
-        std::fs::write(&edited, &tree).map_err(|e| format!("failed to write {}: {e}", edited.display()))?;
+        std::fs::write(&edited, &tree).map_err(|source| TreeError::Write { path: edited.clone(), source })?;
         Ok(edited)
     }
 

@@ -30,7 +30,7 @@ mod stages;
 
 pub use event::{Event, PartEvent};
 pub use machine::Machine;
-pub use part::{Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartSpec, Passing, Phase};
+pub use part::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartSpec, Passing, Phase};
 pub use parts::console::MARKS_FILE;
 pub use slot::Slot;
 

@@ -61,8 +61,24 @@ pub trait PartSpec: Send + Sync {
 
     /// Make what this boot needs and say how QEMU attaches it. An error is the bench's
     /// trouble or a refusal (a kept disk that is not what a fresh one would be) and
-    /// ends the boot before QEMU starts.
-    fn attach(&self, place: &BootPlace) -> Result<Attached, String>;
+    /// ends the boot before QEMU starts. Each part's error is its own typed enum, boxed:
+    /// a new part brings its own without a change here.
+    fn attach(&self, place: &BootPlace) -> Result<Attached, AttachError>;
+}
+
+/// A part's own error from [`PartSpec::attach`] (each part's enum, boxed).
+pub type AttachError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the parts could not be attached to a boot: the boot fails before QEMU starts, with
+/// these words.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachAllError {
+    /// One part's error, under the part's name.
+    #[error("{part}: {source}")]
+    Part { part: String, source: AttachError },
+    /// `devices.log` could not be written.
+    #[error("failed to write {}: {source}", .path.display())]
+    Log { path: PathBuf, source: std::io::Error },
 }
 
 /// A part attached to one boot.
@@ -194,11 +210,11 @@ pub const DEVICES_LOG: &str = "devices.log";
 
 /// Attach every part to one boot, and write `devices.log` (when a part logs anything).
 /// The modern-transport option comes first when any part gives QEMU an argument.
-pub fn attach_all(specs: &[Arc<dyn PartSpec>], place: &BootPlace) -> Result<AttachedSet, String> {
+pub fn attach_all(specs: &[Arc<dyn PartSpec>], place: &BootPlace) -> Result<AttachedSet, AttachAllError> {
     let mut set = AttachedSet { args: Vec::new(), files: Vec::new(), parts: Vec::new() };
     let mut log = String::new();
     for spec in specs {
-        let attached = spec.attach(place).map_err(|e| format!("{}: {e}", spec.name()))?;
+        let attached = spec.attach(place).map_err(|source| AttachAllError::Part { part: spec.name(), source })?;
         if !attached.log.is_empty() || !attached.files.is_empty() {
             log.push_str(&format!("{}:\n", spec.name()));
         }
@@ -218,7 +234,7 @@ pub fn attach_all(specs: &[Arc<dyn PartSpec>], place: &BootPlace) -> Result<Atta
     }
     if !log.is_empty() {
         let path = place.dir.join(DEVICES_LOG);
-        std::fs::write(&path, log).map_err(|e| format!("failed to write {}: {e}", path.display()))?;
+        std::fs::write(&path, log).map_err(|source| AttachAllError::Log { path: path.clone(), source })?;
     }
     Ok(set)
 }

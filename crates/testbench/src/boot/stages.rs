@@ -115,13 +115,13 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         |message| Launched::Refused(Verdict::Fail(Failure { kind: FailureKind::Device, at: Duration::ZERO, message }));
     let attached = match attach_all(&spec.plan.parts, &place) {
         Ok(attached) => attached,
-        Err(message) => return Ok(refused(message)),
+        Err(error) => return Ok(refused(error.to_string())),
     };
     let dtb = match spec.machine.dt_edits.is_empty() {
         true => None,
         false => match spec.machine.edited_tree(root, &spec.dir, &attached.args) {
             Ok(dtb) => Some(dtb),
-            Err(message) => return Ok(refused(message)),
+            Err(error) => return Ok(refused(error.to_string())),
         },
     };
     let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;
@@ -163,7 +163,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         Ok(client) => Some(Arc::new(client)),
         Err(error) => match crate::command::wait_deadline(&mut child, QMP_EXIT_GRACE) {
             Ok(Some(_)) => None,
-            _ => return Err(Trouble::Qmp(error)),
+            _ => return Err(Trouble::Qmp(error.to_string())),
         },
     };
     let start = Instant::now();

@@ -8,6 +8,7 @@
 //! | `qmp.rs` | QEMU's QMP connection: the run's private socket directory, the peer check, the negotiation before the guest runs, the client that sends commands and hears events |
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use testbench_case::{Arch, Firmware};
@@ -44,13 +45,54 @@ pub fn qemu_binary(arch: Arch) -> String {
     std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
 }
 
+/// Why a width's QEMU cannot boot anything: the complaint every boot of the width fails
+/// with.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// The binary did not start or did not end (`how`: how to install or name another).
+    #[error("{qemu} cannot run ({how}): {source}")]
+    CannotRun { qemu: String, how: String, source: crate::command::CmdError },
+    /// `-version` ran and failed: the last lines of its stderr.
+    #[error("{qemu} -version failed ({status}): {tail}")]
+    Failed { qemu: String, status: std::process::ExitStatus, tail: String },
+    #[error("the probe of {0}'s QEMU panicked")]
+    Panicked(Arch),
+}
+
+/// Why QEMU's firmware directories could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum FirmwareDirsError {
+    #[error(transparent)]
+    List(#[from] crate::command::CmdError),
+    #[error("listing {0}'s firmware directories panicked")]
+    Panicked(Arch),
+}
+
+/// The firmware a boot needs that is not there.
+#[derive(Debug, thiserror::Error)]
+pub enum FirmwareError {
+    /// The case's firmware file (in `field`).
+    #[error("firmware not found: {} ({field}; \"default\" is QEMU's own firmware)", .path.display())]
+    NotFound { path: PathBuf, field: String },
+    /// QEMU's firmware directories are not known.
+    #[error(transparent)]
+    Dirs(Arc<FirmwareDirsError>),
+    /// QEMU's own image for the width is in none of its directories.
+    #[error(
+        "firmware not found: QEMU's {name} is in none of its data directories ({})",
+        .dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    NotInDirs { name: &'static str, dirs: Vec<PathBuf> },
+}
+
 /// What a width's QEMU said of itself before its first boot.
 pub struct Probe {
     /// `qemu -version`'s first line; the error is the complaint every boot of the width
     /// fails with.
-    pub version: Result<String, String>,
-    /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`.
-    pub firmware_dirs: Result<Vec<PathBuf>, String>,
+    pub version: Result<String, VersionError>,
+    /// Where QEMU keeps its firmware images (`qemu -L help`), for checking `-bios default`
+    /// (the error shared by every check that needs them).
+    pub firmware_dirs: Result<Vec<PathBuf>, Arc<FirmwareDirsError>>,
     /// KVM's probe boot (`accel.rs`), when a boot of the width may run under KVM.
     pub kvm: Option<accel::KvmProbe>,
 }
@@ -61,7 +103,7 @@ pub struct Probe {
 pub fn probe(arch: Arch) -> Probe {
     let dirs = std::thread::spawn(move || list_firmware_dirs(arch));
     let version = probe_version(arch);
-    let firmware_dirs = dirs.join().unwrap_or_else(|_| Err(format!("listing {arch}'s firmware directories panicked")));
+    let firmware_dirs = dirs.join().unwrap_or(Err(FirmwareDirsError::Panicked(arch))).map_err(Arc::new);
     Probe { version, firmware_dirs, kvm: None }
 }
 
@@ -119,18 +161,15 @@ pub fn probe_cached(arch: Arch, cache: &Path) -> Probe {
     probe
 }
 
-fn probe_version(arch: Arch) -> Result<String, String> {
+fn probe_version(arch: Arch) -> Result<String, VersionError> {
     let qemu = qemu_binary(arch);
     let cmd = Cmd::new(&qemu, format!("{qemu} -version"), PROBE_DEADLINE).arg("-version");
     match cmd.output() {
-        Err(error) => Err(format!("{qemu} cannot run ({}): {error}", how_to_replace(arch))),
+        Err(source) => Err(VersionError::CannotRun { qemu, how: how_to_replace(arch), source }),
         Ok(out) if !out.status.success() => {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            Err(format!(
-                "{qemu} -version failed ({}): {}",
-                out.status,
-                last_lines(&stderr, STDERR_TAIL_LINES).join(" | ")
-            ))
+            let tail = last_lines(&stderr, STDERR_TAIL_LINES).join(" | ");
+            Err(VersionError::Failed { qemu, status: out.status, tail })
         }
         Ok(out) => Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string()),
     }
@@ -140,12 +179,9 @@ fn how_to_replace(arch: Arch) -> String {
     format!("install it with scripts/setup, or name another build in {}", arch.qemu_env_var())
 }
 
-fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, String> {
+fn list_firmware_dirs(arch: Arch) -> Result<Vec<PathBuf>, FirmwareDirsError> {
     let qemu = qemu_binary(arch);
-    let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE)
-        .args(["-L", "help"])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let out = Cmd::new(&qemu, format!("{qemu} -L help"), PROBE_DEADLINE).args(["-L", "help"]).output()?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| PathBuf::from(l.trim()))
@@ -172,8 +208,8 @@ pub fn check_firmware(
     firmware: &Firmware,
     root: &Path,
     field: &str,
-    dirs: &Result<Vec<PathBuf>, String>,
-) -> Result<(), String> {
+    dirs: &Result<Vec<PathBuf>, Arc<FirmwareDirsError>>,
+) -> Result<(), FirmwareError> {
     match firmware {
         Firmware::None => Ok(()),
         Firmware::Path(path) => {
@@ -181,20 +217,16 @@ pub fn check_firmware(
             if full.is_file() {
                 Ok(())
             } else {
-                Err(format!("firmware not found: {} ({field}; \"default\" is QEMU's own firmware)", path.display()))
+                Err(FirmwareError::NotFound { path: path.clone(), field: field.into() })
             }
         }
         Firmware::Default => {
             let Some(name) = default_firmware_name(arch) else { return Ok(()) };
-            let dirs = dirs.as_ref().map_err(Clone::clone)?;
+            let dirs = dirs.as_ref().map_err(|e| FirmwareError::Dirs(e.clone()))?;
             if dirs.iter().any(|dir| dir.join(name).is_file()) {
                 Ok(())
             } else {
-                let shown: Vec<_> = dirs.iter().map(|d| d.display().to_string()).collect();
-                Err(format!(
-                    "firmware not found: QEMU's {name} is in none of its data directories ({})",
-                    shown.join(", ")
-                ))
+                Err(FirmwareError::NotInDirs { name, dirs: dirs.clone() })
             }
         }
     }
@@ -269,6 +301,25 @@ fn headline(lines: &[&str]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missing_firmware_is_refused_naming_the_file_or_the_directories_looked_in() {
+        let tmp = tempfile::tempdir().unwrap();
+        let firmware = Firmware::Path("fw/absent.bin".into());
+        let error = check_firmware(Arch::Rv64, &firmware, tmp.path(), "firmware", &Ok(Vec::new())).unwrap_err();
+        assert!(matches!(error, FirmwareError::NotFound { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "firmware not found: fw/absent.bin (firmware; \"default\" is QEMU's own firmware)"
+        );
+        let dirs = Ok(vec![tmp.path().to_path_buf()]);
+        let error = check_firmware(Arch::Rv64, &Firmware::Default, tmp.path(), "firmware", &dirs).unwrap_err();
+        assert!(matches!(&error, FirmwareError::NotInDirs { dirs, .. } if dirs.len() == 1), "{error:?}");
+        assert!(error.to_string().ends_with(&format!("data directories ({})", tmp.path().display())), "{error}");
+        let unknown = Err(Arc::new(FirmwareDirsError::Panicked(Arch::Rv64)));
+        let error = check_firmware(Arch::Rv64, &Firmware::Default, tmp.path(), "firmware", &unknown).unwrap_err();
+        assert_eq!(error.to_string(), "listing rv64's firmware directories panicked");
+    }
 
     const ROM_OVERLAP: &str = "qemu-system-riscv64: Some ROM regions are overlapping
 These ROM regions might have been loaded by direct user request or by default.

@@ -55,24 +55,68 @@ pub struct QmpDir {
     next: std::sync::atomic::AtomicU64,
 }
 
+/// Why the run's QMP socket directory could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum QmpDirError {
+    #[error("failed to make the QMP socket directory in {}: {source}", .tmp.display())]
+    Make { tmp: PathBuf, source: std::io::Error },
+    #[error(
+        "the QMP socket path {} would be {length} bytes, and a Unix socket's path must be under \
+         {SUN_PATH_MAX} bytes: set TMPDIR to a shorter directory (it is {})",
+        .longest.display(),
+        .tmp.display()
+    )]
+    TooLong { longest: PathBuf, length: usize, tmp: PathBuf },
+}
+
+/// Why QEMU's QMP connection did not start the guest, or a command got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum QmpError {
+    /// QEMU exited before it connected (the refused strangers' note after).
+    #[error("QEMU exited ({status}) before it connected to the bench's QMP socket{strangers}")]
+    Exited { status: std::process::ExitStatus, strangers: String },
+    #[error(
+        "QEMU did not connect to the bench's QMP socket by the deadline (the guest starts only once it has){strangers}"
+    )]
+    NoConnection { strangers: String },
+    #[error("failed to accept QEMU's QMP connection: {0}")]
+    Accept(#[source] std::io::Error),
+    /// The accepted connection could not be set up.
+    #[error("QMP: {0}")]
+    Socket(#[source] std::io::Error),
+    #[error("QEMU's QMP greeting: {0}")]
+    Greeting(#[source] std::io::Error),
+    /// QEMU's first message (clipped), which is not its greeting.
+    #[error("QEMU's first QMP message is not its greeting: {0}")]
+    NotGreeting(String),
+    /// A command could not be sent.
+    #[error("QMP {command}: {source}")]
+    Send { command: String, source: std::io::Error },
+    /// A negotiation command's reply could not be read.
+    #[error("QMP {command}: waiting for its reply: {source}")]
+    Reply { command: String, source: std::io::Error },
+    #[error("QMP {command}: no reply from QEMU within {bound:?}")]
+    NoReply { command: String, bound: Duration },
+    #[error("QMP {command}: QEMU closed the connection before it replied")]
+    Closed { command: String },
+    /// QEMU's error reply (clipped).
+    #[error("QMP {command} failed: {error}")]
+    Failed { command: String, error: String },
+}
+
 impl QmpDir {
     /// Make the directory in `tmp`, refusing one whose sockets' paths would not fit a
     /// Unix socket address.
-    pub fn create(tmp: &Path) -> Result<QmpDir, String> {
+    pub fn create(tmp: &Path) -> Result<QmpDir, QmpDirError> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(tmp)
-            .map_err(|e| format!("failed to make the QMP socket directory in {}: {e}", tmp.display()))?;
+            .map_err(|source| QmpDirError::Make { tmp: tmp.to_owned(), source })?;
         let longest = dir.path().join(longest_socket_name());
         let length = longest.as_os_str().len();
         if length >= SUN_PATH_MAX {
-            return Err(format!(
-                "the QMP socket path {} would be {length} bytes, and a Unix socket's path must be under \
-                 {SUN_PATH_MAX} bytes: set TMPDIR to a shorter directory (it is {})",
-                longest.display(),
-                tmp.display()
-            ));
+            return Err(QmpDirError::TooLong { longest, length, tmp: tmp.to_owned() });
         }
         Ok(QmpDir { dir, next: std::sync::atomic::AtomicU64::new(0) })
     }
@@ -166,17 +210,17 @@ impl QmpListener {
         child: &mut Child,
         deadline: Instant,
         sink: impl Fn(QmpEvent) + Send + 'static,
-    ) -> Result<QmpClient, String> {
+    ) -> Result<QmpClient, QmpError> {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let stream = self.accept_own(child, deadline, &seen)?;
         let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        stream.set_nonblocking(false).map_err(|e| format!("QMP: {e}"))?;
-        stream.set_read_timeout(Some(remaining)).map_err(|e| format!("QMP: {e}"))?;
-        let mut writer = stream.try_clone().map_err(|e| format!("QMP: {e}"))?;
+        stream.set_nonblocking(false).map_err(QmpError::Socket)?;
+        stream.set_read_timeout(Some(remaining)).map_err(QmpError::Socket)?;
+        let mut writer = stream.try_clone().map_err(QmpError::Socket)?;
         let mut reader = BufReader::new(stream);
-        let greeting = read_message(&mut reader).map_err(|e| format!("QEMU's QMP greeting: {e}"))?;
+        let greeting = read_message(&mut reader).map_err(QmpError::Greeting)?;
         if greeting.get("QMP").is_none() {
-            return Err(format!("QEMU's first QMP message is not its greeting: {}", clip(&greeting.to_string())));
+            return Err(QmpError::NotGreeting(clip(&greeting.to_string())));
         }
         negotiate(&mut reader, &mut writer, "qmp_capabilities", &seen)?;
         negotiate(&mut reader, &mut writer, "cont", &seen)?;
@@ -207,7 +251,7 @@ impl QmpListener {
     }
 
     /// The first connection whose peer is `child`; others are closed unread.
-    fn accept_own(&self, child: &mut Child, deadline: Instant, seen: &Mutex<Seen>) -> Result<UnixStream, String> {
+    fn accept_own(&self, child: &mut Child, deadline: Instant, seen: &Mutex<Seen>) -> Result<UnixStream, QmpError> {
         let own = child.id() as i32;
         loop {
             match self.listener.accept() {
@@ -221,17 +265,10 @@ impl QmpListener {
                 },
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
                     if let Ok(Some(status)) = child.try_wait() {
-                        return Err(format!(
-                            "QEMU exited ({status}) before it connected to the bench's QMP socket{}",
-                            strangers_note(seen)
-                        ));
+                        return Err(QmpError::Exited { status, strangers: strangers_note(seen) });
                     }
                     if Instant::now() >= deadline {
-                        return Err(format!(
-                            "QEMU did not connect to the bench's QMP socket by the deadline (the guest starts \
-                             only once it has){}",
-                            strangers_note(seen)
-                        ));
+                        return Err(QmpError::NoConnection { strangers: strangers_note(seen) });
                     }
                     // Woken at once by a connection (the guest waits for it), else
                     // every 10 ms to look at QEMU and the deadline again.
@@ -239,7 +276,7 @@ impl QmpListener {
                     let nap = rustix::event::Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
                     let _ = rustix::event::poll(&mut fds, Some(&nap));
                 }
-                Err(error) => return Err(format!("failed to accept QEMU's QMP connection: {error}")),
+                Err(error) => return Err(QmpError::Accept(error)),
             }
         }
     }
@@ -265,17 +302,17 @@ fn negotiate<R: BufRead>(
     writer: &mut impl Write,
     command: &str,
     seen: &Mutex<Seen>,
-) -> Result<(), String> {
+) -> Result<(), QmpError> {
     writeln!(writer, "{{\"execute\":\"{command}\"}}")
         .and_then(|_| writer.flush())
-        .map_err(|e| format!("QMP {command}: {e}"))?;
+        .map_err(|source| QmpError::Send { command: command.into(), source })?;
     loop {
-        let message = read_message(reader).map_err(|e| format!("QMP {command}: waiting for its reply: {e}"))?;
+        let message = read_message(reader).map_err(|source| QmpError::Reply { command: command.into(), source })?;
         if message.get("return").is_some() {
             return Ok(());
         }
         if let Some(error) = message.get("error") {
-            return Err(format!("QMP {command} failed: {}", clip(&error.to_string())));
+            return Err(QmpError::Failed { command: command.into(), error: clip(&error.to_string()) });
         }
         note_event(&message, seen);
     }
@@ -355,7 +392,7 @@ impl QmpClient {
         command: &str,
         arguments: Option<serde_json::Value>,
         bound: Duration,
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<serde_json::Value, QmpError> {
         let id = format!("testbench-{}", self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let mut message = serde_json::json!({ "execute": command, "id": id });
         if let Some(arguments) = arguments {
@@ -363,7 +400,9 @@ impl QmpClient {
         }
         {
             let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            writeln!(writer, "{message}").and_then(|_| writer.flush()).map_err(|e| format!("QMP {command}: {e}"))?;
+            writeln!(writer, "{message}")
+                .and_then(|_| writer.flush())
+                .map_err(|source| QmpError::Send { command: command.into(), source })?;
         }
         let replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
         let deadline = Instant::now() + bound;
@@ -372,17 +411,17 @@ impl QmpClient {
             let reply = match replies.recv_timeout(left) {
                 Ok(reply) => reply,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!("QMP {command}: no reply from QEMU within {bound:?}"))
+                    return Err(QmpError::NoReply { command: command.into(), bound })
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(format!("QMP {command}: QEMU closed the connection before it replied"))
+                    return Err(QmpError::Closed { command: command.into() })
                 }
             };
             if reply["id"] != id {
                 continue; // the reply to an earlier command whose wait gave up
             }
             if let Some(error) = reply.get("error") {
-                return Err(format!("QMP {command} failed: {}", clip(&error.to_string())));
+                return Err(QmpError::Failed { command: command.into(), error: clip(&error.to_string()) });
             }
             return Ok(reply["return"].clone());
         }
@@ -451,6 +490,8 @@ mod tests {
         let deep = tmp.path().join("d".repeat(100));
         std::fs::create_dir(&deep).unwrap();
         let error = QmpDir::create(&deep).err().expect("a 100-byte directory leaves no room for a socket");
+        assert!(matches!(error, QmpDirError::TooLong { .. }), "{error:?}");
+        let error = error.to_string();
         assert!(error.contains("must be under 108 bytes"), "{error}");
         assert!(error.contains("TMPDIR"), "{error}");
     }
@@ -534,13 +575,15 @@ mod tests {
         let status = client.execute("query-status", None, Duration::from_secs(10)).unwrap();
         assert_eq!(status["status"], "running");
         let error = client.execute("bad", Some(serde_json::json!({"x": 1})), Duration::from_secs(10)).unwrap_err();
+        assert!(matches!(&error, QmpError::Failed { command, .. } if command == "bad"), "{error:?}");
+        let error = error.to_string();
         assert!(error.starts_with("QMP bad failed: ") && error.contains("CommandNotFound"), "{error}");
         let first = events.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(first, QmpEvent::Event { name: "STOP".into(), data: serde_json::json!({}) });
         let _ = client.execute("quit", None, Duration::from_millis(300));
         child.wait().unwrap();
         assert_eq!(events.recv_timeout(Duration::from_secs(10)).unwrap(), QmpEvent::Closed);
-        let error = client.execute("query-status", None, Duration::from_secs(10)).unwrap_err();
+        let error = client.execute("query-status", None, Duration::from_secs(10)).unwrap_err().to_string();
         assert!(error.contains("closed the connection") || error.contains("Broken pipe"), "{error}");
     }
 
@@ -551,14 +594,16 @@ mod tests {
         let listener = dir.listen().unwrap();
         let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
         let error = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), |_| ()).err().unwrap();
-        assert!(error.starts_with("QEMU exited (exit status: 0) before it connected"), "{error}");
+        assert!(matches!(error, QmpError::Exited { .. }), "{error:?}");
+        assert!(error.to_string().starts_with("QEMU exited (exit status: 0) before it connected"), "{error}");
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let listener = dir.listen().unwrap();
         let error =
             listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200), |_| ()).err().unwrap();
         let _ = child.kill();
         let _ = child.wait();
-        assert!(error.contains("did not connect to the bench's QMP socket by the deadline"), "{error}");
+        assert!(matches!(error, QmpError::NoConnection { .. }), "{error:?}");
+        assert!(error.to_string().contains("did not connect to the bench's QMP socket by the deadline"), "{error}");
     }
 
     #[test]

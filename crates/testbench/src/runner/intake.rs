@@ -333,7 +333,7 @@ pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result
     if options.prebuilt.is_none() && selected.iter().any(|c| crate::guest_names::needed(c)) {
         match crate::guest_names::read(&ws.root) {
             Ok(names) => refusals.extend(selected.iter().flat_map(|c| names.check(c))),
-            Err(error) => refusals.push(error),
+            Err(error) => refusals.push(error.to_string()),
         }
     }
     if options.sweep.is_some() && selected.len() > 1 {

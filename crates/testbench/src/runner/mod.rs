@@ -142,7 +142,7 @@ impl<'a> Intake<'a> {
         let (prebuilt, tree) = match &options.prebuilt {
             Some(dir) => {
                 let (index, tree) =
-                    crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why]))?;
+                    crate::prebuilt::open(dir, &ws.root).map_err(|why| BenchError::Refused(vec![why.to_string()]))?;
                 (Some(index), Some(tree))
             }
             None => (None, None),
@@ -163,7 +163,7 @@ impl<'a> Intake<'a> {
 
     /// Whether the prebuilt directory is this tree's (always, without one).
     fn tree_ok(&self) -> Result<(), String> {
-        self.tree.as_ref().map_or(Ok(()), |tree| tree.result())
+        self.tree.as_ref().map_or(Ok(()), |tree| tree.result().map_err(|e| e.to_string()))
     }
 }
 
@@ -194,13 +194,14 @@ impl Ground {
         let tmp = std::env::temp_dir();
         crate::qemu::qmp::sweep_stale(&tmp);
         let qmp_dir = if options.slurm.is_none() && selected.iter().any(|c| c.as_boot().is_some()) {
-            Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(refused)?))
+            Some(Arc::new(crate::qemu::qmp::QmpDir::create(&tmp).map_err(|e| refused(e.to_string()))?))
         } else {
             None
         };
         let per_boot =
             selected.iter().filter_map(|c| c.as_boot()).map(crate::boot::parts::host_ports).max().unwrap_or(0);
-        let ports = crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(refused)?;
+        let ports =
+            crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(|e| refused(e.to_string()))?;
         // Under q beside other benches: their boots count as beside this run's.
         let company = company::Company::from_env().map_err(refused)?;
         let (run_dir, pruning) = match task {

@@ -34,7 +34,7 @@ pub fn prebuild(
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     let dir = dir.canonicalize().map_err(|e| io("resolving", dir, e))?;
     let refused = |why: String| BenchError::Refused(vec![format!("--prebuild {}: {why}", dir.display())]);
-    let at_start = fingerprint(&ws.root, Some(&dir)).map_err(refused)?;
+    let at_start = fingerprint(&ws.root, Some(&dir)).map_err(|e| refused(e.to_string()))?;
     reporter.note(
         crate::events::Note::Prebuild,
         &format!("prebuilding into {} from {}", dir.display(), at_start.describe()),
@@ -68,7 +68,7 @@ pub fn prebuild(
                 let _ = std::fs::remove_dir_all(leftover.path()).or_else(|_| std::fs::remove_file(leftover.path()));
             }
         }
-        let now = fingerprint(&ws.root, Some(&dir)).map_err(refused)?;
+        let now = fingerprint(&ws.root, Some(&dir)).map_err(|e| refused(e.to_string()))?;
         if now != at_start {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(refused(format!(

@@ -42,7 +42,7 @@ impl Prepared {
     /// What a prebuilt directory keeps of it: its files stored in the width's directory
     /// (`width_dir`, named `width` in DIR), the rest as it is.
     pub fn to_entry(&self, width_dir: &Path, width: &str) -> Result<crate::prebuilt::Entry, String> {
-        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path);
+        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path).map_err(|e| e.to_string());
         Ok(crate::prebuilt::Entry::Ready {
             kernel: store(&self.kernel)?,
             initrd: self.initrd.as_deref().map(store).transpose()?,
@@ -159,11 +159,11 @@ pub fn prepare(
     match &boot.guest {
         Guest::Built { programs, firmware } => {
             let bundle = crate::pack::reference_bundle(case, programs, arch, ws, run_dir, builder, &mut log)
-                .map_err(Blocked::Build)?;
+                .map_err(|e| Blocked::Build(e.to_string()))?;
             let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
             let loader = builder
                 .get(&BuildKey::new(arch, LOADER_PACKAGE, LOADER_PACKAGE, profile, &[]), &mut log)
-                .map_err(Blocked::Build)?;
+                .map_err(|e| Blocked::Build(e.to_string()))?;
             Ok(Prepared {
                 kernel: loader.path,
                 initrd: Some(bundle),
@@ -350,7 +350,7 @@ pub fn block_on_host_lacks(
     let mut probes: HashMap<Arch, Probe> = HashMap::new();
     for (arch, thread) in probe_threads {
         let probe = thread.join().unwrap_or_else(|_| Probe {
-            version: Err(format!("the probe of {arch}'s QEMU panicked")),
+            version: Err(crate::qemu::VersionError::Panicked(arch)),
             firmware_dirs: Ok(Vec::new()),
             kvm: None,
         });
@@ -365,13 +365,14 @@ pub fn block_on_host_lacks(
         let case = selected[*index];
         let probe = &probes[arch];
         let lack = match &probe.version {
-            Err(complaint) => Some(complaint.clone()),
+            Err(complaint) => Some(complaint.to_string()),
             Ok(_) => {
                 let (firmware, field) = case.firmware().expect("a planned boot's case is a boot case");
                 firmware_checks
                     .entry((*arch, firmware.clone()))
                     .or_insert_with(|| {
                         crate::qemu::check_firmware(*arch, firmware, &ws.root, field, &probe.firmware_dirs)
+                            .map_err(|e| e.to_string())
                     })
                     .clone()
                     .err()

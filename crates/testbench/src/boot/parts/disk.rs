@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use testbench_case::{DiskLayout, DiskSpec};
 use testbench_disk::DiskRecipe;
 
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Slot};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Slot};
 use crate::qemu::option_value;
 
 /// One of a case's disks, planned once (its recipe read and checked at intake).
@@ -55,21 +55,21 @@ impl Disk {
     }
 
     /// Make the disk afresh at `image`; what was made, for the boot's devices.log.
-    fn make(&self, root: &Path, image: &Path, scratch: &Path) -> Result<Vec<String>, String> {
+    fn make(&self, root: &Path, image: &Path, scratch: &Path) -> Result<Vec<String>, DiskPartError> {
         let mut log = Vec::new();
         match &self.spec.layout {
             DiskLayout::Zeroed { size_kib } => {
-                testbench_disk::make_zeroed(image, *size_kib).map_err(|e| e.to_string())?;
+                testbench_disk::make_zeroed(image, *size_kib)?;
                 log.push(format!("{size_kib} KiB of zeros"));
             }
             DiskLayout::Partitions { size_kib, count } => {
-                testbench_disk::make_partitioned(image, *size_kib, u64::from(*count)).map_err(|e| e.to_string())?;
+                testbench_disk::make_partitioned(image, *size_kib, u64::from(*count))?;
                 let parts = if *count == 1 { "one partition".to_string() } else { format!("{count} equal partitions") };
                 log.push(format!("{size_kib} KiB, a GPT of {parts}"));
             }
             DiskLayout::Recipe(path) => {
                 let recipe = self.recipe.as_ref().expect("a recipe is read at intake");
-                let layout = testbench_disk::pack(recipe, root, image, scratch).map_err(|e| e.to_string())?;
+                let layout = testbench_disk::pack(recipe, root, image, scratch)?;
                 log.push(format!("packed from {} ({} bytes)", path.display(), layout.size_bytes));
                 for part in &layout.partitions {
                     log.push(format!(
@@ -82,12 +82,12 @@ impl Disk {
                 }
                 if let Some(flip) = &self.spec.flip {
                     let note = testbench_disk::flip_file_bit(image, &layout, &flip.partition, &flip.file)
-                        .map_err(|e| format!("{}.flip: {e}", self.table))?;
+                        .map_err(|source| DiskPartError::Flip { table: self.table, field: "flip", source })?;
                     log.push(note.to_string());
                 }
                 if let Some(partition) = &self.spec.flip_header {
                     let note = testbench_disk::flip_header_bit(image, &layout, partition)
-                        .map_err(|e| format!("{}.flip_header: {e}", self.table))?;
+                        .map_err(|source| DiskPartError::Flip { table: self.table, field: "flip_header", source })?;
                     log.push(note.to_string());
                 }
             }
@@ -101,7 +101,7 @@ impl PartSpec for Disk {
         format!("[{}]", self.table)
     }
 
-    fn attach(&self, place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, place: &BootPlace) -> Result<Attached, AttachError> {
         let name = format!("{}.img", self.id());
         let mut log = Vec::new();
         let image: PathBuf = match (self.spec.keep, place.first_boot) {
@@ -112,18 +112,19 @@ impl PartSpec for Disk {
                     let file = std::fs::OpenOptions::new()
                         .write(true)
                         .open(&kept)
-                        .map_err(|e| format!("{}: {e}", kept.display()))?;
-                    file.set_len(kib * 1024).map_err(|e| format!("{}: {e}", kept.display()))?;
+                        .map_err(|source| DiskPartError::Io { path: kept.clone(), source })?;
+                    file.set_len(kib * 1024).map_err(|source| DiskPartError::Io { path: kept.clone(), source })?;
                     log.push(format!("resized the kept disk to {kib} KiB (resize_kept_kib, a self-check)"));
                 }
-                testbench_disk::check_kept(&kept, &self.fresh()).map_err(|e| e.to_string())?;
+                testbench_disk::check_kept(&kept, &self.fresh()).map_err(DiskPartError::from)?;
                 log.push(format!("kept from the first boot: {}", kept.display()));
                 kept
             }
             _ => {
                 let image = place.dir.join(&name);
                 let scratch = place.dir.join(format!("{}.scratch", self.id()));
-                std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+                std::fs::create_dir_all(&scratch)
+                    .map_err(|source| DiskPartError::Io { path: scratch.clone(), source })?;
                 let made = self.make(place.root, &image, &scratch);
                 let _ = std::fs::remove_dir_all(&scratch);
                 log.extend(made?);
@@ -161,12 +162,27 @@ impl PartSpec for Disk {
     }
 }
 
+/// Why a disk could not be made, kept or read.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskPartError {
+    /// `testbench-disk` could not make the image, or the kept one is not a fresh one's.
+    #[error(transparent)]
+    Disk(#[from] testbench_disk::DiskError),
+    /// The self-check's `flip` or `flip_header` (under the case's table) did not apply.
+    #[error("{table}.{field}: {source}")]
+    Flip { table: &'static str, field: &'static str, source: testbench_disk::DiskError },
+    /// An image or its scratch directory that could not be opened, sized, made or read.
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
 /// A file's sha256, in hex.
-fn digest(path: &Path) -> Result<String, String> {
+fn digest(path: &Path) -> Result<String, DiskPartError> {
     use sha2::Digest;
-    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let io = |source| DiskPartError::Io { path: path.to_owned(), source };
+    let mut file = std::fs::File::open(path).map_err(io)?;
     let mut hasher = sha2::Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::io::copy(&mut file, &mut hasher).map_err(io)?;
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -178,7 +194,7 @@ struct Unchanged {
 
 impl Part for Unchanged {
     fn finish(&mut self, ended: &Ended) -> Result<Evidence, Broken> {
-        let after = digest(&self.image)?;
+        let after = digest(&self.image).map_err(|e| Broken(e.to_string()))?;
         if after == self.before {
             return Ok(Evidence::note(format!(
                 "[userland]: the read-only disk is the same bytes after the boot (sha256 {})",

@@ -21,8 +21,47 @@ use std::time::{Duration, Instant};
 
 use testbench_case::IdleSpec;
 
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase};
-use crate::qemu::qmp::QmpClient;
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase};
+use crate::qemu::qmp::{QmpClient, QmpError};
+
+/// Why the window at rest could not be measured, or what it measured that fails the boot
+/// (each message starts `[idle]`, but the attach error's, which `attach_all` prefixes).
+#[derive(Debug, thiserror::Error)]
+pub enum IdleError {
+    #[error("{}: the window's log path holds a space, which QEMU's monitor cannot take", .0.display())]
+    SpaceInLog(PathBuf),
+    #[error(
+        "[idle]: the {:.1} s window does not fit in the {:.1} s left before the case's deadline (raise timeout_secs)",
+        .window.as_secs_f64(),
+        .left.as_secs_f64()
+    )]
+    NoRoom { window: Duration, left: Duration },
+    #[error("[idle]: the boot ended during the window")]
+    Ended,
+    /// A monitor command that got no answer.
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    /// QEMU's monitor complained of a command.
+    #[error("[idle]: QEMU's monitor said to `{command}`: {complaint}")]
+    Monitor { command: String, complaint: String },
+    /// QEMU's `/proc/<pid>/stat` could not be read.
+    #[error("[idle]: {path}: {source}")]
+    Stat { path: String, source: std::io::Error },
+    #[error("[idle]: {path}: no utime and stime in {text:?}")]
+    NoTicks { path: String, text: String },
+    #[error("[idle]: the window measured nothing: QEMU wrote no trap log ({}: {source})", .path.display())]
+    NoLog { path: PathBuf, source: std::io::Error },
+    #[error("[idle]: {}: {source}", .path.display())]
+    ReadLog { path: PathBuf, source: std::io::Error },
+    /// The window's line (`Rates::line`) with no trap in it.
+    #[error("[idle]: the window measured nothing: no trap on any hart in QEMU's log ({line})")]
+    NoTraps { line: String },
+    #[error("[idle]: the window measured nothing: QEMU took no host CPU time ({line})")]
+    NoCpu { line: String },
+    /// A rate over its ceiling (`idle.max.<name>`), and whose it is.
+    #[error("[idle]: {name} {rate:.4}/s ({whose}) is over its ceiling {ceiling}/s (idle.max.{name}) ({line})")]
+    OverCeiling { name: String, rate: f64, whose: String, ceiling: f64, line: String },
+}
 
 /// The window's trap log, in the boot's directory.
 pub const IDLE_LOG: &str = "idle-int.log";
@@ -45,14 +84,11 @@ impl PartSpec for Idle {
         "[idle]".into()
     }
 
-    fn attach(&self, place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, place: &BootPlace) -> Result<Attached, AttachError> {
         let log = place.dir.join(IDLE_LOG);
         if log.to_string_lossy().chars().any(char::is_whitespace) {
             // QEMU's human monitor reads the file name up to a space.
-            return Err(format!(
-                "{}: the window's log path holds a space, which QEMU's monitor cannot take",
-                log.display()
-            ));
+            return Err(IdleError::SpaceInLog(log).into());
         }
         let lines = vec![format!(
             "a {:.1} s window at rest{}, traps logged to {IDLE_LOG}",
@@ -88,7 +124,7 @@ impl Window {
                     let _ = events.send(crate::boot::Event::Part(PartEvent::Note(line)));
                     PartEvent::Released
                 }
-                Err(message) => PartEvent::Failed(message),
+                Err(error) => PartEvent::Failed(error.to_string()),
             };
             let _ = events.send(crate::boot::Event::Part(event));
         }));
@@ -154,14 +190,10 @@ fn window(
     length: Duration,
     deadline: Instant,
     stopped: &dyn Fn() -> bool,
-) -> Result<Rates, String> {
+) -> Result<Rates, IdleError> {
     let left = deadline.saturating_duration_since(Instant::now());
     if length >= left {
-        return Err(format!(
-            "[idle]: the {:.1} s window does not fit in the {:.1} s left before the case's deadline (raise timeout_secs)",
-            length.as_secs_f64(),
-            left.as_secs_f64()
-        ));
+        return Err(IdleError::NoRoom { window: length, left });
     }
     let _ = std::fs::remove_file(log);
     hmp(qmp, &format!("logfile {}", log.display()))?;
@@ -171,7 +203,7 @@ fn window(
     while opened.elapsed() < length {
         if stopped() {
             let _ = hmp(qmp, "log none");
-            return Err("[idle]: the boot ended during the window".into());
+            return Err(IdleError::Ended);
         }
         std::thread::sleep(Duration::from_millis(50).min(length.saturating_sub(opened.elapsed())));
     }
@@ -185,20 +217,23 @@ fn window(
 }
 
 /// A human monitor command; its answer, empty on success, is QEMU's complaint otherwise.
-fn hmp(qmp: &QmpClient, command: &str) -> Result<(), String> {
+fn hmp(qmp: &QmpClient, command: &str) -> Result<(), IdleError> {
     let answer =
         qmp.execute("human-monitor-command", Some(serde_json::json!({ "command-line": command })), HMP_BOUND)?;
     match answer.as_str().map(str::trim) {
         Some("") | None => Ok(()),
-        Some(complaint) => Err(format!("[idle]: QEMU's monitor said to `{command}`: {complaint}")),
+        Some(complaint) => Err(IdleError::Monitor { command: command.into(), complaint: complaint.into() }),
     }
 }
 
 /// QEMU's user and system time so far, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64, String> {
+fn cpu_ticks(pid: u32) -> Result<u64, IdleError> {
     let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("[idle]: {path}: {e}"))?;
-    parse_ticks(&text).ok_or_else(|| format!("[idle]: {path}: no utime and stime in {text:?}"))
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(IdleError::Stat { path, source }),
+    };
+    parse_ticks(&text).ok_or(IdleError::NoTicks { path, text })
 }
 
 /// utime + stime of a `/proc/<pid>/stat` line (fields 14 and 15; the command name, in
@@ -227,13 +262,11 @@ struct Counts {
 }
 
 impl Counts {
-    fn read(path: &Path) -> Result<Counts, String> {
-        let file = std::fs::File::open(path).map_err(|e| {
-            format!("[idle]: the window measured nothing: QEMU wrote no trap log ({}: {e})", path.display())
-        })?;
+    fn read(path: &Path) -> Result<Counts, IdleError> {
+        let file = std::fs::File::open(path).map_err(|source| IdleError::NoLog { path: path.to_owned(), source })?;
         let mut counts = Counts::default();
         for line in std::io::BufReader::new(file).split(b'\n') {
-            let line = line.map_err(|e| format!("[idle]: {}: {e}", path.display()))?;
+            let line = line.map_err(|source| IdleError::ReadLog { path: path.to_owned(), source })?;
             counts.add(&String::from_utf8_lossy(&line));
         }
         Ok(counts)
@@ -324,16 +357,16 @@ impl Rates {
 
 /// A window that measured nothing fails; so does a rate over its ceiling. The error
 /// holds the `[idle]` line.
-fn judge(rates: &Rates, max: &[(String, f64)]) -> Result<(), String> {
+fn judge(rates: &Rates, max: &[(String, f64)]) -> Result<(), IdleError> {
     let line = rates.line();
     // No trap at all is a log that did not work or a guest that did not run. No timer
     // interrupt alone is not: a kernel that waits with interrupts masked (the reference
     // kernel) wakes on its timer without taking a trap, which QEMU does not log.
     if rates.counts.interrupts.is_empty() && rates.counts.exceptions.is_empty() {
-        return Err(format!("[idle]: the window measured nothing: no trap on any hart in QEMU's log ({line})"));
+        return Err(IdleError::NoTraps { line });
     }
     if rates.ticks == 0 {
-        return Err(format!("[idle]: the window measured nothing: QEMU took no host CPU time ({line})"));
+        return Err(IdleError::NoCpu { line });
     }
     for (name, ceiling) in max {
         let (rate, whose) = match name.as_str() {
@@ -350,9 +383,7 @@ fn judge(rates: &Rates, max: &[(String, f64)]) -> Result<(), String> {
             name => (rates.per_second(rates.counts.exceptions.get(name).copied().unwrap_or(0)), "all harts".into()),
         };
         if rate > *ceiling {
-            return Err(format!(
-                "[idle]: {name} {rate:.4}/s ({whose}) is over its ceiling {ceiling}/s (idle.max.{name}) ({line})"
-            ));
+            return Err(IdleError::OverCeiling { name: name.clone(), rate, whose, ceiling: *ceiling, line });
         }
     }
     Ok(())
@@ -399,26 +430,34 @@ some other line QEMU logged
     fn a_rate_over_its_ceiling_fails_naming_it_and_the_hart() {
         let r = rates(LOG, 2.0, 3);
         let error = judge(&r, &[("interrupts".into(), 0.9)]).unwrap_err();
+        assert!(matches!(&error, IdleError::OverCeiling { name, .. } if name == "interrupts"), "{error:?}");
+        let error = error.to_string();
         assert!(
             error.starts_with("[idle]: interrupts 1.0000/s (hart 0) is over its ceiling 0.9/s (idle.max.interrupts)"),
             "{error}"
         );
-        let error = judge(&r, &[("user_ecall".into(), 0.25)]).unwrap_err();
+        let error = judge(&r, &[("user_ecall".into(), 0.25)]).unwrap_err().to_string();
         assert!(error.starts_with("[idle]: user_ecall 0.5000/s (all harts) is over its ceiling 0.25/s"), "{error}");
-        let error = judge(&r, &[("host_cores".into(), 0.01)]).unwrap_err();
+        let error = judge(&r, &[("host_cores".into(), 0.01)]).unwrap_err().to_string();
         assert!(error.starts_with("[idle]: host_cores 0.0150/s (QEMU) is over its ceiling 0.01/s"), "{error}");
     }
 
     #[test]
     fn a_window_that_measured_nothing_fails_rather_than_passes() {
         let empty = judge(&rates("some other line QEMU logged\n", 10.0, 5), &[]).unwrap_err();
+        assert!(matches!(empty, IdleError::NoTraps { .. }), "{empty:?}");
+        let empty = empty.to_string();
         assert!(empty.starts_with("[idle]: the window measured nothing: no trap on any hart in QEMU's log"), "{empty}");
         // Traps but no timer interrupt: a kernel that waits with interrupts masked.
         let masked = LOG.lines().filter(|l| l.contains("async:0")).collect::<Vec<_>>().join("\n");
         assert!(judge(&rates(&masked, 10.0, 5), &[]).is_ok());
         let no_cpu = judge(&rates(LOG, 10.0, 0), &[]).unwrap_err();
+        assert!(matches!(no_cpu, IdleError::NoCpu { .. }), "{no_cpu:?}");
+        let no_cpu = no_cpu.to_string();
         assert!(no_cpu.contains("QEMU took no host CPU time"), "{no_cpu}");
         let missing = Counts::read(Path::new("/nonexistent/idle-int.log")).unwrap_err();
+        assert!(matches!(missing, IdleError::NoLog { .. }), "{missing:?}");
+        let missing = missing.to_string();
         assert!(missing.starts_with("[idle]: the window measured nothing: QEMU wrote no trap log"), "{missing}");
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::ram::{dump, RAM_DUMP, STOP_BOUND, VIRT_RAM_BASE};
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Passing};
 use crate::qemu::qmp::QmpClient;
 
 /// `memory = true` for one boot: the programs whose stacks and heaps are measured.
@@ -45,7 +45,7 @@ impl PartSpec for Memory {
         "memory".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         let part = Measure { check: self.check.clone(), memory_mib: self.memory_mib };
         Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
     }
@@ -88,7 +88,7 @@ fn measure_all(
     let size = u64::from(memory_mib) << 20;
     let mut dumps = 0;
     let measured = loop {
-        dump(qmp, &path, VIRT_RAM_BASE, memory_mib, "memory")?;
+        dump(qmp, &path, VIRT_RAM_BASE, memory_mib, "memory").map_err(|e| e.to_string())?;
         dumps += 1;
         let file = std::fs::File::open(&path).map_err(|e| format!("memory: {}: {e}", path.display()))?;
         let measured = measure(std::io::BufReader::with_capacity(0, file), VIRT_RAM_BASE, &check.declared)

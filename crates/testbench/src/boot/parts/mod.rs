@@ -108,8 +108,10 @@ pub fn for_case(
         parts.push(Arc::new(disk::Disk::new(table, spec.clone(), recipe)));
     }
     if let Some(spec) = &boot.net {
-        let sessions = sessions::Sessions::for_case(boot, root).map_err(Blocked::HostLack)?;
-        parts.push(Arc::new(net::Net::new(spec.clone(), ports.clone(), sessions).map_err(Blocked::Build)?));
+        let sessions = sessions::Sessions::for_case(boot, root).map_err(|lack| Blocked::HostLack(lack.to_string()))?;
+        parts.push(Arc::new(
+            net::Net::new(spec.clone(), ports.clone(), sessions).map_err(|e| Blocked::Build(e.to_string()))?,
+        ));
     }
     if let Some(idle) = &boot.idle {
         parts.push(Arc::new(idle::Idle::new(idle.clone())));

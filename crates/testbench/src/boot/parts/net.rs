@@ -16,9 +16,12 @@ use testbench_case::NetSpec;
 use testbench_judge::Pattern;
 use testbench_net::{DialOutcome, ForwardPlan};
 
-use super::sessions::{Sessions, SESSIONS_DIR};
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase, Slot};
+use super::sessions::{Sessions, SessionsError, SESSIONS_DIR};
+use crate::boot::{
+    AttachError, Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase, Slot,
+};
 use crate::command::shell_quote;
+use crate::qemu::qmp::QmpError;
 
 /// The netdev's and the capture's ids on QEMU's command line.
 const NETDEV: &str = "net0";
@@ -29,6 +32,47 @@ pub const CAPTURE_FILE: &str = "capture.pcap";
 pub const PEERS_DIR: &str = "peers";
 /// The bench's hidden subcommand QEMU runs for each connection to a peer.
 pub const PEER_HELPER: &str = "--peer-helper";
+
+/// Why a case's network could not be planned or attached to a boot.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// `TESTBENCH_PORTS` refused, or too small for the jobs (`testbench-net`'s words).
+    #[error("{0}")]
+    Lease(String),
+    #[error("no free host port for the forwards: {0}")]
+    NoFreePort(#[source] std::io::Error),
+    #[error("{}: {need} host ports needed and {free} free in the lease", testbench_net::ports::PORTS_VAR)]
+    LeaseShort { need: usize, free: usize },
+    #[error("the bench's own binary, for the peers: {0}")]
+    OwnBinary(#[source] std::io::Error),
+    /// The peers' records directory could not be made.
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A peer's address the host cannot serve (`testbench-net`'s words).
+    #[error("{0}")]
+    Peers(String),
+    /// The capture's filter could not be given to QEMU (`testbench-net`'s words).
+    #[error("{0}")]
+    Capture(String),
+    #[error("the sessions need the guest's port 22 forwarded")]
+    NoPort22,
+    #[error(transparent)]
+    Sessions(#[from] SessionsError),
+}
+
+/// Why QEMU's own account of the card does not show it restricted.
+#[derive(Debug, thiserror::Error)]
+pub enum RestrictError {
+    /// `info network` could not be asked.
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    /// QEMU's answer (quoted), which names no netdev of the card's.
+    #[error("QEMU's `info network` names no netdev {NETDEV}: {0}")]
+    NoNetdev(String),
+    /// The card's line of QEMU's answer.
+    #[error("QEMU says the guest's network is not restricted (restrict=on missing): {0}")]
+    NotRestricted(String),
+}
 
 /// The host ports a run may use: the environment's lease (`TESTBENCH_PORTS=lo-hi`), out
 /// of which each boot takes the ports it needs while it runs; or none, and each boot's
@@ -41,18 +85,22 @@ pub struct Ports {
 impl Ports {
     /// From `TESTBENCH_PORTS`; `jobs` boots at once each needing at most `per_boot` ports
     /// must fit the lease, or the run is refused before anything builds.
-    pub fn from_env(jobs: usize, per_boot: usize) -> Result<Ports, String> {
+    pub fn from_env(jobs: usize, per_boot: usize) -> Result<Ports, NetError> {
         let var = std::env::var(testbench_net::ports::PORTS_VAR).ok();
-        Ports::from_source(testbench_net::PortSource::from_env(var.as_deref())?, jobs, per_boot)
+        Ports::from_source(
+            testbench_net::PortSource::from_env(var.as_deref()).map_err(NetError::Lease)?,
+            jobs,
+            per_boot,
+        )
     }
 
     /// As [`Ports::from_env`], from a source already read.
-    pub fn from_source(source: testbench_net::PortSource, jobs: usize, per_boot: usize) -> Result<Ports, String> {
+    pub fn from_source(source: testbench_net::PortSource, jobs: usize, per_boot: usize) -> Result<Ports, NetError> {
         match source {
             testbench_net::PortSource::Free => Ok(Ports { lease: None }),
             testbench_net::PortSource::Lease(lease) => {
                 if per_boot > 0 {
-                    lease.slices(jobs.max(1), per_boot)?;
+                    lease.slices(jobs.max(1), per_boot).map_err(NetError::Lease)?;
                 }
                 let free: Vec<u16> = (lease.lo..=lease.hi).collect();
                 Ok(Ports { lease: Some(Arc::new(Mutex::new(free))) })
@@ -62,20 +110,15 @@ impl Ports {
 
     /// The plan of one boot's forwards: from the lease (returned when the boot's hook
     /// goes) or chosen by the operating system.
-    fn plan(&self, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<(ForwardPlan, Option<Taken>), String> {
+    fn plan(&self, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<(ForwardPlan, Option<Taken>), NetError> {
         let Some(lease) = &self.lease else {
-            let plan = ForwardPlan::pick_free(tcp_guest, udp_guest)
-                .map_err(|e| format!("no free host port for the forwards: {e}"))?;
+            let plan = ForwardPlan::pick_free(tcp_guest, udp_guest).map_err(NetError::NoFreePort)?;
             return Ok((plan, None));
         };
         let need = tcp_guest.len() + usize::from(udp_guest.is_some());
         let mut free = lease.lock().unwrap_or_else(|e| e.into_inner());
         if free.len() < need {
-            return Err(format!(
-                "{}: {need} host ports needed and {} free in the lease",
-                testbench_net::ports::PORTS_VAR,
-                free.len()
-            ));
+            return Err(NetError::LeaseShort { need, free: free.len() });
         }
         let taken: Vec<u16> = free.drain(..need).collect();
         let tcp = tcp_guest.iter().copied().zip(taken.iter().copied()).collect();
@@ -111,8 +154,8 @@ pub struct Net {
 }
 
 impl Net {
-    pub fn new(spec: NetSpec, ports: Ports, sessions: Option<Sessions>) -> Result<Net, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("the bench's own binary, for the peers: {e}"))?;
+    pub fn new(spec: NetSpec, ports: Ports, sessions: Option<Sessions>) -> Result<Net, NetError> {
+        let exe = std::env::current_exe().map_err(NetError::OwnBinary)?;
         let truncate = spec.truncate_capture;
         Ok(Net { spec, ports, exe, truncate, sessions })
     }
@@ -123,15 +166,15 @@ impl PartSpec for Net {
         "[net]".into()
     }
 
-    fn attach(&self, place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, place: &BootPlace) -> Result<Attached, AttachError> {
         let udp = self.spec.poke.as_ref().map(|poke| poke.port);
         let (plan, taken) = self.ports.plan(&self.spec.forward, udp)?;
         let records = place.dir.join(PEERS_DIR);
         let mut peers = Vec::new();
         if !self.spec.peers.is_empty() {
-            std::fs::create_dir_all(&records).map_err(|e| format!("{}: {e}", records.display()))?;
+            std::fs::create_dir_all(&records).map_err(|source| NetError::Io { path: records.clone(), source })?;
             let addrs: Vec<SocketAddrV4> = self.spec.peers.iter().map(|p| p.addr).collect();
-            testbench_net::check_peers(&addrs)?;
+            testbench_net::check_peers(&addrs).map_err(NetError::Peers)?;
         }
         for peer in &self.spec.peers {
             let command = [
@@ -155,7 +198,8 @@ impl PartSpec for Net {
             "-device".to_string(),
             Slot::Net.device(place.arch, "net", &format!("netdev={NETDEV},mac={}", card_mac())),
         ];
-        args.extend(["-object".to_string(), testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture)?]);
+        let filter = testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture).map_err(NetError::Capture)?;
+        args.extend(["-object".to_string(), filter]);
         let mut log = vec![format!("{NETDEV} on {}", Slot::Net.described(place.arch))];
         for (guest, host) in &plan.tcp {
             log.push(format!("forward: host 127.0.0.1:{host} (TCP) to guest port {guest}"));
@@ -168,8 +212,8 @@ impl PartSpec for Net {
         }
         let mut parts: Vec<Box<dyn Part>> = Vec::new();
         if let Some(sessions) = &self.sessions {
-            let port = plan.host_port(22).ok_or("the sessions need the guest's port 22 forwarded")?;
-            let (hook, lines) = sessions.attach(place.dir, port)?;
+            let port = plan.host_port(22).ok_or(NetError::NoPort22)?;
+            let (hook, lines) = sessions.attach(place.dir, port).map_err(NetError::from)?;
             log.extend(lines);
             parts.push(hook);
             files.push(place.dir.join(SESSIONS_DIR));
@@ -211,9 +255,9 @@ struct Card {
     /// Each dial's thread, once started.
     dials: Vec<Option<JoinHandle<DialOutcome>>>,
     /// When the poke went, or why it could not.
-    poked: Option<Result<f64, String>>,
+    poked: Option<Result<f64, PokeError>>,
     /// The `restrict=on` check's thread.
-    checked: Option<JoinHandle<Result<(), String>>>,
+    checked: Option<JoinHandle<Result<(), RestrictError>>>,
 }
 
 impl Card {
@@ -238,16 +282,41 @@ impl Card {
 
 /// QEMU's own account of the card's network must say `restrict=on`: asked over QMP
 /// (`info network`), not read from the command line the bench wrote.
-fn restricted(info: &str) -> Result<(), String> {
+fn restricted(info: &str) -> Result<(), RestrictError> {
     let line = info
         .lines()
         .find(|line| line.trim_start_matches([' ', '\\']).starts_with(&format!("{NETDEV}:")))
-        .ok_or_else(|| format!("QEMU's `info network` names no netdev {NETDEV}: {}", testbench_judge::quote(info)))?;
+        .ok_or_else(|| RestrictError::NoNetdev(testbench_judge::quote(info).to_string()))?;
     if line.split(',').any(|field| field.trim() == "restrict=on") {
         Ok(())
     } else {
-        Err(format!("QEMU says the guest's network is not restricted (restrict=on missing): {}", line.trim()))
+        Err(RestrictError::NotRestricted(line.trim().to_string()))
     }
+}
+
+/// What in a passing boot's traffic fails it: the peers' counts, the capture unread, a
+/// capture_expect no frame matched, the capture's rules broken.
+#[derive(Debug, thiserror::Error)]
+pub enum TrafficError {
+    /// A peer's connections not as the case says (`testbench-net`'s words).
+    #[error("{0}")]
+    Peers(String),
+    #[error("net: {0}")]
+    Capture(#[from] testbench_net::CaptureError),
+    /// A `capture_expect` (its label and quoted pattern) that matched none of the frames.
+    #[error("net: {label} '{pattern}' matched none of the capture's {frames} frames")]
+    NoMatch { label: String, pattern: String, frames: usize },
+    /// The capture's rules broken (`testbench-net`'s words).
+    #[error("net: capture: {0}")]
+    Rules(String),
+}
+
+/// The poke's datagram that could not be sent (to the host port, UDP).
+#[derive(Debug, thiserror::Error)]
+#[error("net.poke: the datagram to 127.0.0.1:{port} could not be sent: {source}")]
+pub struct PokeError {
+    port: u16,
+    source: std::io::Error,
 }
 
 impl Part for Card {
@@ -273,7 +342,7 @@ impl Part for Card {
             let result = restricted(info.as_str().unwrap_or(""));
             let event = match &result {
                 Ok(()) => PartEvent::Note("net: QEMU itself says restrict=on (info network)".into()),
-                Err(message) => PartEvent::Failed(message.clone()),
+                Err(error) => PartEvent::Failed(error.to_string()),
             };
             let _ = events.send(crate::boot::Event::Part(event));
             result
@@ -297,7 +366,7 @@ impl Part for Card {
         self.poked = Some(
             testbench_net::poke::send(host, poke.payload.as_bytes())
                 .map(|()| when)
-                .map_err(|e| format!("net.poke: the datagram to 127.0.0.1:{host} could not be sent: {e}")),
+                .map_err(|source| PokeError { port: host, source }),
         );
     }
 
@@ -308,7 +377,7 @@ impl Part for Card {
         if let Some(check) = self.checked.take() {
             match check.join() {
                 Ok(Ok(())) => {}
-                Ok(Err(message)) => failures.push(message),
+                Ok(Err(error)) => failures.push(error.to_string()),
                 Err(_) => failures.push("net: the restrict=on check panicked".into()),
             }
         }
@@ -343,12 +412,12 @@ impl Part for Card {
                 "net.poke: one datagram to guest UDP port {} at {when:.2}s (a host-clock wait)",
                 poke.port
             )),
-            (Some(_), Some(Err(message))) => failures.push(message),
+            (Some(_), Some(Err(error))) => failures.push(error.to_string()),
         }
         if passed && failures.is_empty() {
             match self.judge_traffic() {
                 Ok(more) => notes.extend(more),
-                Err(message) => failures.push(message),
+                Err(error) => failures.push(error.to_string()),
             }
         }
         if failures.is_empty() || !passed {
@@ -365,11 +434,11 @@ impl Part for Card {
 impl Card {
     /// After a passing boot: each peer's connections, and the capture read fail-closed
     /// and judged (with peers, its rules; without, only its form).
-    fn judge_traffic(&self) -> Result<Vec<String>, String> {
+    fn judge_traffic(&self) -> Result<Vec<String>, TrafficError> {
         let mut notes = Vec::new();
         let peers: Vec<(SocketAddrV4, u32)> = self.spec.peers.iter().map(|p| (p.addr, p.connections)).collect();
         if !peers.is_empty() {
-            testbench_net::peer::check_counts(&self.records, &peers)?;
+            testbench_net::peer::check_counts(&self.records, &peers).map_err(TrafficError::Peers)?;
         }
         let frames = match testbench_net::capture::read(&self.capture, self.truncate) {
             Ok(frames) => frames,
@@ -379,7 +448,7 @@ impl Card {
                 notes.push("net: the capture holds no frame (the guest sent none)".into());
                 return Ok(notes);
             }
-            Err(error) => return Err(format!("net: {error}")),
+            Err(error) => return Err(error.into()),
         };
         let lines: Vec<String> = frames.frames.iter().map(|f| testbench_net::capture::describe(&f.data)).collect();
         for pattern in &self.spec.capture_expect {
@@ -391,12 +460,11 @@ impl Card {
                     testbench_judge::quote(&lines[k])
                 )),
                 None => {
-                    return Err(format!(
-                        "net: {} '{}' matched none of the capture's {} frames",
-                        pattern.label,
-                        testbench_judge::quote(pattern.regex.as_str()),
-                        frames.frames.len()
-                    ))
+                    return Err(TrafficError::NoMatch {
+                        label: pattern.label.clone(),
+                        pattern: testbench_judge::quote(pattern.regex.as_str()).to_string(),
+                        frames: frames.frames.len(),
+                    })
                 }
             }
         }
@@ -411,7 +479,7 @@ impl Card {
             self_forbidden: self.spec.self_forbidden.iter().map(|n| (n.network(), n.prefix)).collect(),
             peers,
         };
-        let summary = testbench_net::capture::judge(&frames, &rules).map_err(|e| format!("net: capture: {e}"))?;
+        let summary = testbench_net::capture::judge(&frames, &rules).map_err(TrafficError::Rules)?;
         let counts: Vec<String> = summary.peer_syns.iter().map(|(addr, n)| format!("{addr} {n}")).collect();
         notes.push(format!(
             "net: capture: {} frames ({} the guest's), {} SYNs; SYNs to each peer: {}",
@@ -431,11 +499,14 @@ mod tests {
     #[test]
     fn qemu_must_say_restrict_on_for_the_cards_netdev() {
         let on = "virtio-net-device.0: index=0,type=nic,model=virtio-net-device,macaddr=52:54:00:12:34:56\r\n \\ net0: index=0,type=user,net=10.0.2.0,restrict=on\r\n";
-        assert_eq!(restricted(on), Ok(()));
+        assert!(restricted(on).is_ok());
         let off = on.replace("restrict=on", "restrict=off");
         let error = restricted(&off).unwrap_err();
-        assert!(error.contains("not restricted") && error.contains("restrict=off"), "{error}");
+        assert!(matches!(&error, RestrictError::NotRestricted(line) if line.contains("restrict=off")), "{error:?}");
+        assert!(error.to_string().starts_with("QEMU says the guest's network is not restricted"), "{error}");
         let none = "virtio-net-device.0: index=0,type=nic\r\n";
-        assert!(restricted(none).unwrap_err().contains("names no netdev net0"));
+        let error = restricted(none).unwrap_err();
+        assert!(matches!(error, RestrictError::NoNetdev(_)), "{error:?}");
+        assert!(error.to_string().contains("names no netdev net0"), "{error}");
     }
 }

@@ -4,12 +4,12 @@
 //! its exit status is the verdict, and its output (stdout, then stderr) is kept in the
 //! boot's `post-check.log`, whose last lines a failure quotes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use testbench_case::PostCheck;
 
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
 use crate::command::Cmd;
 
 /// A case's `post_check`, planned once.
@@ -28,7 +28,7 @@ impl PartSpec for PostCheckSpec {
         "post_check".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         let part = Judged { check: self.check.clone() };
         Ok(Attached { parts: vec![Box::new(part)], ..Attached::default() })
     }
@@ -44,7 +44,7 @@ impl Part for Judged {
         if !ended.passed {
             return Ok(Evidence::default());
         }
-        Ok(Evidence::note(run(&self.check, ended.root, ended.dir)?))
+        Ok(Evidence::note(run(&self.check, ended.root, ended.dir).map_err(|e| Broken(e.to_string()))?))
     }
 }
 
@@ -53,12 +53,30 @@ pub const POST_CHECK_LOG: &str = "post-check.log";
 /// How many of the output's last lines a failure quotes.
 const QUOTED_LINES: usize = 8;
 
+/// Why the post-check fails the boot: the console log unread, an oracle's verdict, a
+/// program that did not run, or one that ran and failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PostCheckError {
+    #[error("post_check: {}: {source}", .path.display())]
+    Console { path: PathBuf, source: std::io::Error },
+    /// A built-in oracle's failing verdict, in its words.
+    #[error("{0}")]
+    Oracle(String),
+    /// The program did not start or ran past its timeout (`shown`: its command line).
+    #[error("post_check: {shown}: {source}")]
+    Run { shown: String, source: crate::command::CmdError },
+    /// The program ran and failed (`how`: its exit), with the last lines it wrote (quoted).
+    #[error("post_check: {shown} {how}: {tail} (its output: {POST_CHECK_LOG})")]
+    Failed { shown: String, how: String, tail: String },
+}
+
 /// Run the check on `dir`'s console log: the note for a pass, or the failure.
-pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, String> {
+pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, PostCheckError> {
     let console = dir.join("console.log");
     if let Some(oracle) = &check.oracle {
         // Built in: the same code `cargo testbench --oracle` runs by hand on a kept log.
-        let text = std::fs::read(&console).map_err(|e| format!("post_check: {}: {e}", console.display()))?;
+        let text =
+            std::fs::read(&console).map_err(|source| PostCheckError::Console { path: console.clone(), source })?;
         let verdict = crate::oracles::run(oracle, &String::from_utf8_lossy(&text), &check.args);
         let log = dir.join(POST_CHECK_LOG);
         let by_hand = format!(
@@ -68,7 +86,7 @@ pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, String>
             check.args.join(" ")
         );
         let _ = std::fs::write(&log, format!("$ {}\n{}\n", by_hand.trim_end(), verdict.as_ref().unwrap_or_else(|e| e)));
-        return verdict.map(|summary| format!("post_check: {summary}"));
+        return verdict.map(|summary| format!("post_check: {summary}")).map_err(PostCheckError::Oracle);
     }
     let program =
         if check.command[0].contains('/') { root.join(&check.command[0]) } else { check.command[0].clone().into() };
@@ -79,7 +97,10 @@ pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, String>
         .arg(&console);
     let shown = cmd.display();
     let started = Instant::now();
-    let out = cmd.output().map_err(|e| format!("post_check: {shown}: {e}"))?;
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(source) => return Err(PostCheckError::Run { shown, source }),
+    };
     let log = dir.join(POST_CHECK_LOG);
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -91,12 +112,40 @@ pub fn run(check: &PostCheck, root: &Path, dir: &Path) -> Result<String, String>
     }
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = lines[lines.len().saturating_sub(QUOTED_LINES)..].join(" | ");
-    Err(format!(
-        "post_check: {shown} {}: {} (its output: {POST_CHECK_LOG})",
-        match out.status.code() {
+    Err(PostCheckError::Failed {
+        shown,
+        how: match out.status.code() {
             Some(code) => format!("exited {code}"),
             None => format!("ended by {}", out.status),
         },
-        if tail.is_empty() { "no output".into() } else { testbench_judge::quote(&tail).into_owned() }
-    ))
+        tail: if tail.is_empty() { "no output".into() } else { testbench_judge::quote(&tail).into_owned() },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(command: &[&str]) -> PostCheck {
+        PostCheck {
+            command: command.iter().map(|w| w.to_string()).collect(),
+            oracle: None,
+            args: Vec::new(),
+            timeout: std::time::Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn a_post_check_that_fails_or_cannot_run_says_which() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("console.log"), "boot\n").unwrap();
+        let failed = run(&check(&["sh", "-c", "echo no; exit 3", "sh"]), tmp.path(), tmp.path()).unwrap_err();
+        assert!(matches!(&failed, PostCheckError::Failed { how, .. } if how == "exited 3"), "{failed:?}");
+        assert!(failed.to_string().ends_with("exited 3: no (its output: post-check.log)"), "{failed}");
+        let absent = run(&check(&["./no-such-check"]), tmp.path(), tmp.path()).unwrap_err();
+        assert!(matches!(absent, PostCheckError::Run { .. }), "{absent:?}");
+        assert!(absent.to_string().starts_with("post_check: "), "{absent}");
+        let passed = run(&check(&["true"]), tmp.path(), tmp.path()).unwrap();
+        assert!(passed.starts_with("post_check: exit 0 in "), "{passed}");
+    }
 }

@@ -5,7 +5,7 @@
 //! each is often the cause of the failure the console shows, and it was only in
 //! `qemu-stderr.log`.
 
-use crate::boot::{Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
+use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
 
 /// The file QEMU's stderr is kept in, in the boot's directory (stages.rs writes it).
 pub const STDERR_LOG: &str = "qemu-stderr.log";
@@ -22,7 +22,7 @@ impl PartSpec for QemuStderr {
         "qemu-stderr".into()
     }
 
-    fn attach(&self, _place: &BootPlace) -> Result<Attached, String> {
+    fn attach(&self, _place: &BootPlace) -> Result<Attached, AttachError> {
         Ok(Attached { parts: vec![Box::new(QemuStderr)], ..Attached::default() })
     }
 }

@@ -12,10 +12,22 @@
 //! around it. A dump that a refusal or a find is about stays as evidence; any other is
 //! deleted.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::qemu::qmp::QmpClient;
+use crate::qemu::qmp::{QmpClient, QmpError};
+
+/// Why the guest's RAM could not be dumped (`what`: the part that asked).
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error("{what}: pausing the guest: {source}")]
+    Pause { what: String, source: QmpError },
+    /// The dump's file could not be made (readable by the bench's user alone).
+    #[error("{what}: creating {}: {source}", .path.display())]
+    Create { what: String, path: PathBuf, source: std::io::Error },
+    #[error("{what}: dumping the RAM: {source}")]
+    Dump { what: String, source: QmpError },
+}
 
 /// Where the riscv `virt` machine's RAM starts, on both riscv widths.
 pub const VIRT_RAM_BASE: u64 = 0x8000_0000;
@@ -41,18 +53,19 @@ const DUMP_BOUND: Duration = Duration::from_secs(60);
 /// readable by the bench's user alone: QEMU keeps the mode of a file that exists, and
 /// would otherwise create it under the umask, where another local user could read the
 /// guest's secrets.
-pub fn dump(qmp: &QmpClient, path: &Path, base: u64, memory_mib: u32, what: &str) -> Result<(), String> {
+pub fn dump(qmp: &QmpClient, path: &Path, base: u64, memory_mib: u32, what: &str) -> Result<(), DumpError> {
     use std::os::unix::fs::OpenOptionsExt;
-    qmp.execute("stop", None, STOP_BOUND).map_err(|e| format!("{what}: pausing the guest: {e}"))?;
+    qmp.execute("stop", None, STOP_BOUND).map_err(|source| DumpError::Pause { what: what.into(), source })?;
     let _ = std::fs::remove_file(path);
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("{what}: creating {}: {e}", path.display()))?;
+        .map_err(|source| DumpError::Create { what: what.into(), path: path.to_owned(), source })?;
     let size = u64::from(memory_mib) << 20;
     let arguments = serde_json::json!({ "val": base, "size": size, "filename": path.display().to_string() });
-    qmp.execute("pmemsave", Some(arguments), DUMP_BOUND).map_err(|e| format!("{what}: dumping the RAM: {e}"))?;
+    qmp.execute("pmemsave", Some(arguments), DUMP_BOUND)
+        .map_err(|source| DumpError::Dump { what: what.into(), source })?;
     Ok(())
 }

@@ -21,11 +21,36 @@ use testbench_session::{Forbid, Marks, Pattern, SessionOutcome, SessionSpec, Ste
 
 use crate::boot::{Broken, Ended, Event, Evidence, Live, Part, PartEvent, Phase};
 use crate::command::Cmd;
-use crate::ssh::{Client, HostKeys, Invocation, Route};
+use crate::ssh::{Client, HostKeys, Invocation, KeyCopyError, ProbeError, Route};
 
 /// The folder of a boot's directory that holds each session's transcript, its key's
 /// private copy and the pinned `known_hosts`.
 pub const SESSIONS_DIR: &str = "sessions";
+
+/// Why a boot's sessions could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// The sessions' folder or the pinned `known_hosts` could not be written.
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("ssh is not on the path")]
+    NoSsh,
+    #[error(transparent)]
+    Key(#[from] KeyCopyError),
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+}
+
+/// A session the engine cannot run as the case gives it.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// A pattern the engine refuses (its own words).
+    #[error("session {session}: {label}: {message}")]
+    Pattern { session: String, label: String, message: String },
+    /// Steps that do not hold together (each problem the engine found).
+    #[error("session {session}: {}", .problems.join("; "))]
+    Check { session: String, problems: Vec<String> },
+}
 
 /// A case's sessions, planned once for all its boots.
 pub struct Sessions {
@@ -38,7 +63,7 @@ pub struct Sessions {
 impl Sessions {
     /// The case's sessions, if it has any, with the host's ssh asked what it takes. The
     /// error says why the host's ssh cannot serve them.
-    pub fn for_case(boot: &BootCase, root: &Path) -> Result<Option<Sessions>, String> {
+    pub fn for_case(boot: &BootCase, root: &Path) -> Result<Option<Sessions>, Arc<ProbeError>> {
         if boot.sessions.is_empty() {
             return Ok(None);
         }
@@ -49,20 +74,21 @@ impl Sessions {
 
     /// This boot's hook: the sessions' folder made, each key copied private, the host key
     /// pinned for the forwarded port `host_port` (the guest's 22).
-    pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Part>, Vec<String>), String> {
+    pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Part>, Vec<String>), SessionsError> {
         let folder = dir.join(SESSIONS_DIR);
-        std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        std::fs::create_dir_all(&folder).map_err(|source| SessionsError::Io { path: folder.clone(), source })?;
         let route = Route::Port(host_port);
         let host_keys = match &self.host_key {
             Some(key) => {
                 let known_hosts = folder.join("known_hosts");
                 let line = crate::ssh::known_hosts_line(&route, &key.line());
-                std::fs::write(&known_hosts, line).map_err(|e| format!("{}: {e}", known_hosts.display()))?;
+                std::fs::write(&known_hosts, line)
+                    .map_err(|source| SessionsError::Io { path: known_hosts.clone(), source })?;
                 HostKeys::Pinned { known_hosts }
             }
             None => HostKeys::Any,
         };
-        let ssh = crate::command::on_path("ssh").ok_or("ssh is not on the path")?;
+        let ssh = crate::command::on_path("ssh").ok_or(SessionsError::NoSsh)?;
         let mut runs = Vec::new();
         let mut log = vec![format!(
             "sessions: {} through host port {host_port} (guest port 22); {}",
@@ -112,9 +138,13 @@ pub(crate) fn session_cmd(ssh: &Path, invocation: &Invocation, name: &str) -> Cm
 }
 
 /// A case's session as the engine runs it.
-pub(crate) fn spec_of(session: &Session) -> Result<SessionSpec, String> {
+pub(crate) fn spec_of(session: &Session) -> Result<SessionSpec, SpecError> {
     let pattern = |p: &testbench_case::Pattern| {
-        Pattern::new(p.regex.as_str()).map_err(|e| format!("session {}: {}: {e}", session.name, p.label))
+        Pattern::new(p.regex.as_str()).map_err(|message| SpecError::Pattern {
+            session: session.name.clone(),
+            label: p.label.clone(),
+            message,
+        })
     };
     let mut steps = Vec::new();
     for step in &session.steps {
@@ -133,9 +163,9 @@ pub(crate) fn spec_of(session: &Session) -> Result<SessionSpec, String> {
         .forbid
         .iter()
         .map(|p| Ok(Forbid { label: p.label.clone(), pattern: pattern(p)? }))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, SpecError>>()?;
     let spec = SessionSpec { name: session.name.clone(), steps, forbid, pty: session.pty };
-    spec.check().map_err(|problems| format!("session {}: {}", session.name, problems.join("; ")))?;
+    spec.check().map_err(|problems| SpecError::Check { session: session.name.clone(), problems })?;
     Ok(spec)
 }
 
