@@ -34,7 +34,7 @@ mod common;
 mod fields;
 mod kinds;
 pub use kinds::boot::idle::{IDLE_EXCEPTIONS, IDLE_INTERRUPTS, IDLE_TOTALS};
-pub use kinds::read_overlay_file;
+pub use kinds::OVERLAY_FILE_BYTES_MAX;
 mod session;
 mod validate;
 
@@ -145,8 +145,9 @@ impl Arch {
         !matches!(self, Arch::X86_64)
     }
 
-    /// The width of the host the bench runs on, if it is one the bench boots (KVM runs
-    /// only guests of this width).
+    /// The width of the host the bench was built for, if it is one the bench boots (KVM
+    /// runs only guests of this width). The bench asks it (`accel = "kvm"`, the KVM
+    /// probe); no case's validation does, so a case file means the same on every host.
     pub fn host() -> Option<Arch> {
         match std::env::consts::ARCH {
             "x86_64" => Some(Arch::X86_64),

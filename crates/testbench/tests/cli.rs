@@ -206,6 +206,24 @@ fn bad_cases_are_all_refused_before_anything_builds() {
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
+/// The case crate takes `accel = "kvm"` on any width (it asks no host); the bench asks
+/// the host, and refuses a width KVM cannot run here before anything builds.
+#[test]
+fn kvm_on_a_width_not_the_hosts_is_refused_before_anything_builds() {
+    let kvm = SMOKE_DONE.replace("arch = [\"rv64\"]", "arch = [\"rv32\"]\naccel = \"kvm\"");
+    let dir = cases_dir(&[("kvm", &kvm)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    let file = dir.path().join("kvm.toml");
+    let said = format!(
+        "{}: accel: \"kvm\" runs only guests of the host's width ({}), and arch names rv32: use \"tcg\" or \"auto\"\n",
+        file.display(),
+        std::env::consts::ARCH
+    );
+    assert!(run.stderr.contains(&said), "{}", run.explain());
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
 #[test]
 fn a_missing_path_and_an_unknown_exact_name_are_refused() {
     let guest = "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"no/such/kernel\"\n";

@@ -11,7 +11,7 @@ mod gate;
 mod host_tests;
 mod scripts;
 mod ssh_loopback;
-pub use boot::read_overlay_file;
+pub use boot::OVERLAY_FILE_BYTES_MAX;
 
 use crate::common::Ctx;
 use crate::fields::Field;

@@ -75,6 +75,41 @@ fn read_case_file(file: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|error| format!("not UTF-8 text ({error}): a case file is TOML"))
 }
 
+/// The bytes of one `guest.overlay` file, read at most
+/// [`testbench_case::OVERLAY_FILE_BYTES_MAX`] (the case crate states the bound and reads
+/// no file).
+pub fn read_overlay_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use testbench_case::OVERLAY_FILE_BYTES_MAX;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut data = Vec::new();
+    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
+    if data.len() as u64 > OVERLAY_FILE_BYTES_MAX {
+        return Err(format!(
+            "{}: more than {OVERLAY_FILE_BYTES_MAX} bytes (1 MiB), the most an overlay file may hold",
+            path.display()
+        ));
+    }
+    Ok(data)
+}
+
+/// `accel = "kvm"` on a width that is not the host's: KVM runs only guests of the host's
+/// width. The case crate takes what the case asks; the host is asked here, before
+/// anything builds, with the field's own words.
+fn kvm_on_the_host(case: &Case) -> Option<String> {
+    let boot = case.as_boot()?;
+    if boot.accel != testbench_case::Accel::Kvm {
+        return None;
+    }
+    let host = Arch::host();
+    let other = boot.arch.iter().find(|a| Some(**a) != host)?;
+    let host = host.map_or(std::env::consts::ARCH, Arch::name);
+    Some(format!(
+        "{}: accel: \"kvm\" runs only guests of the host's width ({host}), and arch names {other}: use \"tcg\" or \"auto\"",
+        case.file.display()
+    ))
+}
+
 /// Read every `*.toml` in the cases directory; every refusal is collected, one per file.
 pub fn load_cases(dir: &Path) -> Loaded {
     load_cases_named(dir, None)
@@ -215,6 +250,7 @@ pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &P
 pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     let mut errors = Vec::new();
     let file = case.file.display();
+    errors.extend(kvm_on_the_host(case));
     for named in case.paths() {
         let path = named.path.display();
         let full = root.join(&named.path);
