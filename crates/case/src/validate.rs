@@ -39,19 +39,14 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .filter(|stem| !stem.is_empty())
         .ok_or_else(|| ctx.err("file name", "a case file is named <case>.toml"))?;
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(
-            ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only"))
-        );
+        return Err(ctx.err(
+            "file name",
+            format!("case name {name:?} is not accepted: ASCII letters and digits, '-' and '_' only"),
+        ));
     }
     // Stage one: the TOML itself, then every field's name and shape, in words.
-    let mut table: toml::Table = toml::from_str(text).map_err(|error| {
-        let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
-        let field = match line {
-            Some(line) => format!("line {line}"),
-            None => "toml".to_string(),
-        };
-        ctx.err(field, error.message().trim().to_string())
-    })?;
+    control_characters(&ctx, text)?;
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| syntax_error(&ctx, text, &error))?;
     // The common fields first: they say which kind reads the rest.
     let common_names = names(COMMON);
     let common: toml::Table = table
@@ -61,10 +56,14 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .collect();
     check_table(&ctx, &common, COMMON, "", "every case", &|_| None)?;
     let common: RawCommon = ctx.read(common)?;
-    let description = common
-        .description
-        .filter(|d| !d.trim().is_empty())
-        .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
+    let description = match common.description {
+        None => return Err(ctx.err("description", "required: one line saying what the case proves")),
+        Some(blank) if blank.trim().is_empty() => {
+            return Err(ctx
+                .err("description", format!("{blank:?} is not accepted: blank; one line saying what the case proves")))
+        }
+        Some(description) => description,
+    };
     let kinds: Vec<&str> = KINDS.iter().map(|(name, _)| *name).collect();
     let kind = common.kind.ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&kinds))))?;
     let kind = kind.as_str();
@@ -97,6 +96,172 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
     let must_fail = common.must_fail.as_deref().map(|source| ctx.regex("must_fail".into(), source)).transpose()?;
     let kind = crate::kinds::validate(&ctx, raw, must_fail.is_some())?;
     Ok(Case { name, file: path, description, whole_run: common.whole_run.unwrap_or(true), kind, must_fail })
+}
+
+/// How deep TOML arrays and inline tables may nest: the `toml` crate refuses deeper
+/// (a case needs three at most).
+const TOML_NESTING_MAX: usize = 79;
+
+/// A control character other than a tab or a line's end: TOML takes none, and a
+/// terminal would not show one in a message. Refused with its place, before the TOML.
+fn control_characters(ctx: &Ctx, text: &str) -> Result<(), CaseError> {
+    let at = text
+        .char_indices()
+        .find(|(i, c)| c.is_control() && *c != '\t' && *c != '\n' && !(*c == '\r' && text[i + 1..].starts_with('\n')));
+    let Some((index, c)) = at else { return Ok(()) };
+    let (line, column) = place(text, index);
+    let what = if c == '\0' { "a NUL byte".to_string() } else { format!("the control character {c:?}") };
+    Err(ctx.err(
+        format!("line {line}, column {column}"),
+        format!("{what} is not accepted: a case file is TOML text, where only a tab and a line's end are control characters"),
+    ))
+}
+
+/// `index` within `text` and on a character's first byte.
+fn boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// The 1-based line and column (in characters) of byte `index` of `text`.
+fn place(text: &str, index: usize) -> (usize, usize) {
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    (1 + text[..index].matches('\n').count(), 1 + text[start..index].chars().count())
+}
+
+/// The line of `text` holding byte `index`, with a caret under its column, each on a
+/// line of its own indented alike (a long line is cut around the column).
+fn snippet(text: &str, index: usize) -> String {
+    const AROUND: usize = 60;
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    let end = text[index..].find('\n').map_or(text.len(), |nl| index + nl);
+    let line: Vec<char> =
+        text[start..end].trim_end_matches('\r').chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+    let column = text[start..index].chars().count();
+    let from = column.saturating_sub(AROUND);
+    let to = (column + AROUND).min(line.len());
+    let head = if from > 0 { "..." } else { "" };
+    let tail = if to < line.len() { "..." } else { "" };
+    let shown: String = line[from..to.max(from)].iter().collect();
+    format!("    {head}{shown}{tail}\n    {}^", " ".repeat(head.len() + column - from))
+}
+
+/// A TOML syntax error with its line, column and the line itself, in words: the
+/// `toml` crate's messages that name no field nor limit are said whole.
+fn syntax_error(ctx: &Ctx, text: &str, error: &toml::de::Error) -> CaseError {
+    let Some(span) = error.span() else { return ctx.err("toml", error.message().trim().to_string()) };
+    let (line, column) = place(text, span.start);
+    let message = error.message().trim();
+    let message = match message {
+        "number too large to fit in target type" => too_large(text, span.start),
+        "recursion limit exceeded" => format!(
+            "arrays and inline tables nested more than {TOML_NESTING_MAX} deep are not accepted (the most the TOML reader takes; a case needs three)"
+        ),
+        other => other.lines().collect::<Vec<_>>().join("; "),
+    };
+    ctx.err(format!("line {line}, column {column}"), format!("{message}:\n{}", snippet(text, span.start)))
+}
+
+/// "number too large" with the field it is for (the key before it on its line) and
+/// what TOML and the field take.
+fn too_large(text: &str, index: usize) -> String {
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    let before = &text[start..index];
+    let key = before.rfind('=').map(|eq| {
+        let left = before[..eq].trim_end();
+        let from =
+            left.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).map_or(0, |i| i + 1);
+        &left[from..]
+    });
+    let value: String =
+        text[index..].chars().take_while(|c| c.is_ascii_alphanumeric() || "+-_.".contains(*c)).collect();
+    let range = "TOML integers are from -9223372036854775808 to 9223372036854775807";
+    let too_large = format!("{value} is not accepted: a number too large ({range})");
+    match key.filter(|k| !k.is_empty()) {
+        None => too_large,
+        Some(key) => {
+            let field = COMMON.iter().chain(KINDS.iter().flat_map(|(_, fields)| fields.iter())).find(|f| f.name == key);
+            match field {
+                Some(field) => format!("{key}: {too_large}; {key} is {}", field.accepted),
+                None => format!("{key}: {too_large}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod toml_errors {
+    fn refusal(text: &str) -> String {
+        crate::parse("tests/c.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_syntax_error_keeps_its_line_column_and_the_line_with_a_caret() {
+        assert_eq!(
+            refusal("description = \"x\"\nkind = \"boot\narch = []\n"),
+            "tests/c.toml: line 2, column 13: invalid basic string:\n    kind = \"boot\n                ^"
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_names_its_field_and_the_range() {
+        assert_eq!(
+            refusal("description = \"x\"\nkind = \"boot\"\ntimeout_secs = 99999999999999999999\n"),
+            "tests/c.toml: line 3, column 16: timeout_secs: 99999999999999999999 is not accepted: a number too large (TOML integers are from -9223372036854775808 to 9223372036854775807); timeout_secs is a number of seconds, such as 30 or 2.5:\n    timeout_secs = 99999999999999999999\n                   ^"
+        );
+    }
+
+    #[test]
+    fn nesting_too_deep_names_the_limit() {
+        let deep = format!("a = {}{}\n", "[".repeat(80), "]".repeat(80));
+        let said = refusal(&deep);
+        assert!(
+            said.starts_with(
+                "tests/c.toml: line 1, column 84: arrays and inline tables nested more than 79 deep are not accepted"
+            ),
+            "{said}"
+        );
+        let fine = format!("description = \"x\"\nkind = \"boot\"\na = {}{}\n", "[".repeat(79), "]".repeat(79));
+        assert!(!refusal(&fine).contains("nested"), "79 deep is TOML the reader takes");
+    }
+
+    #[test]
+    fn a_nul_byte_or_a_control_character_is_named_with_its_place() {
+        assert_eq!(
+            refusal("description = \"x\"\n\0kind = \"boot\"\n"),
+            "tests/c.toml: line 2, column 1: a NUL byte is not accepted: a case file is TOML text, where only a tab and a line's end are control characters"
+        );
+        assert!(refusal("a = \"\u{1b}[0m\"\n")
+            .starts_with("tests/c.toml: line 1, column 6: the control character '\\u{1b}' is not accepted"));
+        // A line's end may be CRLF.
+        assert!(!refusal("description = \"x\"\r\nkind = \"nope\"\r\n").contains("control character"));
+    }
+
+    #[test]
+    fn a_blank_description_is_not_a_missing_one() {
+        assert_eq!(
+            refusal("description = \"  \"\nkind = \"boot\"\n"),
+            "tests/c.toml: description: \"  \" is not accepted: blank; one line saying what the case proves"
+        );
+        assert_eq!(
+            refusal("kind = \"boot\"\n"),
+            "tests/c.toml: description: required: one line saying what the case proves"
+        );
+    }
+
+    #[test]
+    fn a_name_outside_ascii_is_refused_saying_ascii() {
+        assert_eq!(
+            crate::parse("tests/cas-é.toml", "").unwrap_err().to_string(),
+            "tests/cas-é.toml: file name: case name \"cas-é\" is not accepted: ASCII letters and digits, '-' and '_' only"
+        );
+    }
 }
 
 #[cfg(test)]
