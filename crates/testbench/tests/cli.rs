@@ -206,6 +206,51 @@ fn bad_cases_are_all_refused_before_anything_builds() {
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
+/// A file that is almost a case (`b.tml`, `C.TOML`) is refused with its name rather
+/// than left out in silence; a symbolic link loop is said in words; an editor's backup
+/// and a file of another kind pass. Nothing builds.
+#[test]
+fn a_file_almost_a_case_and_a_link_loop_are_refused_in_words() {
+    let dir = cases_dir(&[("a", SMOKE_DONE)]);
+    for (name, text) in [("b.tml", SMOKE_DONE), ("C.TOML", SMOKE_DONE), ("a.toml~", ""), ("notes.md", "")] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    std::os::unix::fs::symlink("loop.toml", dir.path().join("loop.toml")).unwrap();
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    for name in ["b", "C"] {
+        let said = format!(
+            "{}: not read as a case, and not accepted beside them: its name is almost a case's; a case file is named <name>.toml (rename it {name}.toml, or move it out of the cases directory)",
+            dir.path().join(if name == "b" { "b.tml" } else { "C.TOML" }).display()
+        );
+        assert!(run.stderr.contains(&said), "{said}\n{}", run.explain());
+    }
+    assert!(
+        run.stderr.contains("loop.toml: a symbolic link that never reaches a file (a loop of links, or one over 40 links long) is not accepted"),
+        "{}",
+        run.explain()
+    );
+    assert!(
+        !run.stderr.contains("os error") && !run.stderr.contains("notes.md") && !run.stderr.contains("toml~"),
+        "{}",
+        run.explain()
+    );
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
+/// `--exact` without `--cases` says where it looked, as a filter does.
+#[test]
+fn exact_without_cases_says_where_it_looked() {
+    let run = bench(&["--exact", "no-such-case-here"], &[]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("--exact \"no-such-case-here\": none of the "), "{}", run.explain());
+    assert!(
+        run.stderr.contains(&format!(" cases in {} has that name", root().join("tests").display())),
+        "{}",
+        run.explain()
+    );
+}
+
 /// The case crate takes `accel = "kvm"` on any width (it asks no host); the bench asks
 /// the host, and refuses a width KVM cannot run here before anything builds.
 #[test]
@@ -239,7 +284,9 @@ fn a_missing_path_and_an_unknown_exact_name_are_refused() {
     let run = bench(&["--cases", cases, "--exact", "missing"], &[]);
     run.expect_status(2);
     assert!(
-        run.stderr.contains("--exact \"missing\": no case has that name (names like it: missing-kernel)"),
+        run.stderr.contains(&format!(
+            "--exact \"missing\": none of the 1 cases in {cases} has that name (names like it: missing-kernel)"
+        )),
         "{}",
         run.explain()
     );
@@ -886,11 +933,7 @@ fn exact_suggests_the_nearest_name_by_edit_distance() {
     let dir = cases_dir(&[("bench-boot", SMOKE_DONE), ("bench-reset", SMOKE_DONE)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--exact", "bench-bot"], &[]);
     run.expect_status(2);
-    assert!(
-        run.stderr.contains("--exact \"bench-bot\": no case has that name; did you mean `bench-boot`?"),
-        "{}",
-        run.explain()
-    );
+    assert!(run.stderr.contains("has that name; did you mean `bench-boot`?"), "{}", run.explain());
 }
 
 /// The smoke guest's prompt (`$` then ` `) answered by a typed line under icount, failed
