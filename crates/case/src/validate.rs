@@ -44,9 +44,12 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
             format!("case name {name:?} is not accepted: ASCII letters and digits, '-' and '_' only"),
         ));
     }
-    // Stage one: the TOML itself, then every field's name and shape, in words.
+    // Stage one: the TOML itself, then every field's name and shape, in words. Every
+    // refusal of the top level is gathered, in the file's order, before it stops.
     control_characters(&ctx, text)?;
     let mut table: toml::Table = toml::from_str(text).map_err(|error| syntax_error(&ctx, text, &error))?;
+    let ctx = Ctx::with_keys(file, text);
+    let mut refused: Vec<CaseError> = Vec::new();
     // The common fields first: they say which kind reads the rest.
     let common_names = names(COMMON);
     let common: toml::Table = table
@@ -54,42 +57,70 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .filter(|(key, _)| common_names.contains(&key.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    check_table(&ctx, &common, COMMON, "", "every case", &|_| None)?;
-    let common: RawCommon = ctx.read(common)?;
-    let description = match common.description {
-        None => return Err(ctx.err("description", "required: one line saying what the case proves")),
-        Some(blank) if blank.trim().is_empty() => {
-            return Err(ctx
-                .err("description", format!("{blank:?} is not accepted: blank; one line saying what the case proves")))
-        }
-        Some(description) => description,
-    };
-    let kinds: Vec<&str> = KINDS.iter().map(|(name, _)| *name).collect();
-    let kind = common.kind.ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&kinds))))?;
-    let kind = kind.as_str();
-    if !kinds.contains(&kind) {
-        let near = did_you_mean(&nearest(kind, kinds.iter().copied()));
-        let near = if near.is_empty() { String::new() } else { format!("; {near}") };
-        return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}{near}", quoted(&kinds))));
-    }
-    if let Some(later) = LATER.iter().find(|name| table.contains_key(**name)) {
-        return Err(ctx.err(*later, "not supported yet by this bench"));
-    }
-    // The fields of this kind, and only those, are named: never another kind's.
-    let elsewhere = |key: &str| -> Option<String> {
-        let owners: Vec<String> = KINDS
-            .iter()
-            .filter(|(other, fields)| *other != kind && fields.iter().any(|f| f.name == key))
-            .map(|(other, _)| format!("{other:?}"))
-            .collect();
-        (!owners.is_empty()).then(|| format!("it is a field of kind {}", owners.join(", ")))
-    };
-    let whose = format!("kind {kind:?}");
-    let fields = COMMON.iter().chain(crate::kinds::fields_of(kind));
-    check_table(&ctx, &table, fields, "", &whose, &elsewhere)?;
     for key in common_names {
         table.remove(key);
     }
+    let common = check_table(&ctx, &common, COMMON, "", "every case", &|_| None)
+        .and_then(|()| ctx.read::<RawCommon>(common))
+        .map_err(|error| refused.push(error))
+        .ok();
+    let description =
+        match common.as_ref().map(|c| c.description.as_deref()) {
+            None => None,
+            Some(None) => {
+                refused.push(ctx.err("description", "required: one line saying what the case proves"));
+                None
+            }
+            Some(Some(blank)) if blank.trim().is_empty() => {
+                refused.push(ctx.err(
+                    "description",
+                    format!("{blank:?} is not accepted: blank; one line saying what the case proves"),
+                ));
+                None
+            }
+            Some(Some(description)) => Some(description.to_string()),
+        };
+    let kinds: Vec<&str> = KINDS.iter().map(|(name, _)| *name).collect();
+    let kind = match common.as_ref().map(|c| c.kind.as_deref()) {
+        None => None,
+        Some(None) => {
+            refused.push(ctx.err("kind", format!("required: one of {}", quoted(&kinds))));
+            None
+        }
+        Some(Some(kind)) if !kinds.contains(&kind) => {
+            let near = did_you_mean(&nearest(kind, kinds.iter().copied()));
+            let near = if near.is_empty() { String::new() } else { format!("; {near}") };
+            refused.push(ctx.err("kind", format!("{kind:?} is not accepted: one of {}{near}", quoted(&kinds))));
+            None
+        }
+        Some(Some(kind)) => kinds.iter().copied().find(|k| *k == kind),
+    };
+    for later in LATER {
+        if table.remove(later).is_some() {
+            refused.push(ctx.err(later, "not supported yet by this bench"));
+        }
+    }
+    // The fields of this kind, and only those, are named: never another kind's. (A
+    // kind refused or missing leaves the rest unchecked: what it takes is not known.)
+    if let Some(kind) = kind {
+        let elsewhere = |key: &str| -> Option<String> {
+            let owners: Vec<String> = KINDS
+                .iter()
+                .filter(|(other, fields)| *other != kind && fields.iter().any(|f| f.name == key))
+                .map(|(other, _)| format!("{other:?}"))
+                .collect();
+            (!owners.is_empty()).then(|| format!("it is a field of kind {}", owners.join(", ")))
+        };
+        let whose = format!("kind {kind:?}");
+        let fields = COMMON.iter().chain(crate::kinds::fields_of(kind));
+        if let Err(error) = check_table(&ctx, &table, fields, "", &whose, &elsewhere) {
+            refused.push(error);
+        }
+    }
+    ctx.all(refused)?;
+    let (Some(common), Some(description), Some(kind)) = (common, description, kind) else {
+        unreachable!("each is refused above when it is not there")
+    };
     let raw = crate::kinds::read(&ctx, kind, table)?;
 
     // Stage two: what the fields mean.
@@ -199,6 +230,20 @@ fn too_large(text: &str, index: usize) -> String {
 mod toml_errors {
     fn refusal(text: &str) -> String {
         crate::parse("tests/c.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn every_refusal_of_the_top_level_comes_in_the_files_order() {
+        let text = "kind = \"boot\"\nzzz = 1\ndescription = \"  \"\naaa = 2\ntimeout_secs = \"30\"\nrepeat = 3\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        let fields: Vec<&str> =
+            std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect();
+        assert_eq!(fields, ["zzz", "description", "aaa", "timeout_secs", "repeat"], "{error}");
+        let each = error.each();
+        assert_eq!(each.len(), 5);
+        assert!(each[0].starts_with("tests/c.toml: zzz: not a field of kind \"boot\""), "{each:?}");
+        assert!(each[3].starts_with("tests/c.toml: timeout_secs: \"30\" is not accepted: "), "{each:?}");
+        assert_eq!(error.to_string(), each.join("\n"));
     }
 
     #[test]

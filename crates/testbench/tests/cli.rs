@@ -238,6 +238,20 @@ fn a_file_almost_a_case_and_a_link_loop_are_refused_in_words() {
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
+/// Every refusal of one file is reported, in the file's order (not only the first, nor
+/// the first by name), as the refusals of different files are.
+#[test]
+fn every_refusal_of_a_file_comes_in_its_order() {
+    let two = SMOKE_DONE.replace("kind = \"boot\"\n", "kind = \"boot\"\nzzz = 1\n") + "aaa = 2\n";
+    let dir = cases_dir(&[("two", &two)]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    let zzz = run.stderr.find("two.toml: zzz: not a field of kind \"boot\"");
+    let aaa = run.stderr.find("two.toml: aaa: not a field of kind \"boot\"");
+    assert!(zzz.is_some() && aaa.is_some() && zzz < aaa, "{}", run.explain());
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
 /// `--exact` without `--cases` says where it looked, as a filter does.
 #[test]
 fn exact_without_cases_says_where_it_looked() {

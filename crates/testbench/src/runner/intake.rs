@@ -171,9 +171,10 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
     // bench's own 190 files on one), then taken in file order.
     let parse = |file: &PathBuf| {
         let shown = file.display().to_string();
+        // Every refusal of a file on its own, in the file's order.
         read_case_file(file)
-            .map_err(|error| format!("{shown}: {error}"))
-            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.to_string()))
+            .map_err(|error| vec![format!("{shown}: {error}")])
+            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.each()))
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len().max(1));
     let chunk = files.len().div_ceil(threads).max(1);
@@ -185,8 +186,8 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
     for (file, parsed) in files.into_iter().zip(parsed) {
         match parsed {
             Ok(case) => loaded.cases.push(case),
-            Err(error) => {
-                loaded.refusals.push(error);
+            Err(errors) => {
+                loaded.refusals.extend(errors);
                 if let Some(stem) = file.file_stem() {
                     loaded.refused_names.push(stem.to_string_lossy().into_owned());
                 }
