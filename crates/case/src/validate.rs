@@ -174,7 +174,7 @@ fn snippet(text: &str, index: usize) -> String {
     let line: Vec<char> =
         text[start..end].trim_end_matches('\r').chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
     let column = text[start..index].chars().count();
-    let from = column.saturating_sub(AROUND);
+    let from = column.saturating_sub(AROUND).min(line.len());
     let to = (column + AROUND).min(line.len());
     let head = if from > 0 { "..." } else { "" };
     let tail = if to < line.len() { "..." } else { "" };
