@@ -116,6 +116,7 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         if let Err(error) = check_table(&ctx, &table, fields, "", &whose, &elsewhere) {
             refused.push(error);
         }
+        refused.extend(crate::kinds::check_nested(&ctx, kind, &table));
     }
     ctx.all(refused)?;
     let (Some(common), Some(description), Some(kind)) = (common, description, kind) else {
@@ -244,6 +245,12 @@ mod toml_errors {
         assert!(each[0].starts_with("tests/c.toml: zzz: not a field of kind \"boot\""), "{each:?}");
         assert!(each[3].starts_with("tests/c.toml: timeout_secs: \"30\" is not accepted: "), "{each:?}");
         assert_eq!(error.to_string(), each.join("\n"));
+        // And the tables within it, each after the top level's refusals before it.
+        let nested = "kind = \"boot\"\ndescription = \"d\"\nbogus = 1\n[[input]]\nafter = 'x'\nsnd = 'y'\n[guest]\nkernl = \"k\"\n";
+        let error = crate::parse("tests/c.toml", nested).unwrap_err();
+        let fields: Vec<&str> =
+            std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect();
+        assert_eq!(fields, ["bogus", "input[0].snd", "guest.kernl"], "{error}");
     }
 
     #[test]

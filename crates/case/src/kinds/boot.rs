@@ -35,44 +35,71 @@ const MEMORY_MIB_MAX: i64 = 16_384;
 /// tables and those inside them), whose fields are checked in words like the top level's,
 /// then the whole read by serde.
 pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawBoot, CaseError> {
-    if let Some(toml::Value::Table(guest)) = table.get("guest") {
-        check_table(ctx, guest, GUEST, "guest.", "[guest]", &|_| None)?;
-        if let Some(toml::Value::Array(items)) = guest.get("overlay") {
-            for (index, item) in items.iter().enumerate() {
-                if let toml::Value::Table(item) = item {
-                    check_table(
-                        ctx,
-                        item,
-                        OVERLAY,
-                        &format!("guest.overlay[{index}]."),
-                        "a guest.overlay entry",
-                        &|_| None,
-                    )?;
-                }
-            }
-        }
-    }
-    if let Some(toml::Value::Array(inputs)) = table.get("input") {
-        for (index, input) in inputs.iter().enumerate() {
-            if let toml::Value::Table(input) = input {
-                let prefix = format!("input[{index}].");
-                check_table(ctx, input, INPUT, &prefix, "[[input]]", &|_| None)?;
-                for name in names(INPUT) {
-                    if !input.contains_key(name) {
-                        return Err(ctx.err(format!("{prefix}{name}"), "required: each [[input]] has after and send"));
+    ctx.all(check(ctx, &table))?;
+    ctx.read(table)
+}
+
+/// The refusals of the tables within a boot case: each table's every refusal, one table
+/// after another (a table's refusal does not hide the next table's).
+pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Vec<CaseError> {
+    let guest = || -> Result<(), CaseError> {
+        if let Some(toml::Value::Table(guest)) = table.get("guest") {
+            check_table(ctx, guest, GUEST, "guest.", "[guest]", &|_| None)?;
+            if let Some(toml::Value::Array(items)) = guest.get("overlay") {
+                for (index, item) in items.iter().enumerate() {
+                    if let toml::Value::Table(item) = item {
+                        check_table(
+                            ctx,
+                            item,
+                            OVERLAY,
+                            &format!("guest.overlay[{index}]."),
+                            "a guest.overlay entry",
+                            &|_| None,
+                        )?;
                     }
                 }
             }
         }
-    }
-    disk::check(ctx, &table)?;
-    net::check(ctx, &table)?;
-    crate::session::check(ctx, &table)?;
-    idle::check(ctx, &table)?;
-    if let Some(toml::Value::Table(post)) = table.get("post_check") {
-        check_table(ctx, post, raw::POST_CHECK, "post_check.", "post_check", &|_| None)?;
-    }
-    ctx.read(table)
+        Ok(())
+    };
+    let inputs = || -> Result<(), CaseError> {
+        if let Some(toml::Value::Array(inputs)) = table.get("input") {
+            for (index, input) in inputs.iter().enumerate() {
+                if let toml::Value::Table(input) = input {
+                    let prefix = format!("input[{index}].");
+                    check_table(ctx, input, INPUT, &prefix, "[[input]]", &|_| None)?;
+                    for name in names(INPUT) {
+                        if !input.contains_key(name) {
+                            return Err(
+                                ctx.err(format!("{prefix}{name}"), "required: each [[input]] has after and send")
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    let post_check = || -> Result<(), CaseError> {
+        match table.get("post_check") {
+            Some(toml::Value::Table(post)) => {
+                check_table(ctx, post, raw::POST_CHECK, "post_check.", "post_check", &|_| None)
+            }
+            _ => Ok(()),
+        }
+    };
+    [
+        guest(),
+        inputs(),
+        disk::check(ctx, table),
+        net::check(ctx, table),
+        crate::session::check(ctx, table),
+        idle::check(ctx, table),
+        post_check(),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect()
 }
 
 /// Stage two of a boot case: every field's meaning checked, the [`BootCase`] made.

@@ -58,6 +58,16 @@ pub(crate) fn read(ctx: &Ctx, kind: &str, table: toml::Table) -> Result<RawKind,
     })
 }
 
+/// The refusals of the tables within a case of `kind` (stage one below the top level),
+/// every table's, so that they come with the top level's.
+pub(crate) fn check_nested(ctx: &Ctx, kind: &str, table: &toml::Table) -> Vec<CaseError> {
+    match kind {
+        "boot" => boot::check(ctx, table),
+        "ssh-loopback" => crate::session::check(ctx, table).err().into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Stage two: the kind's meaning checked, its typed form made. `self_check`: the case has
 /// `must_fail` (a common field, which a kind's own fields may need).
 pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind, CaseError> {
