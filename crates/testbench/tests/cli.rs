@@ -882,7 +882,8 @@ fn unknown_guest_binaries_packages_and_features_are_refused_from_one_metadata_re
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[("CARGO", cargo.to_str().unwrap())]);
     run.expect_status(2);
     for line in [
-        "no-bin.toml: programs[0]: \"no-such-bin\" is not a binary of the guest workspace's package \"programs\"; the nearest is `",
+        // A name far from every binary gets no suggestion, only the list.
+        "no-bin.toml: programs[0]: \"no-such-bin\" is not a binary of the guest workspace's package \"programs\". Its binaries: ",
         "typo-bin.toml: programs[0]: \"chekcer\" is not a binary of the guest workspace's package \"programs\"; the nearest is `checker`.",
         "no-package.toml: programs[0].package: \"smoek\" is not a package of the guest workspace (guest/Cargo.toml); did you mean `smoke`?",
         "no-feature.toml: programs[0].features[0]: \"ecoh\" is not a feature of the guest workspace's package \"smoke\"; did you mean `echo`?",
