@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn an_end_anchor_never_matches_at_the_cut_and_the_rest_still_does() {
-        for pattern in ["a$", r"a\z", "(?m)a$", "(a+)+$", "x|a$", "(?:a$)?b"] {
+        for pattern in ["a$", r"a\z", "(?m)a$", "(a+)+$", "x|a$", "(?:a$)?b", r"(?i)A\w*$", r"\ba(?-u:\b)$", "[^x]$"] {
             let re = head(pattern);
             assert!(!re.is_match("aaaa"), "{pattern} -> {re}");
         }
@@ -126,6 +126,7 @@ mod tests {
         assert!(head("x|a$").is_match("..x.."));
         assert!(head("(?:a$)?b").is_match("b"));
         assert!(head("^boot").is_match("boot and more"));
+        assert!(head(r"(?i)ÉTÉ|z$").is_match("un été"), "Unicode and case folding survive the rewrite");
         assert_eq!(head("^boot").as_str(), "^boot", "a pattern without an end anchor is its own");
     }
 
