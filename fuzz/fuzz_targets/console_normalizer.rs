@@ -28,7 +28,9 @@ fn pattern(label: &str, re: &str) -> Pattern {
 
 fn config() -> Config {
     Config {
-        expect: vec![pattern("expect[0]", "^ok"), pattern("expect[1]", r"done\b")],
+        // expect[2] ends in `$`: over a small line limit the fast judge and the reference
+        // both match an over-long line's head with it as a line that goes on.
+        expect: vec![pattern("expect[0]", "^ok"), pattern("expect[1]", r"done\b"), pattern("expect[2]", "(o+)+k?$")],
         forbid: vec![pattern("forbid[0]", "PANIC"), pattern("forbid[1]", r"\x1b\[5m")],
         always_forbidden: vec![pattern("always-forbidden", r"^\[[^\]]*\] TEST FAILED")],
         inputs: vec![Input { after: pattern("input[0]", "login:"), send: b"root\n".to_vec() }],

@@ -24,18 +24,54 @@ const TIMEOUT_SECS_MIN: f64 = 0.001;
 /// minutes.
 pub(crate) const HOST_TIMEOUT_SECS: f64 = 600.0;
 
-/// Where refusals point: the case file as the bench was given it.
+/// Where refusals point: the case file as the bench was given it, and where each of its
+/// top-level keys starts in it (so several refusals come in the file's order).
 pub(crate) struct Ctx<'a> {
     file: &'a str,
+    keys: Vec<(String, usize)>,
 }
 
 impl<'a> Ctx<'a> {
     pub(crate) fn new(file: &'a str) -> Ctx<'a> {
-        Ctx { file }
+        Ctx { file, keys: Vec::new() }
+    }
+
+    /// The same, knowing where the top-level keys of `text` start (none when it is not
+    /// TOML: its syntax error is then the only refusal).
+    pub(crate) fn with_keys(file: &'a str, text: &str) -> Ctx<'a> {
+        type Keys = std::collections::BTreeMap<toml::Spanned<String>, serde::de::IgnoredAny>;
+        let keys = toml::from_str::<Keys>(text)
+            .map(|keys| keys.keys().map(|k| (k.get_ref().clone(), k.span().start)).collect())
+            .unwrap_or_default();
+        Ctx { file, keys }
     }
 
     pub(crate) fn err(&self, field: impl Into<String>, message: impl Into<String>) -> CaseError {
-        CaseError { file: self.file.to_string(), field: field.into(), message: message.into() }
+        CaseError { file: self.file.to_string(), field: field.into(), message: message.into(), also: Vec::new() }
+    }
+
+    /// Where a field's top-level key starts in the file; after every key when it is not
+    /// there (a required field missing).
+    fn place(&self, field: &str) -> usize {
+        let key = field.split(['.', '[']).next().unwrap_or(field);
+        self.keys.iter().find(|(k, _)| k == key).map_or(usize::MAX, |(_, at)| *at)
+    }
+
+    /// Several refusals of the file as one error, in the file's order (a field's place is
+    /// its top-level key's; refusals within one key keep the order they came in).
+    pub(crate) fn all(&self, errors: Vec<CaseError>) -> Result<(), CaseError> {
+        let mut errors: Vec<CaseError> = errors
+            .into_iter()
+            .flat_map(|mut error| {
+                let also = std::mem::take(&mut error.also);
+                std::iter::once(error).chain(also)
+            })
+            .collect();
+        errors.sort_by_key(|e| self.place(&e.field));
+        match CaseError::all(errors) {
+            None => Ok(()),
+            Some(error) => Err(error),
+        }
     }
 
     pub(crate) fn regex(&self, label: String, source: &str) -> Result<Pattern, CaseError> {

@@ -93,8 +93,9 @@ fn fits(shape: Shape, value: &toml::Value) -> Result<(), Option<usize>> {
     }
 }
 
-/// Check the keys of one table against the fields it accepts, in the order messages name
-/// them: an unknown key is refused with the nearest accepted name and the accepted names;
+/// Check the keys of one table against the fields it accepts, every refusal of the table
+/// gathered (the top level's in the file's order): an unknown key is refused with the
+/// nearest accepted name and the accepted names;
 /// a known key whose value has the wrong shape is refused with what the field accepts, in
 /// words. `prefix` is the table's own path (`guest.`, `input[0].`); `whose` says whose
 /// fields they are ("kind \"boot\"", "`[guest]`"); `elsewhere` may say who else takes a key.
@@ -108,6 +109,7 @@ pub(crate) fn check_table<'f>(
 ) -> Result<(), CaseError> {
     let fields: Vec<&Field> = fields.into_iter().collect();
     let accepted: Vec<&str> = fields.iter().map(|f| f.name).collect();
+    let mut errors = Vec::new();
     for (key, value) in table {
         let at = format!("{prefix}{key}");
         let Some(field) = fields.iter().find(|f| f.name == key) else {
@@ -123,21 +125,22 @@ pub(crate) fn check_table<'f>(
                 message.push_str(&format!("; {near}"));
             }
             message.push_str(&format!(" Accepted: {}", accepted.join(", ")));
-            return Err(ctx.err(at, message));
+            errors.push(ctx.err(at, message));
+            continue;
         };
         match fits(field.shape, value) {
             Ok(()) => {}
-            Err(None) => return Err(ctx.err(at, format!("{} is not accepted: {}", shown(value), field.accepted))),
+            Err(None) => errors.push(ctx.err(at, format!("{} is not accepted: {}", shown(value), field.accepted))),
             Err(Some(index)) => {
                 let item = &value.as_array().expect("a list")[index];
-                return Err(ctx.err(
+                errors.push(ctx.err(
                     format!("{at}[{index}]"),
                     format!("{} is not accepted: {at} is {}", shown(item), field.accepted),
                 ));
             }
         }
     }
-    Ok(())
+    ctx.all(errors)
 }
 
 /// The field names serde reads for `T`, in declaration order, for the tests that hold each

@@ -34,7 +34,7 @@ mod common;
 mod fields;
 mod kinds;
 pub use kinds::boot::idle::{IDLE_EXCEPTIONS, IDLE_INTERRUPTS, IDLE_TOTALS};
-pub use kinds::read_overlay_file;
+pub use kinds::OVERLAY_FILE_BYTES_MAX;
 mod session;
 mod validate;
 
@@ -145,8 +145,9 @@ impl Arch {
         !matches!(self, Arch::X86_64)
     }
 
-    /// The width of the host the bench runs on, if it is one the bench boots (KVM runs
-    /// only guests of this width).
+    /// The width of the host the bench was built for, if it is one the bench boots (KVM
+    /// runs only guests of this width). The bench asks it (`accel = "kvm"`, the KVM
+    /// probe); no case's validation does, so a case file means the same on every host.
     pub fn host() -> Option<Arch> {
         match std::env::consts::ARCH {
             "x86_64" => Some(Arch::X86_64),
@@ -1104,12 +1105,42 @@ fn session_keys(sessions: &[Session], paths: &mut Vec<NamedPath>) {
     }
 }
 
-/// A case the bench refuses, with where and why.
+/// A case the bench refuses, with where and why: the first refusal, and the file's
+/// others after it in the file's order (each shown on a line of its own).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {field}: {message}")]
+#[error("{file}: {field}: {message}{}", self.also.iter().map(|e| format!("\n{e}")).collect::<String>())]
 pub struct CaseError {
     pub file: String,
     /// The field, as a path into the file (`smp.rv64`, `expect[2]`), or `toml` for syntax.
     pub field: String,
     pub message: String,
+    /// The same file's further refusals, in the file's order.
+    pub also: Vec<CaseError>,
+}
+
+impl CaseError {
+    /// Several refusals of one file as one error: the first, the others after it. None
+    /// when there are none.
+    pub(crate) fn all(mut errors: Vec<CaseError>) -> Option<CaseError> {
+        if errors.is_empty() {
+            return None;
+        }
+        let mut first = errors.remove(0);
+        let mut also = std::mem::take(&mut first.also);
+        for mut error in errors {
+            let more = std::mem::take(&mut error.also);
+            also.push(error);
+            also.extend(more);
+        }
+        first.also = also;
+        Some(first)
+    }
+
+    /// Each refusal on its own, `file: field: message`, in the file's order.
+    pub fn each(&self) -> Vec<String> {
+        std::iter::once(CaseError { also: Vec::new(), ..self.clone() })
+            .chain(self.also.iter().cloned())
+            .map(|e| e.to_string())
+            .collect()
+    }
 }

@@ -43,19 +43,17 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .filter(|stem| !stem.is_empty())
         .ok_or_else(|| ctx.err("file name", "a case file is named <case>.toml"))?;
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(
-            ctx.err("file name", format!("case name {name:?} is not accepted: letters, digits, '-' and '_' only"))
-        );
+        return Err(ctx.err(
+            "file name",
+            format!("case name {name:?} is not accepted: ASCII letters and digits, '-' and '_' only"),
+        ));
     }
-    // Stage one: the TOML itself, then every field's name and shape, in words.
-    let mut table: toml::Table = toml::from_str(text).map_err(|error| {
-        let line = error.span().map(|span| 1 + text[..span.start.min(text.len())].matches('\n').count());
-        let field = match line {
-            Some(line) => format!("line {line}"),
-            None => "toml".to_string(),
-        };
-        ctx.err(field, error.message().trim().to_string())
-    })?;
+    // Stage one: the TOML itself, then every field's name and shape, in words. Every
+    // refusal of the top level is gathered, in the file's order, before it stops.
+    control_characters(&ctx, text)?;
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| syntax_error(&ctx, text, &error))?;
+    let ctx = Ctx::with_keys(file, text);
+    let mut refused: Vec<CaseError> = Vec::new();
     // The common fields first: they say which kind reads the rest.
     let common_names = names(COMMON);
     let common: toml::Table = table
@@ -63,38 +61,71 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         .filter(|(key, _)| common_names.contains(&key.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    check_table(&ctx, &common, COMMON, "", "every case", &|_| None)?;
-    let common: RawCommon = ctx.read(common)?;
-    let description = common
-        .description
-        .filter(|d| !d.trim().is_empty())
-        .ok_or_else(|| ctx.err("description", "required: one line saying what the case proves"))?;
-    let kinds: Vec<&str> = KINDS.iter().map(|(name, _)| *name).collect();
-    let kind = common.kind.ok_or_else(|| ctx.err("kind", format!("required: one of {}", quoted(&kinds))))?;
-    let kind = kind.as_str();
-    if !kinds.contains(&kind) {
-        let near = did_you_mean(&nearest(kind, kinds.iter().copied()));
-        let near = if near.is_empty() { String::new() } else { format!("; {near}") };
-        return Err(ctx.err("kind", format!("{kind:?} is not accepted: one of {}{near}", quoted(&kinds))));
-    }
-    if let Some(later) = LATER.iter().find(|name| table.contains_key(**name)) {
-        return Err(ctx.err(*later, "not supported yet by this bench"));
-    }
-    // The fields of this kind, and only those, are named: never another kind's.
-    let elsewhere = |key: &str| -> Option<String> {
-        let owners: Vec<String> = KINDS
-            .iter()
-            .filter(|(other, fields)| *other != kind && fields.iter().any(|f| f.name == key))
-            .map(|(other, _)| format!("{other:?}"))
-            .collect();
-        (!owners.is_empty()).then(|| format!("it is a field of kind {}", owners.join(", ")))
-    };
-    let whose = format!("kind {kind:?}");
-    let fields = COMMON.iter().chain(crate::kinds::fields_of(kind));
-    check_table(&ctx, &table, fields, "", &whose, &elsewhere)?;
     for key in common_names {
         table.remove(key);
     }
+    let common = check_table(&ctx, &common, COMMON, "", "every case", &|_| None)
+        .and_then(|()| ctx.read::<RawCommon>(common))
+        .map_err(|error| refused.push(error))
+        .ok();
+    let description =
+        match common.as_ref().map(|c| c.description.as_deref()) {
+            None => None,
+            Some(None) => {
+                refused.push(ctx.err("description", "required: one line saying what the case proves"));
+                None
+            }
+            Some(Some(blank)) if blank.trim().is_empty() => {
+                refused.push(ctx.err(
+                    "description",
+                    format!("{blank:?} is not accepted: blank; one line saying what the case proves"),
+                ));
+                None
+            }
+            Some(Some(description)) => Some(description.to_string()),
+        };
+    let kinds: Vec<&str> = KINDS.iter().map(|(name, _)| *name).collect();
+    let kind = match common.as_ref().map(|c| c.kind.as_deref()) {
+        None => None,
+        Some(None) => {
+            refused.push(ctx.err("kind", format!("required: one of {}", quoted(&kinds))));
+            None
+        }
+        Some(Some(kind)) if !kinds.contains(&kind) => {
+            let near = did_you_mean(&nearest(kind, kinds.iter().copied()));
+            let near = if near.is_empty() { String::new() } else { format!("; {near}") };
+            refused.push(ctx.err("kind", format!("{kind:?} is not accepted: one of {}{near}", quoted(&kinds))));
+            None
+        }
+        Some(Some(kind)) => kinds.iter().copied().find(|k| *k == kind),
+    };
+    for later in LATER {
+        if table.remove(later).is_some() {
+            refused.push(ctx.err(later, "not supported yet by this bench"));
+        }
+    }
+    // The fields of this kind, and only those, are named: never another kind's. (A
+    // kind refused or missing leaves the rest unchecked: what it takes is not known.)
+    if let Some(kind) = kind {
+        let elsewhere = |key: &str| -> Option<String> {
+            let owners: Vec<String> = KINDS
+                .iter()
+                .filter(|(other, fields)| *other != kind && fields.iter().any(|f| f.name == key))
+                .map(|(other, _)| format!("{other:?}"))
+                .collect();
+            (!owners.is_empty()).then(|| format!("it is a field of kind {}", owners.join(", ")))
+        };
+        let whose = format!("kind {kind:?}");
+        let fields = COMMON.iter().chain(crate::kinds::fields_of(kind));
+        if let Err(error) = check_table(&ctx, &table, fields, "", &whose, &elsewhere) {
+            refused.push(error);
+        }
+        refused.extend(crate::kinds::check_nested(&ctx, kind, &table));
+    }
+    ctx.all(refused)?;
+    let (Some(common), Some(description), Some(kind)) = (common, description, kind) else {
+        unreachable!("each is refused above when it is not there")
+    };
     let raw = crate::kinds::read(&ctx, kind, table)?;
 
     // Stage two: what the fields mean.
@@ -151,6 +182,192 @@ fn a_value(value: &toml::Value) -> String {
     let name = value.type_str();
     let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
     format!("{article} {name}")
+}
+
+/// How deep TOML arrays and inline tables may nest: the `toml` crate refuses deeper
+/// (a case needs three at most).
+const TOML_NESTING_MAX: usize = 79;
+
+/// A control character other than a tab or a line's end: TOML takes none, and a
+/// terminal would not show one in a message. Refused with its place, before the TOML.
+fn control_characters(ctx: &Ctx, text: &str) -> Result<(), CaseError> {
+    let at = text
+        .char_indices()
+        .find(|(i, c)| c.is_control() && *c != '\t' && *c != '\n' && !(*c == '\r' && text[i + 1..].starts_with('\n')));
+    let Some((index, c)) = at else { return Ok(()) };
+    let (line, column) = place(text, index);
+    let what = if c == '\0' { "a NUL byte".to_string() } else { format!("the control character {c:?}") };
+    Err(ctx.err(
+        format!("line {line}, column {column}"),
+        format!("{what} is not accepted: a case file is TOML text, where only a tab and a line's end are control characters"),
+    ))
+}
+
+/// `index` within `text` and on a character's first byte.
+fn boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// The 1-based line and column (in characters) of byte `index` of `text`.
+fn place(text: &str, index: usize) -> (usize, usize) {
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    (1 + text[..index].matches('\n').count(), 1 + text[start..index].chars().count())
+}
+
+/// The line of `text` holding byte `index`, with a caret under its column, each on a
+/// line of its own indented alike (a long line is cut around the column).
+fn snippet(text: &str, index: usize) -> String {
+    const AROUND: usize = 60;
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    let end = text[index..].find('\n').map_or(text.len(), |nl| index + nl);
+    let line: Vec<char> =
+        text[start..end].trim_end_matches('\r').chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+    let column = text[start..index].chars().count();
+    let from = column.saturating_sub(AROUND).min(line.len());
+    let to = (column + AROUND).min(line.len());
+    let head = if from > 0 { "..." } else { "" };
+    let tail = if to < line.len() { "..." } else { "" };
+    let shown: String = line[from..to.max(from)].iter().collect();
+    format!("    {head}{shown}{tail}\n    {}^", " ".repeat(head.len() + column - from))
+}
+
+/// A TOML syntax error with its line, column and the line itself, in words: the
+/// `toml` crate's messages that name no field nor limit are said whole.
+fn syntax_error(ctx: &Ctx, text: &str, error: &toml::de::Error) -> CaseError {
+    let Some(span) = error.span() else { return ctx.err("toml", error.message().trim().to_string()) };
+    let (line, column) = place(text, span.start);
+    let message = error.message().trim();
+    let message = match message {
+        "number too large to fit in target type" => too_large(text, span.start),
+        "recursion limit exceeded" => format!(
+            "arrays and inline tables nested more than {TOML_NESTING_MAX} deep are not accepted (the most the TOML reader takes; a case needs three)"
+        ),
+        other => other.lines().collect::<Vec<_>>().join("; "),
+    };
+    ctx.err(format!("line {line}, column {column}"), format!("{message}:\n{}", snippet(text, span.start)))
+}
+
+/// "number too large" with the field it is for (the key before it on its line) and
+/// what TOML and the field take.
+fn too_large(text: &str, index: usize) -> String {
+    let index = boundary(text, index);
+    let start = text[..index].rfind('\n').map_or(0, |nl| nl + 1);
+    let before = &text[start..index];
+    let key = before.rfind('=').map(|eq| {
+        let left = before[..eq].trim_end();
+        let from =
+            left.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).map_or(0, |i| i + 1);
+        &left[from..]
+    });
+    let value: String =
+        text[index..].chars().take_while(|c| c.is_ascii_alphanumeric() || "+-_.".contains(*c)).collect();
+    let range = "TOML integers are from -9223372036854775808 to 9223372036854775807";
+    let too_large = format!("{value} is not accepted: a number too large ({range})");
+    match key.filter(|k| !k.is_empty()) {
+        None => too_large,
+        Some(key) => {
+            let field = COMMON.iter().chain(KINDS.iter().flat_map(|(_, fields)| fields.iter())).find(|f| f.name == key);
+            match field {
+                Some(field) => format!("{key}: {too_large}; {key} is {}", field.accepted),
+                None => format!("{key}: {too_large}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod toml_errors {
+    fn refusal(text: &str) -> String {
+        crate::parse("tests/c.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn every_refusal_of_the_top_level_comes_in_the_files_order() {
+        let text = "kind = \"boot\"\nzzz = 1\ndescription = \"  \"\naaa = 2\ntimeout_secs = \"30\"\nrepeat = 3\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        let fields: Vec<&str> =
+            std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect();
+        assert_eq!(fields, ["zzz", "description", "aaa", "timeout_secs", "repeat"], "{error}");
+        let each = error.each();
+        assert_eq!(each.len(), 5);
+        assert!(each[0].starts_with("tests/c.toml: zzz: not a field of kind \"boot\""), "{each:?}");
+        assert!(each[3].starts_with("tests/c.toml: timeout_secs: \"30\" is not accepted: "), "{each:?}");
+        assert_eq!(error.to_string(), each.join("\n"));
+        // And the tables within it, each after the top level's refusals before it.
+        let nested = "kind = \"boot\"\ndescription = \"d\"\nbogus = 1\n[[input]]\nafter = 'x'\nsnd = 'y'\n[guest]\nkernl = \"k\"\n";
+        let error = crate::parse("tests/c.toml", nested).unwrap_err();
+        let fields: Vec<&str> =
+            std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect();
+        assert_eq!(fields, ["bogus", "input[0].snd", "guest.kernl"], "{error}");
+    }
+
+    #[test]
+    fn a_syntax_error_keeps_its_line_column_and_the_line_with_a_caret() {
+        assert_eq!(
+            refusal("description = \"x\"\nkind = \"boot\narch = []\n"),
+            "tests/c.toml: line 2, column 13: invalid basic string:\n    kind = \"boot\n                ^"
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_names_its_field_and_the_range() {
+        assert_eq!(
+            refusal("description = \"x\"\nkind = \"boot\"\ntimeout_secs = 99999999999999999999\n"),
+            "tests/c.toml: line 3, column 16: timeout_secs: 99999999999999999999 is not accepted: a number too large (TOML integers are from -9223372036854775808 to 9223372036854775807); timeout_secs is a number of seconds, such as 30 or 2.5:\n    timeout_secs = 99999999999999999999\n                   ^"
+        );
+    }
+
+    #[test]
+    fn nesting_too_deep_names_the_limit() {
+        let deep = format!("a = {}{}\n", "[".repeat(80), "]".repeat(80));
+        let said = refusal(&deep);
+        assert!(
+            said.starts_with(
+                "tests/c.toml: line 1, column 84: arrays and inline tables nested more than 79 deep are not accepted"
+            ),
+            "{said}"
+        );
+        let fine = format!("description = \"x\"\nkind = \"boot\"\na = {}{}\n", "[".repeat(79), "]".repeat(79));
+        assert!(!refusal(&fine).contains("nested"), "79 deep is TOML the reader takes");
+    }
+
+    #[test]
+    fn a_nul_byte_or_a_control_character_is_named_with_its_place() {
+        assert_eq!(
+            refusal("description = \"x\"\n\0kind = \"boot\"\n"),
+            "tests/c.toml: line 2, column 1: a NUL byte is not accepted: a case file is TOML text, where only a tab and a line's end are control characters"
+        );
+        assert!(refusal("a = \"\u{1b}[0m\"\n")
+            .starts_with("tests/c.toml: line 1, column 6: the control character '\\u{1b}' is not accepted"));
+        // A line's end may be CRLF.
+        assert!(!refusal("description = \"x\"\r\nkind = \"nope\"\r\n").contains("control character"));
+    }
+
+    #[test]
+    fn a_blank_description_is_not_a_missing_one() {
+        assert_eq!(
+            refusal("description = \"  \"\nkind = \"boot\"\n"),
+            "tests/c.toml: description: \"  \" is not accepted: blank; one line saying what the case proves"
+        );
+        assert_eq!(
+            refusal("kind = \"boot\"\n"),
+            "tests/c.toml: description: required: one line saying what the case proves"
+        );
+    }
+
+    #[test]
+    fn a_name_outside_ascii_is_refused_saying_ascii() {
+        assert_eq!(
+            crate::parse("tests/cas-é.toml", "").unwrap_err().to_string(),
+            "tests/cas-é.toml: file name: case name \"cas-é\" is not accepted: ASCII letters and digits, '-' and '_' only"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Packs the fixtures under tests/data/ and reads them back through other readers than
-//! the ones that wrote them: the `gpt` crate (and `sfdisk` when installed) for the table,
+//! the ones that wrote them: the `gpt` crate and `sfdisk` for the table,
 //! `debugfs` for ext4, `fatfs` for FAT; then flips, the kept-disk check and refusals.
 
 use std::fs::File;
@@ -132,29 +132,29 @@ fn the_table_is_the_layout_and_the_one_sfdisk_or_the_gpt_crate_reads() {
         ]
     );
     assert_eq!(disk.guid(), &testbench_disk::DISK_GUID);
-    // sfdisk (util-linux), when installed, reads the same table and finds nothing wrong.
+    // sfdisk (util-linux) reads the same table and finds nothing wrong. A host without it
+    // fails here: scripts/setup installs it (its "cpio and fdisk" step).
     let sfdisk = testbench_process::on_path("sfdisk")
-        .or_else(|| ["/usr/sbin/sfdisk", "/sbin/sfdisk"].iter().map(PathBuf::from).find(|p| p.is_file()));
-    if let Some(sfdisk) = sfdisk {
-        let run = |flag: &str| {
-            let out = Cmd::new(&sfdisk, "sfdisk", Duration::from_secs(30)).arg(flag).arg(&image).output().unwrap();
-            assert!(out.status.success(), "sfdisk {flag}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        let dump = run("--dump");
-        let entries: Vec<&str> = dump.lines().filter_map(|l| l.split_once(" : ").map(|(_, e)| e)).collect();
-        assert_eq!(
-            entries,
-            [
-                "start=        2048, size=        4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid=7E57BE0C-0A27-4000-8000-000000000001, name=\"data\"",
-                "start=        6144, size=        4096, type=EBD0A0A2-B9E5-4433-87C0-68B6B72699C7, uuid=7E57BE0C-0A27-4000-8000-000000000002, name=\"boot\"",
-                "start=       10240, size=        4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid=7E57BE0C-0A27-4000-8000-000000000003, name=\"blob\"",
-            ],
-            "{dump}"
-        );
-        assert!(dump.contains("label-id: 7E57BE0C-D15C-4000-8000-000000000000"), "{dump}");
-        assert!(run("--verify").contains("No errors detected."));
-    }
+        .or_else(|| ["/usr/sbin/sfdisk", "/sbin/sfdisk"].iter().map(PathBuf::from).find(|p| p.is_file()))
+        .expect("sfdisk is not installed: scripts/setup installs it (its \"cpio and fdisk\" step, package fdisk)");
+    let run = |flag: &str| {
+        let out = Cmd::new(&sfdisk, "sfdisk", Duration::from_secs(30)).arg(flag).arg(&image).output().unwrap();
+        assert!(out.status.success(), "sfdisk {flag}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dump = run("--dump");
+    let entries: Vec<&str> = dump.lines().filter_map(|l| l.split_once(" : ").map(|(_, e)| e)).collect();
+    assert_eq!(
+        entries,
+        [
+            "start=        2048, size=        4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid=7E57BE0C-0A27-4000-8000-000000000001, name=\"data\"",
+            "start=        6144, size=        4096, type=EBD0A0A2-B9E5-4433-87C0-68B6B72699C7, uuid=7E57BE0C-0A27-4000-8000-000000000002, name=\"boot\"",
+            "start=       10240, size=        4096, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid=7E57BE0C-0A27-4000-8000-000000000003, name=\"blob\"",
+        ],
+        "{dump}"
+    );
+    assert!(dump.contains("label-id: 7E57BE0C-D15C-4000-8000-000000000000"), "{dump}");
+    assert!(run("--verify").contains("No errors detected."));
 }
 
 #[test]
@@ -314,7 +314,11 @@ fn flips_that_cannot_be_are_refused() {
         refusal(flip_file_bit(&image, &layout, "data", "sub")),
         "partition `data` (ext4): `sub` is not a regular file"
     );
-    assert!(flip_file_bit(&image, &layout, "data", "nothing-here").is_err());
+    let missing = flip_file_bit(&image, &layout, "data", "nothing-here").expect_err("no such file");
+    assert!(
+        matches!(&missing, DiskError::Tool { message, .. } if message.contains("/nothing-here: File not found by ext2_lookup")),
+        "{missing:?}"
+    );
     assert_eq!(std::fs::read(&image).unwrap(), before, "a refused flip wrote nothing");
 }
 
@@ -341,7 +345,11 @@ fn a_flipped_header_makes_the_tools_refuse_the_partition() {
     assert_eq!((note.offset, note.before, note.after), (boot.offset + 12, 0x02, 0x03));
     let mut bytes = vec![0u8; boot.length as usize];
     File::open(&image).unwrap().read_exact_at(&mut bytes, boot.offset).unwrap();
-    assert!(fatfs::FileSystem::new(std::io::Cursor::new(bytes), fatfs::FsOptions::new()).is_err());
+    let refused = fatfs::FileSystem::new(std::io::Cursor::new(bytes), fatfs::FsOptions::new()).err();
+    assert_eq!(
+        refused.map(|error| error.to_string()).as_deref(),
+        Some("invalid bytes_per_sector value in BPB (not power of two)")
+    );
 
     let blob = layout.partition("blob").unwrap();
     let note = flip_header_bit(&image, &layout, "blob").unwrap();

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::fast::{self, Engine};
+use crate::head::{HeadRule, Heads};
 use crate::normalize::{self, has_ctrl, strip_cr};
 
 /// A labelled regular expression. Build the regex with [`regex::Regex::new`] and put
@@ -347,6 +348,11 @@ pub struct Judge {
     released_at: Option<Duration>,
     /// The lines the rules took, in the order they took them.
     marks: Vec<Mark>,
+    /// The patterns as an over-long line's head sees them (no line end at its cut),
+    /// made at the first head, kept across [`Judge::reset`].
+    heads: Option<Box<Heads>>,
+    /// The line being judged is an over-long line's head.
+    at_head: bool,
 }
 
 impl Judge {
@@ -374,6 +380,8 @@ impl Judge {
             after_done_at: None,
             released_at: None,
             marks: Vec::new(),
+            heads: None,
+            at_head: false,
             done_seen: false,
             distinct_seen,
             captured,
@@ -424,11 +432,13 @@ impl Judge {
     pub fn reset(&mut self) {
         let cfg = std::mem::take(&mut self.cfg);
         let engine = self.engine.take();
+        let heads = self.heads.take();
         let mut partial = std::mem::take(&mut self.partial);
         partial.clear();
         let (limit, overlap) = (self.line_limit, self.line_overlap);
         *self = Judge::with_engine(cfg, engine).with_line_limit(limit, overlap);
         self.partial = partial;
+        self.heads = heads;
     }
 
     /// The bytes the judge holds for the line being received (what it allocated for
@@ -599,8 +609,13 @@ impl Judge {
         let mut piece = std::mem::take(&mut self.partial);
         self.pieces += 1;
         if self.pieces == 1 {
-            // The line's head: every rule, as if the line ended here.
+            // The line's head: every rule, as a line that goes on (no line end at the cut).
+            if self.heads.is_none() {
+                self.heads = Some(Box::new(Heads::new(&self.cfg)));
+            }
+            self.at_head = true;
             self.line(&piece, now, send);
+            self.at_head = false;
         } else {
             self.piece(&piece, now, false);
         }
@@ -693,6 +708,27 @@ impl Judge {
         self.verdict = Some(Verdict::Fail(Failure { kind: FailureKind::Forbidden, at, message }));
     }
 
+    /// The regex `rule`'s pattern `index` matches the line being judged with: its own, or
+    /// on an over-long line's head the one that sees no line end at the cut.
+    fn rule_regex(&self, rule: HeadRule, index: usize) -> &regex::Regex {
+        if let (true, Some(heads)) = (self.at_head, &self.heads) {
+            return heads.get(rule, index);
+        }
+        match rule {
+            HeadRule::Expect => &self.cfg.expect[index].regex,
+            HeadRule::ExpectAfter => &self.cfg.expect_after[index].regex,
+            HeadRule::Input => &self.cfg.inputs[index].after.regex,
+            HeadRule::Trigger => &self.cfg.triggers[index].regex,
+            HeadRule::Distinct => &self.cfg.distinct[index].regex,
+            HeadRule::Capture => &self.cfg.capture[index].regex,
+        }
+    }
+
+    /// Whether `rule`'s pattern `index` is there and matches `shown`.
+    fn rule_matches(&self, rule: HeadRule, index: usize, len: usize, shown: &str) -> bool {
+        index < len && self.rule_regex(rule, index).is_match(shown)
+    }
+
     /// Judges one whole line (without its '\n') that ended at `at`: the reference rules.
     fn line(&mut self, raw: &[u8], at: Duration, send: &mut Vec<Vec<u8>>) {
         let raw_s = normalize::raw_text(raw);
@@ -713,11 +749,11 @@ impl Judge {
             self.fail_line = Some(crate::quote(&shown).into_owned());
             self.mark(number, Rule::ProgramFail, 0);
         }
-        if self.cfg.expect.get(self.next_expect).is_some_and(|p| p.regex.is_match(&shown)) {
+        if self.rule_matches(HeadRule::Expect, self.next_expect, self.cfg.expect.len(), &shown) {
             self.mark(number, Rule::Expect, self.next_expect);
             self.expect_matched(at);
         } else if self.expects_done()
-            && self.cfg.expect_after.get(self.next_after).is_some_and(|p| p.regex.is_match(&shown))
+            && self.rule_matches(HeadRule::ExpectAfter, self.next_after, self.cfg.expect_after.len(), &shown)
         {
             self.mark(number, Rule::ExpectAfter, self.next_after);
             self.next_after += 1;
@@ -725,15 +761,16 @@ impl Judge {
                 self.after_done_at = Some(at);
             }
         }
-        if !fired && self.cfg.inputs.get(self.next_input).is_some_and(|i| i.after.regex.is_match(&shown)) {
+        if !fired && self.rule_matches(HeadRule::Input, self.next_input, self.cfg.inputs.len(), &shown) {
             self.mark(number, Rule::Input, self.next_input);
             self.fire(send);
             self.line_fired = false;
         }
-        for (index, trigger) in self.cfg.triggers.iter().enumerate() {
-            if !self.fired_triggers[index] && trigger.regex.is_match(&shown) {
+        for index in 0..self.cfg.triggers.len() {
+            if !self.fired_triggers[index] && self.rule_regex(HeadRule::Trigger, index).is_match(&shown) {
                 self.fired_triggers[index] = true;
                 self.triggered.push(index);
+                let trigger = &self.cfg.triggers[index];
                 let mark = Mark {
                     line: number,
                     rule: Rule::Trigger,
@@ -786,9 +823,10 @@ impl Judge {
         }
         let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
         let line = crate::quote(shown);
-        for (i, p) in self.cfg.distinct.iter().enumerate() {
-            let Some(caps) = p.regex.captures(shown) else { continue };
+        for i in 0..self.cfg.distinct.len() {
+            let Some(caps) = self.rule_regex(HeadRule::Distinct, i).captures(shown) else { continue };
             let key = caps.get(1).or_else(|| caps.get(0)).map_or("", |m| m.as_str()).to_string();
+            let p = &self.cfg.distinct[i];
             if self.distinct_seen[i].contains(&key) {
                 self.verdict = fail(
                     FailureKind::Distinct,
@@ -804,9 +842,9 @@ impl Judge {
             }
             self.distinct_seen[i].push(key);
         }
-        for (i, p) in self.cfg.capture.iter().enumerate() {
+        for i in 0..self.cfg.capture.len() {
             if self.captured[i].is_none() {
-                if let Some(caps) = p.regex.captures(shown) {
+                if let Some(caps) = self.rule_regex(HeadRule::Capture, i).captures(shown) {
                     self.captured[i] = caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str().to_string());
                 }
             }

@@ -35,8 +35,9 @@
 //! pieces of `LINE_LIMIT` bytes, each starting `LINE_LIMIT - LINE_OVERLAP` bytes after
 //! the one before (so consecutive pieces share [`LINE_OVERLAP`] bytes; where a line is
 //! cut depends on the line only, not on how it was fed). Its first piece, the *head*, is
-//! judged by every rule as if the line ended there, when the line grows past the limit;
-//! every later piece only by the forbid rules, on its raw text and shown form. Every run
+//! judged by every rule when the line grows past the limit, as a line that goes on (an
+//! end anchor, `$` or `\z`, never matches at its cut); every later piece only by the
+//! forbid rules, on its raw text and shown form. Every run
 //! of at most `LINE_OVERLAP` bytes of a line lies whole in one piece, so a forbid match
 //! that long is always seen. [`Judge::with_line_limit`] sets other sizes (the tests use
 //! small ones).
@@ -119,6 +120,7 @@
 //! hold the fast path to.
 
 mod fast;
+mod head;
 mod judge;
 mod normalize;
 mod quote;

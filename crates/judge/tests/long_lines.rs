@@ -185,6 +185,48 @@ fn expects_and_inputs_see_only_the_head_of_an_over_long_line() {
     }
 }
 
+/// The head of an over-long line is not the line's end: an expect anchored at the end
+/// never matches at the cut (100 lines of 100,000 `a` then `!`: no line ends in `a`), nor
+/// does a trigger's or a capture's, while a pattern that matches the head's text
+/// without the anchor still does. (An input's `after` is also tried on a line still
+/// being printed, as a prompt is: there the end of what came so far is its end.)
+#[test]
+fn an_end_anchor_never_matches_at_the_cut_of_an_over_long_line() {
+    let mut console = Vec::new();
+    for _ in 0..100 {
+        console.extend(vec![b'a'; 100_000]);
+        console.extend_from_slice(b"!\n");
+    }
+    let anchored = |re: &str| Config {
+        expect: vec![Pattern::new("expect[0]", re).unwrap()],
+        expect_after: vec![],
+        distinct: vec![],
+        capture: vec![Pattern::new("capture[0]", r"(a{3})\z").unwrap()],
+        triggers: vec![Pattern::new("trigger[0]", "(?m)a$").unwrap()],
+        ..Config::default()
+    };
+    for judge in [Judge::new(anchored("(a+)+$")), Judge::reference(anchored("(a+)+$"))] {
+        for chunk in [4096, 65_536, console.len()] {
+            let mut judge = judge.clone();
+            let mut triggered = 0;
+            for piece in console.chunks(chunk) {
+                triggered += judge.feed(T, piece).triggered.len();
+            }
+            assert_eq!(triggered, 0, "chunks of {chunk}: a trigger took a cut");
+            assert_eq!(judge.captures(), &[None], "chunks of {chunk}: a capture took a cut");
+            let v = judge.end(T, Ending::TimedOut { deadline: Duration::from_secs(1) });
+            let Verdict::Fail(f) = v else { panic!("chunks of {chunk}: (a+)+$ passed at a cut") };
+            assert!(f.message.contains("waiting for expect[0] '(a+)+$'"), "{}", f.message);
+        }
+    }
+    // Without the anchor the head still matches, and the last piece's real end still
+    // counts for a forbid.
+    let mut judge = Judge::new(Config { expect: vec![Pattern::new("expect[0]", "^a+").unwrap()], ..Config::default() });
+    assert_eq!(feed_all(&mut judge, &console, 65_536), None);
+    assert_eq!(judge.poll(Duration::from_secs(1)), Some(Verdict::Pass));
+    assert_forbidden(&ended(Judge::new(forbid("a!$")), &console, 65_536), "a!$ at the line's real end");
+}
+
 #[test]
 fn a_line_of_exactly_the_limit_is_whole() {
     let cfg = Config { expect: vec![Pattern::new("expect[0]", "end$").unwrap()], ..Config::default() };

@@ -301,7 +301,7 @@ mod tests {
             "TESTBENCH_PORTS=40000-40009 holds 10 ports; 4 boots of 3 forwards need 12"
         );
         assert!(lease.slices(usize::MAX, 2).unwrap_err().ends_with("need more than there are"));
-        assert!(lease.slices(0, 1).is_err());
+        assert_eq!(lease.slices(0, 1).unwrap_err(), "a lease is cut for at least one boot (0 jobs asked)");
     }
 
     #[test]

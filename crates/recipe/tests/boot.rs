@@ -1,9 +1,10 @@
 //! Builds guests/debian-busybox.toml and the debian-devices recipes (riscv64, x86_64,
 //! aarch64; downloads ~120 MB per width the first time) and boots them under QEMU (TCG).
-//! Ignored by default: needs the Debian mirror and qemu-system-riscv64, -x86_64 and
-//! -aarch64.
+//! Ignored by `cargo test` (they need the Debian mirror and qemu-system-riscv64,
+//! -x86_64 and -aarch64, and take about 80 s with the packages cached); `./test` runs
+//! them, after the host tests, with this line:
 //!
-//! cargo test -p testbench-recipe --test boot -- --ignored --nocapture
+//! cargo test -p testbench-recipe --test boot -- --ignored --test-threads 1
 //! TESTBENCH_GUEST_CACHE sets the cache root (default: target/guest-cache).
 
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ fn machine(arch: Arch) -> Vec<&'static str> {
 }
 
 #[test]
-#[ignore = "downloads Debian packages and boots QEMU"]
+#[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_busybox_reaches_init_and_powers_off() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cache =
@@ -96,7 +97,7 @@ fn disk_on(arch: Arch, slot: u32, id: &str, path: &std::path::Path, readonly: bo
 /// what the first wrote), and a read-only disk on slot 1 whose write the guest sees
 /// refused while the image stays as it was.
 #[test]
-#[ignore = "downloads Debian packages and boots QEMU"]
+#[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cache =
@@ -139,7 +140,7 @@ fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
 /// The x86_64 and aarch64 devices guests: a disk on slot 0 kept across two boots, found
 /// at the width's own slot path, with the same lines as on riscv64.
 #[test]
-#[ignore = "downloads Debian packages and boots QEMU"]
+#[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_devices_on_x86_64_and_aarch64_keep_a_disk() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cache =

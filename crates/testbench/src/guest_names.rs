@@ -232,38 +232,33 @@ impl GuestNames {
         if found.bins.iter().any(|b| b == bin) {
             return None;
         }
-        let (near_package, near_bin) = self.nearest_bin(bin, package);
-        let nearest = if near_package == package {
-            format!("`{near_bin}`")
-        } else if package == PROGRAMS_PACKAGE && package_field.is_empty() {
-            format!(
-                "`{near_bin}` of package {near_package:?}: {{ package = \"{near_package}\", bin = \"{near_bin}\" }}"
-            )
-        } else {
-            format!("`{near_bin}` of package {near_package:?}")
+        let nearest = match self.nearest_bin(bin, package) {
+            None => String::new(),
+            Some((near_package, near_bin)) if near_package == package => format!("; the nearest is `{near_bin}`"),
+            Some((near_package, near_bin)) if package == PROGRAMS_PACKAGE && package_field.is_empty() => format!(
+                "; the nearest is `{near_bin}` of package {near_package:?}: {{ package = \"{near_package}\", bin = \"{near_bin}\" }}"
+            ),
+            Some((near_package, near_bin)) => format!("; the nearest is `{near_bin}` of package {near_package:?}"),
         };
         let listed = if found.bins.is_empty() { "none".to_string() } else { found.bins.join(", ") };
         Some((
             bin_field.to_string(),
             format!(
-                "{bin:?} is not a binary of the guest workspace's package {package:?}; the nearest is {nearest}. Its binaries: {listed}"
+                "{bin:?} is not a binary of the guest workspace's package {package:?}{nearest}. Its binaries: {listed}"
             ),
         ))
     }
 
-    /// The binary nearest to `bin` by edit distance, of any package (`prefer`'s first on a tie).
-    fn nearest_bin(&self, bin: &str, prefer: &str) -> (&str, &str) {
-        let mut best: Option<(usize, bool, &str, &str)> = None;
-        for (package, found) in &self.packages {
-            for candidate in &found.bins {
-                let distance = strsim::damerau_levenshtein(bin, candidate);
-                let other = package != prefer;
-                if best.is_none_or(|(d, o, _, _)| (distance, other) < (d, o)) {
-                    best = Some((distance, other, package, candidate));
-                }
-            }
-        }
-        best.map(|(_, _, package, bin)| (package, bin)).unwrap_or(("", ""))
+    /// The binary nearest to `bin` by edit distance, of any package (`prefer`'s first on a
+    /// tie), when one is near enough to be a typo of it (the bound of
+    /// [`testbench_case::nearest`]): a name far from every binary gets no suggestion.
+    fn nearest_bin(&self, bin: &str, prefer: &str) -> Option<(&str, &str)> {
+        let all = || self.packages.iter().flat_map(|(package, found)| found.bins.iter().map(move |b| (package, b)));
+        let near = testbench_case::nearest(bin, all().map(|(_, b)| b.as_str()));
+        let mut taken: Vec<(&str, &str)> =
+            all().filter(|(_, b)| near.contains(&b.as_str())).map(|(p, b)| (p.as_str(), b.as_str())).collect();
+        taken.sort_by_key(|(package, b)| (near.iter().position(|n| n == b), *package != prefer));
+        taken.into_iter().next()
     }
 
     /// Why `feature` is not a feature of `package`, if it is not.
@@ -379,6 +374,12 @@ mod tests {
             refused[0].contains("programs[0].features[0]: \"ecoh\" is not a feature")
                 && refused[0].contains("did you mean `echo`?"),
             "{refused:?}"
+        );
+        // A name far from every binary gets none offered.
+        let refused = names.check(&case("[\"zzzzzzzzzz\"]", ""));
+        assert_eq!(
+            refused,
+            ["tests/c.toml: programs[0]: \"zzzzzzzzzz\" is not a binary of the guest workspace's package \"programs\". Its binaries: checker, rng, logsrv"],
         );
         let refused = names.check(&case("[\"logsrv\"]", "kernel_features = [\"fast\"]"));
         assert!(refused[0].contains("kernel_features[0]: \"fast\" is not a feature of the guest workspace's package \"kernel\". Its features: none"), "{refused:?}");

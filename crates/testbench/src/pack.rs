@@ -268,6 +268,6 @@ mod tests {
         assert_eq!(verified.first_program().name, "logsrv");
         let mut tampered = signed.clone();
         tampered[(signed.len() - bundle::TRAILER_LEN) / 2] ^= 1;
-        assert!(bundle::verify(&tampered, &bundle::DEV_PUBLIC_KEY).is_err());
+        assert_eq!(bundle::verify(&tampered, &bundle::DEV_PUBLIC_KEY).err(), Some(bundle::Error::Signature));
     }
 }

@@ -11,7 +11,7 @@ mod gate;
 mod host_tests;
 mod scripts;
 mod ssh_loopback;
-pub use boot::read_overlay_file;
+pub use boot::OVERLAY_FILE_BYTES_MAX;
 
 use crate::common::Ctx;
 use crate::fields::Field;
@@ -56,6 +56,16 @@ pub(crate) fn read(ctx: &Ctx, kind: &str, table: toml::Table) -> Result<RawKind,
         "ssh-loopback" => RawKind::SshLoopback(ssh_loopback::read(ctx, table)?),
         other => unreachable!("kind {other:?} is checked against KINDS first"),
     })
+}
+
+/// The refusals of the tables within a case of `kind` (stage one below the top level),
+/// every table's, so that they come with the top level's.
+pub(crate) fn check_nested(ctx: &Ctx, kind: &str, table: &toml::Table) -> Vec<CaseError> {
+    match kind {
+        "boot" => boot::check(ctx, table),
+        "ssh-loopback" => crate::session::check(ctx, table).err().into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Stage two: the kind's meaning checked, its typed form made. `self_check`: the case has

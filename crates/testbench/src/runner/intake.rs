@@ -54,7 +54,13 @@ fn read_case_file(file: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let accepted = "a case is a regular file <name>.toml (or a symbolic link to one)";
-    let metadata = std::fs::metadata(file).map_err(|error| format!("cannot be read: {error}"))?;
+    let metadata = std::fs::metadata(file).map_err(|error| {
+        if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            format!("a symbolic link that never reaches a file (a loop of links, or one over 40 links long) is not accepted: {accepted}")
+        } else {
+            format!("cannot be read: {error}")
+        }
+    })?;
     if !metadata.is_file() {
         return Err(format!("{} is not accepted: {accepted}", file_type_words(metadata.file_type())));
     }
@@ -75,6 +81,55 @@ fn read_case_file(file: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|error| format!("not UTF-8 text ({error}): a case file is TOML"))
 }
 
+/// The bytes of one `guest.overlay` file, read at most
+/// [`testbench_case::OVERLAY_FILE_BYTES_MAX`] (the case crate states the bound and reads
+/// no file).
+pub fn read_overlay_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use testbench_case::OVERLAY_FILE_BYTES_MAX;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut data = Vec::new();
+    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
+    if data.len() as u64 > OVERLAY_FILE_BYTES_MAX {
+        return Err(format!(
+            "{}: more than {OVERLAY_FILE_BYTES_MAX} bytes (1 MiB), the most an overlay file may hold",
+            path.display()
+        ));
+    }
+    Ok(data)
+}
+
+/// `accel = "kvm"` on a width that is not the host's: KVM runs only guests of the host's
+/// width. The case crate takes what the case asks; the host is asked here, before
+/// anything builds, with the field's own words.
+fn kvm_on_the_host(case: &Case) -> Option<String> {
+    let boot = case.as_boot()?;
+    if boot.accel != testbench_case::Accel::Kvm {
+        return None;
+    }
+    let host = Arch::host();
+    let other = boot.arch.iter().find(|a| Some(**a) != host)?;
+    let host = host.map_or(std::env::consts::ARCH, Arch::name);
+    Some(format!(
+        "{}: accel: \"kvm\" runs only guests of the host's width ({host}), and arch names {other}: use \"tcg\" or \"auto\"",
+        case.file.display()
+    ))
+}
+
+/// Whether a file in the cases directory is almost a case: its extension is `toml` in
+/// another case (`A.TOML`) or one edit from it (`b.tml`, `c.tmol`, `d.tomll`). A run
+/// refuses it rather than leaving out what its author meant to run; an editor's backup
+/// (`a.toml~`) and a hidden file (`.a.tml.swp`) are not cases and pass in silence.
+fn almost_a_case(path: &Path) -> bool {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy()) else { return false };
+    if name.starts_with('.') || name.ends_with('~') {
+        return false;
+    }
+    let Some(extension) = path.extension().map(|e| e.to_string_lossy()) else { return false };
+    let lower = extension.to_ascii_lowercase();
+    extension != "toml" && (lower == "toml" || strsim::damerau_levenshtein(&lower, "toml") == 1)
+}
+
 /// Read every `*.toml` in the cases directory; every refusal is collected, one per file.
 pub fn load_cases(dir: &Path) -> Loaded {
     load_cases_named(dir, None)
@@ -92,21 +147,34 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
             return loaded;
         }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
+    let paths: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    let mut files: Vec<PathBuf> = paths
+        .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .filter(|p| only.is_none_or(|name| p.file_stem().is_some_and(|stem| stem == name)))
+        .cloned()
         .collect();
     files.sort();
+    if only.is_none() {
+        let mut almost: Vec<&PathBuf> = paths.iter().filter(|p| almost_a_case(p)).collect();
+        almost.sort();
+        loaded.refusals.extend(almost.into_iter().map(|p| {
+            let stem = p.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
+            format!(
+                "{}: not read as a case, and not accepted beside them: its name is almost a case's; a case file is named <name>.toml (rename it {stem}.toml, or move it out of the cases directory)",
+                p.display()
+            )
+        }));
+    }
     loaded.files = files.len();
     // Parsed on every core (a case's regexes are most of its cost: about 35 ms for the
     // bench's own 190 files on one), then taken in file order.
     let parse = |file: &PathBuf| {
         let shown = file.display().to_string();
+        // Every refusal of a file on its own, in the file's order.
         read_case_file(file)
-            .map_err(|error| format!("{shown}: {error}"))
-            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.to_string()))
+            .map_err(|error| vec![format!("{shown}: {error}")])
+            .and_then(|text| testbench_case::parse(&shown, &text).map_err(|error| error.each()))
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len().max(1));
     let chunk = files.len().div_ceil(threads).max(1);
@@ -118,8 +186,8 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
     for (file, parsed) in files.into_iter().zip(parsed) {
         match parsed {
             Ok(case) => loaded.cases.push(case),
-            Err(error) => {
-                loaded.refusals.push(error);
+            Err(errors) => {
+                loaded.refusals.extend(errors);
                 if let Some(stem) = file.file_stem() {
                     loaded.refused_names.push(stem.to_string_lossy().into_owned());
                 }
@@ -130,8 +198,9 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
     loaded
 }
 
-/// The cases a filter takes, in name order.
-pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, String> {
+/// The cases a filter takes, in name order. `dir` is where they were read, for a
+/// refusal to say where it looked.
+pub fn select<'a>(cases: &'a [Case], filter: &Filter, dir: &Path) -> Result<Vec<&'a Case>, String> {
     match filter {
         Filter::All => Ok(cases.iter().filter(|c| c.whole_run).collect()),
         Filter::Contains(text) => {
@@ -140,16 +209,23 @@ pub fn select<'a>(cases: &'a [Case], filter: &Filter) -> Result<Vec<&'a Case>, S
         Filter::Exact(name) => match cases.iter().find(|c| c.name == *name) {
             Some(case) => Ok(vec![case]),
             None => {
+                // One answer: the names that hold it (or it holds) and the nearest by
+                // edit distance, in one list when there are any of the first; a
+                // suggestion alone only when no name holds it.
                 let names = || cases.iter().map(|c| c.name.as_str());
+                let near = testbench_case::nearest(name, names());
                 let mut like: Vec<&str> = names().filter(|n| n.contains(name.as_str()) || name.contains(n)).collect();
                 like.truncate(5);
-                let mut message = format!("--exact {name:?}: no case has that name");
-                if !like.is_empty() {
+                let mut message =
+                    format!("--exact {name:?}: none of the {} cases in {} has that name", cases.len(), dir.display());
+                if like.is_empty() {
+                    let near = testbench_case::did_you_mean(&near);
+                    if !near.is_empty() {
+                        message.push_str(&format!("; {near}"));
+                    }
+                } else {
+                    like.extend(near.iter().filter(|n| !like.contains(n)).collect::<Vec<_>>());
                     message.push_str(&format!(" (names like it: {})", like.join(", ")));
-                }
-                let near = testbench_case::did_you_mean(&testbench_case::nearest(name, names()));
-                if !near.is_empty() {
-                    message.push_str(&format!("; {near}"));
                 }
                 Err(message)
             }
@@ -209,21 +285,99 @@ pub fn why_empty(loaded: &Loaded, selected: &[&Case], options: &Options, dir: &P
     })
 }
 
+/// Why a path a case names is not there, in words: where a relative path was looked for,
+/// and the nearest name in the directory that holds it, when one is near.
+fn missing(path: &Path, root: &Path) -> String {
+    let shown = path.display();
+    let full = root.join(path);
+    let mut message = if path.is_absolute() {
+        format!("{shown} does not exist")
+    } else {
+        format!("{shown} does not exist (paths are relative to the workspace root {})", root.display())
+    };
+    if let (Some(parent), Some(name)) = (full.parent(), path.file_name().map(|n| n.to_string_lossy())) {
+        // A directory's first 4096 names: enough for a typo, bounded for a huge one.
+        let names: Vec<String> = std::fs::read_dir(parent)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .take(4096)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let near = testbench_case::nearest(&name, names.iter().map(String::as_str));
+        let near: Vec<String> = near.iter().map(|n| path.with_file_name(n).display().to_string()).collect();
+        let near = testbench_case::did_you_mean(&near.iter().map(String::as_str).collect::<Vec<_>>());
+        if !near.is_empty() {
+            message.push_str(&format!("; {near}"));
+        }
+    }
+    message
+}
+
+/// The files `qemu_args` name in a `file=` value (`-drive file=fs.img,if=none`), each
+/// checked there before anything builds: QEMU runs in the workspace root, so a relative
+/// one is from there. A value with a protocol (`nbd://`, `json:`) names no file here.
+fn qemu_arg_files(args: &[String], root: &Path) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (index, arg) in args.iter().enumerate() {
+        if arg.starts_with('-') {
+            continue;
+        }
+        for value in qemu_option_parts(arg).iter().filter_map(|part| part.strip_prefix("file=")) {
+            let protocol = value.split_once(':').is_some_and(|(head, _)| {
+                !head.is_empty() && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '+')
+            });
+            if value.is_empty() || protocol {
+                continue;
+            }
+            let path = Path::new(value);
+            match std::fs::metadata(root.join(path)) {
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    errors.push(format!("guest.qemu_args[{index}]: file={value}: {}", missing(path, root)))
+                }
+                Err(error) => {
+                    errors.push(format!("guest.qemu_args[{index}]: file={value}: {value} cannot be read: {error}"))
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// A QEMU option value's comma-separated parts, `,,` read as a comma inside a part.
+fn qemu_option_parts(value: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' if chars.peek() == Some(&',') => {
+                chars.next();
+                parts.last_mut().expect("never empty").push(',');
+            }
+            ',' => parts.push(String::new()),
+            c => parts.last_mut().expect("never empty").push(c),
+        }
+    }
+    parts
+}
+
 /// Check what a case names is there, is what it must be, and agrees with itself, before
 /// anything builds. A kernel, an initrd, a program or a firmware image must be a regular
 /// file: a directory, a FIFO or a device is refused here, not at boot.
 pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     let mut errors = Vec::new();
     let file = case.file.display();
+    errors.extend(kvm_on_the_host(case));
     for named in case.paths() {
         let path = named.path.display();
         let full = root.join(&named.path);
         match std::fs::metadata(&full) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => errors.push(format!(
-                "{file}: {}: {path} does not exist (paths are relative to the workspace root {})",
-                named.field,
-                root.display()
-            )),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                errors.push(format!("{file}: {}: {}", named.field, missing(&named.path, root)))
+            }
             Err(error) => errors.push(format!("{file}: {}: {path} cannot be read: {error}", named.field)),
             Ok(metadata) => {
                 let (fits, must) = match named.kind {
@@ -281,6 +435,9 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         // Entry names are checked by the case parser (one entry per name).
         Guest::Built { .. } => {}
     }
+    if let Guest::External(guest) = &boot.guest {
+        errors.extend(qemu_arg_files(&guest.qemu_args, root).into_iter().map(|e| format!("{file}: {e}")));
+    }
     errors.extend(crate::boot::parts::check(case, root));
     if let Some(program) = case.as_boot().and_then(|b| b.post_check.as_ref()).and_then(|p| p.command.first()) {
         if !program.contains('/') && crate::command::on_path(program).is_none() {
@@ -315,7 +472,7 @@ pub struct Taken<'a> {
 /// together: every file that does not parse, and what the cases that parsed name.
 pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Taken<'a>, BenchError> {
     let mut refusals: Vec<String> = loaded.refusals.clone();
-    let selected = match select(&loaded.cases, &options.filter) {
+    let selected = match select(&loaded.cases, &options.filter, &ws.cases_dir) {
         Ok(selected) => selected,
         Err(error) => {
             // A name whose file was refused already has its refusal.
@@ -377,14 +534,67 @@ mod tests {
     #[test]
     fn a_case_out_of_the_whole_run_runs_only_by_name() {
         let cases = vec![case("timer", true), case("timer-long", false), case("other", true)];
-        let names =
-            |filter: Filter| select(&cases, &filter).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        let names = |filter: Filter| {
+            select(&cases, &filter, Path::new("tests")).unwrap().iter().map(|c| c.name.clone()).collect::<Vec<_>>()
+        };
         assert_eq!(names(Filter::All), ["timer", "other"]);
         assert_eq!(names(Filter::Contains("timer".into())), ["timer"]);
         assert_eq!(names(Filter::Contains("timer-long".into())), ["timer-long"]);
         assert_eq!(names(Filter::Exact("timer-long".into())), ["timer-long"]);
         assert_eq!(names(Filter::Exact("timer".into())), ["timer"]);
-        let refused = select(&cases, &Filter::Exact("time".into())).unwrap_err();
-        assert!(refused.contains("no case has that name") && refused.contains("timer"), "{refused}");
+        let refused = select(&cases, &Filter::Exact("time".into()), Path::new("tests")).unwrap_err();
+        assert!(
+            refused.contains("none of the 3 cases in tests has that name") && refused.contains("timer"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn files_named_in_qemu_args_are_checked_and_a_missing_one_gets_the_nearest_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::write(root.join("fs.img"), b"").unwrap();
+        std::fs::write(root.join("a,b.img"), b"").unwrap();
+        let args: Vec<String> = [
+            "-drive",
+            "file=fs.img,if=none,format=raw,id=x0",
+            "-drive",
+            "file=a,,b.img,if=none",
+            "-drive",
+            "if=none,file=fs.imgg",
+            "-drive",
+            "file=nbd://localhost:10809,if=none",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let refused = qemu_arg_files(&args, root);
+        assert_eq!(
+            refused,
+            [format!(
+                "guest.qemu_args[5]: file=fs.imgg: fs.imgg does not exist (paths are relative to the workspace root {}); did you mean `fs.img`?",
+                root.display()
+            )]
+        );
+        let absolute = root.join("kernel").display().to_string();
+        std::fs::write(root.join("kernal"), b"").unwrap();
+        assert_eq!(
+            missing(Path::new(&absolute), Path::new("/elsewhere")),
+            format!("{absolute} does not exist; did you mean `{}`?", root.join("kernal").display())
+        );
+    }
+
+    /// The names like it and the suggestion are one list: never a suggestion of one name
+    /// beside a list that names another.
+    #[test]
+    fn exact_names_where_it_looked_and_one_list_of_names_like_it() {
+        let cases = vec![case("xv6-ls", true), case("xv6-shell", true), case("other", true)];
+        let refused = select(&cases, &Filter::Exact("xv6-sh".into()), Path::new("/my/cases")).unwrap_err();
+        assert_eq!(
+            refused,
+            "--exact \"xv6-sh\": none of the 3 cases in /my/cases has that name (names like it: xv6-shell, xv6-ls)"
+        );
+        let refused = select(&cases, &Filter::Exact("othr".into()), Path::new("/my/cases")).unwrap_err();
+        assert_eq!(refused, "--exact \"othr\": none of the 3 cases in /my/cases has that name; did you mean `other`?");
     }
 }

@@ -236,7 +236,7 @@ fn with_overlay(
     bytes.resize(bytes.len() + pad4(bytes.len()), 0);
     let mut entries = Vec::new();
     for (index, file) in overlay.iter().enumerate() {
-        let data = testbench_case::read_overlay_file(&ws.root.join(&file.from))
+        let data = super::intake::read_overlay_file(&ws.root.join(&file.from))
             .map_err(|e| format!("guest.overlay[{index}].from: {e}"))?;
         entries.push(Entry::file(file.to.clone(), file.mode, data));
     }

@@ -8,9 +8,10 @@ use crate::common::{path_field, Ctx};
 use crate::{CaseError, ExternalGuest, Firmware, GuestImage, Overlay};
 
 /// The most files `guest.overlay` adds, and the most bytes one may hold: an overlay brings
-/// keys and configuration, not a root file system.
+/// keys and configuration, not a root file system. The bench reads each file to this
+/// bound when it packs the overlay (this crate reads no file).
 const OVERLAY_FILES_MAX: usize = 64;
-const OVERLAY_FILE_BYTES_MAX: u64 = 1024 * 1024;
+pub const OVERLAY_FILE_BYTES_MAX: u64 = 1024 * 1024;
 
 /// `guest.overlay`: each entry's host path, its place in the guest (relative, no `..`,
 /// named once) and its mode (permission bits alone).
@@ -55,21 +56,6 @@ fn overlay(ctx: &Ctx, raw: &RawGuest) -> Result<Vec<Overlay>, CaseError> {
         out.push(Overlay { from, to: to.to_string(), mode });
     }
     Ok(out)
-}
-
-/// The bytes of one overlay file, read at most [`OVERLAY_FILE_BYTES_MAX`].
-pub fn read_overlay_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut data = Vec::new();
-    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
-    if data.len() as u64 > OVERLAY_FILE_BYTES_MAX {
-        return Err(format!(
-            "{}: more than {OVERLAY_FILE_BYTES_MAX} bytes (1 MiB), the most an overlay file may hold",
-            path.display()
-        ));
-    }
-    Ok(data)
 }
 
 pub(crate) fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Firmware, CaseError> {
