@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
-use super::company::Company;
+use super::company::{Company, LockError};
 use super::outcome::{boot_once_or_twice, Booted};
 use super::prepare::BootJob;
 use crate::case_result::Blocked;
@@ -56,7 +56,7 @@ impl Crowd {
     /// Run boot `index` among the others: the result, and whether another boot ran at
     /// any moment while it did (always, under q beside other benches: no bench can know
     /// that none did). A lock file that cannot be taken is said in the result.
-    fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (Result<R, String>, bool) {
+    fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (Result<R, LockError>, bool) {
         let _shared = self.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _company = match self.company.as_ref().map(Company::boot).transpose() {
             Ok(held) => held,
@@ -79,7 +79,7 @@ impl Crowd {
 
     /// Run `work` with no boot running beside it, of this run or, under q, of another
     /// bench.
-    fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, String> {
+    fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
         let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _company = self.company.as_ref().map(Company::alone).transpose()?;
         Ok(work())

@@ -45,7 +45,7 @@ impl Company {
     /// From q's environment: `Some` when this bench runs in a q lease that shares
     /// `qemu` with other benches. A q directory the lock files cannot be made in is
     /// refused, in words.
-    pub fn from_env() -> Result<Option<Company>, String> {
+    pub fn from_env() -> Result<Option<Company>, LockError> {
         let (Some(dir), Some(_)) = (std::env::var_os("Q_DIR"), std::env::var_os("Q_JOB")) else { return Ok(None) };
         let shared = names("Q_SHARE").iter().chain(&names("Q_INHERITED")).any(|l| l == QEMU_LOCK);
         if !shared {
@@ -54,20 +54,19 @@ impl Company {
         let dir = PathBuf::from(dir);
         let company = Company { boots: dir.join("boots.lock"), turnstile: dir.join("turnstile.lock") };
         for path in [&company.boots, &company.turnstile] {
-            open(path)
-                .map_err(|e| format!("under q (Q_DIR={}): cannot open {}: {e}", dir.display(), path.display()))?;
+            open(path).map_err(|source| LockError::UnderQ { dir: dir.clone(), path: path.clone(), source })?;
         }
         Ok(Some(company))
     }
 
     /// Hold the boots' lock shared for one boot, once no rerun alone waits.
-    pub fn boot(&self) -> Result<Held, String> {
+    pub fn boot(&self) -> Result<Held, LockError> {
         drop(take(&self.turnstile, FlockOperation::NonBlockingLockShared, "a rerun alone of another bench under q")?);
         take(&self.boots, FlockOperation::NonBlockingLockShared, "a rerun alone of another bench under q").map(Held)
     }
 
     /// Hold both locks exclusively: no other bench's boot runs until they are dropped.
-    pub fn alone(&self) -> Result<(Held, Held), String> {
+    pub fn alone(&self) -> Result<(Held, Held), LockError> {
         let turnstile = take(&self.turnstile, FlockOperation::NonBlockingLockExclusive, "another rerun alone under q")?;
         let boots = take(&self.boots, FlockOperation::NonBlockingLockExclusive, "the other benches' boots under q")?;
         Ok((Held(turnstile), Held(boots)))
@@ -79,17 +78,39 @@ fn open(path: &std::path::Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path)
 }
 
-fn take(path: &std::path::Path, op: FlockOperation, what: &str) -> Result<File, String> {
-    let file = open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+/// A lock file of q's directory that could not be opened, locked, or taken in time.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("under q (Q_DIR={}): cannot open {}: {source}", dir.display(), path.display())]
+    UnderQ {
+        dir: PathBuf,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock { path: PathBuf, source: rustix::io::Errno },
+    #[error("waited {} s for {what} to end ({}); gave up", WAIT.as_secs(), path.display())]
+    Waited { what: &'static str, path: PathBuf },
+}
+
+fn take(path: &std::path::Path, op: FlockOperation, what: &'static str) -> Result<File, LockError> {
+    let file = open(path).map_err(|source| LockError::Open { path: path.to_path_buf(), source })?;
     let start = Instant::now();
     loop {
         match rustix::fs::flock(&file, op) {
             Ok(()) => return Ok(file),
             Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(format!("cannot lock {}: {e}", path.display())),
+            Err(source) => return Err(LockError::Lock { path: path.to_path_buf(), source }),
         }
         if start.elapsed() >= WAIT {
-            return Err(format!("waited {} s for {what} to end ({}); gave up", WAIT.as_secs(), path.display()));
+            return Err(LockError::Waited { what, path: path.to_path_buf() });
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -203,7 +203,7 @@ impl Ground {
         let ports =
             crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(|e| refused(e.to_string()))?;
         // Under q beside other benches: their boots count as beside this run's.
-        let company = company::Company::from_env().map_err(refused)?;
+        let company = company::Company::from_env().map_err(|e| refused(e.to_string()))?;
         let (run_dir, pruning) = match task {
             Some(task) => (task.run_dir.clone(), None),
             None => crate::rundir::create_pruning_aside(&ws.root).map(|(dir, pruning)| (dir, Some(pruning)))?,
