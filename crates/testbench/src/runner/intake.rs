@@ -84,19 +84,41 @@ fn read_case_file(file: &Path) -> Result<String, String> {
 /// The bytes of one `guest.overlay` file, read at most
 /// [`testbench_case::OVERLAY_FILE_BYTES_MAX`] (the case crate states the bound and reads
 /// no file).
-pub fn read_overlay_file(path: &Path) -> Result<Vec<u8>, String> {
+pub fn read_overlay_file(path: &Path) -> Result<Vec<u8>, OverlayError> {
     use std::io::Read;
     use testbench_case::OVERLAY_FILE_BYTES_MAX;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let io = |source| OverlayError::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
     let mut data = Vec::new();
-    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
+    file.take(OVERLAY_FILE_BYTES_MAX + 1).read_to_end(&mut data).map_err(io)?;
     if data.len() as u64 > OVERLAY_FILE_BYTES_MAX {
-        return Err(format!(
-            "{}: more than {OVERLAY_FILE_BYTES_MAX} bytes (1 MiB), the most an overlay file may hold",
-            path.display()
-        ));
+        return Err(OverlayError::TooBig(path.to_path_buf()));
     }
     Ok(data)
+}
+
+/// A `guest.overlay` that cannot be read or packed.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: more than {} bytes (1 MiB), the most an overlay file may hold", .0.display(), testbench_case::OVERLAY_FILE_BYTES_MAX)]
+    TooBig(std::path::PathBuf),
+    /// A field of the overlay (`guest.overlay[0].from`), and what went wrong there.
+    #[error("{field}: {error}")]
+    At { field: String, error: Box<OverlayError> },
+    #[error("guest.overlay: reading {}: {source}", path.display())]
+    Initrd {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("guest.overlay: {0}")]
+    Pack(#[from] testbench_recipe::newc::NewcError),
 }
 
 /// `accel = "kvm"` on a width that is not the host's: KVM runs only guests of the host's

@@ -10,6 +10,7 @@ use std::time::Duration;
 use testbench_case::{Arch, BootCase, Case, Firmware, Guest, GuestImage, ProgramEntry};
 use testbench_judge::{Config as JudgeConfig, Input as JudgeInput, Pattern as JudgePattern, ServerDone};
 
+use super::intake::OverlayError;
 use super::plan::PlannedBoot;
 use crate::boot::{BootSpec, Machine, Plan};
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
@@ -201,7 +202,10 @@ pub fn prepare(
             let initrd = if guest.overlay.is_empty() {
                 initrd
             } else {
-                Some(with_overlay(case, arch, initrd.as_deref(), &guest.overlay, ws, run_dir).map_err(Blocked::Build)?)
+                Some(
+                    with_overlay(case, arch, initrd.as_deref(), &guest.overlay, ws, run_dir)
+                        .map_err(|e| Blocked::Build(e.to_string()))?,
+                )
             };
             Ok(Prepared {
                 kernel,
@@ -226,10 +230,12 @@ fn with_overlay(
     overlay: &[testbench_case::Overlay],
     ws: &Workspace,
     run_dir: &Path,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, OverlayError> {
     use testbench_recipe::newc::{pad4, write_newc, Entry};
     let mut bytes = match initrd {
-        Some(path) => std::fs::read(path).map_err(|e| format!("guest.overlay: reading {}: {e}", path.display()))?,
+        Some(path) => {
+            std::fs::read(path).map_err(|source| OverlayError::Initrd { path: path.to_path_buf(), source })?
+        }
         None => Vec::new(),
     };
     // The next archive's header starts on a multiple of 4, as the kernel looks for it.
@@ -237,14 +243,14 @@ fn with_overlay(
     let mut entries = Vec::new();
     for (index, file) in overlay.iter().enumerate() {
         let data = super::intake::read_overlay_file(&ws.root.join(&file.from))
-            .map_err(|e| format!("guest.overlay[{index}].from: {e}"))?;
+            .map_err(|e| OverlayError::At { field: format!("guest.overlay[{index}].from"), error: Box::new(e) })?;
         entries.push(Entry::file(file.to.clone(), file.mode, data));
     }
-    bytes.extend(write_newc(&entries).map_err(|e| format!("guest.overlay: {e}"))?);
+    bytes.extend(write_newc(&entries).map_err(OverlayError::Pack)?);
     let dir = run_dir.join("overlays");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| OverlayError::Io { path: dir.clone(), source })?;
     let path = dir.join(format!("{}-{arch}.cpio", case.name));
-    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, bytes).map_err(|source| OverlayError::Io { path: path.clone(), source })?;
     Ok(path)
 }
 
