@@ -29,7 +29,7 @@ use testbench_judge::{Ending, ExitStatus, Failure, FailureKind, Judge, Shutdown,
 
 use super::event::{Event, PartEvent};
 use super::live_parts::LiveParts;
-use super::part::{attach_all, BootPlace, Passing};
+use super::part::{attach_all, AttachedSet, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
 use super::{BootOutcome, BootSpec, Trouble};
 use crate::command::shell_quote;
@@ -107,22 +107,12 @@ struct Running<'a> {
 /// Attach the parts, edit the device tree, start QEMU paused with the serial console on
 /// a pipe, and start the guest on the QMP connection the bench holds.
 fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Trouble> {
-    let place = BootPlace { arch: spec.machine.arch, root, dir: &spec.dir, first_boot: spec.first_boot.as_deref() };
-    // A part that cannot be attached (a kept disk that is not what a fresh one would be, a
-    // stage too big for its partition), or an edit the tree does not take, fails the boot
-    // before QEMU starts.
-    let refused =
-        |message| Launched::Refused(Verdict::Fail(Failure { kind: FailureKind::Device, at: Duration::ZERO, message }));
-    let attached = match attach_all(&spec.plan.parts, &place) {
-        Ok(attached) => attached,
-        Err(error) => return Ok(refused(error.to_string())),
-    };
-    let dtb = match spec.machine.dt_edits.is_empty() {
-        true => None,
-        false => match spec.machine.edited_tree(root, &spec.dir, &attached.args) {
-            Ok(dtb) => Some(dtb),
-            Err(error) => return Ok(refused(error.to_string())),
-        },
+    let (attached, dtb) = match attach(spec, root) {
+        Ok(ready) => ready,
+        Err(message) => {
+            let failure = Failure { kind: FailureKind::Device, at: Duration::ZERO, message };
+            return Ok(Launched::Refused(Verdict::Fail(failure)));
+        }
     };
     let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;
     let machine = &spec.machine;
@@ -149,23 +139,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let (sender, events) = std::sync::mpsc::sync_channel(CHANNEL_EVENTS);
     testbench_console::spawn_reader_into(child.stdout.take().expect("stdout is piped"), sender.clone(), Event::Console);
     let stderr = console::read_stderr(child.stderr.take().expect("stderr is piped"), spec.dir.join("qemu-stderr.log"));
-    // The guest starts only on the connection the bench holds. A QEMU that exited first
-    // (bad arguments, say) is judged later by its exit and its stderr; one that neither
-    // connects nor exits is killed, and the boot is the bench's trouble, said. QEMU
-    // connects before it builds the machine, so one that fails then (ROM regions
-    // overlapping, say) closes the connection just before it exits: it is given a
-    // moment to exit before the connection's end is called the bench's trouble.
-    let qmp_events = sender.clone();
-    let sink = move |event| {
-        let _ = qmp_events.send(Event::Qmp(event));
-    };
-    let qmp = match qmp.start_guest(&mut child, Instant::now() + QMP_DEADLINE, sink) {
-        Ok(client) => Some(Arc::new(client)),
-        Err(error) => match crate::command::wait_deadline(&mut child, QMP_EXIT_GRACE) {
-            Ok(Some(_)) => None,
-            _ => return Err(Trouble::Qmp(error.to_string())),
-        },
-    };
+    let qmp = start_guest(qmp, &mut child, &sender)?;
     let start = Instant::now();
     Ok(Launched::Running(Box::new(Running {
         spec,
@@ -185,6 +159,44 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         deadline: start + spec.plan.timeout,
         verdict: None,
     })))
+}
+
+/// Every part attached to this boot, and the device tree edited for their arguments: or
+/// why the boot fails before QEMU starts (a kept disk that is not what a fresh one would
+/// be, a stage too big for its partition, an edit the tree does not take).
+fn attach(spec: &BootSpec, root: &Path) -> Result<(AttachedSet, Option<std::path::PathBuf>), String> {
+    let place = BootPlace { arch: spec.machine.arch, root, dir: &spec.dir, first_boot: spec.first_boot.as_deref() };
+    let attached = attach_all(&spec.plan.parts, &place).map_err(|e| e.to_string())?;
+    if spec.machine.dt_edits.is_empty() {
+        return Ok((attached, None));
+    }
+    let dtb = spec.machine.edited_tree(root, &spec.dir, &attached.args).map_err(|e| e.to_string())?;
+    Ok((attached, Some(dtb)))
+}
+
+/// The guest started on the QMP connection the bench holds; QMP's events go to the boot's
+/// channel. A QEMU that exited first (bad arguments, say) is judged later by its exit and
+/// its stderr (no connection then); one that neither connects nor exits is killed, and the
+/// boot is the bench's trouble, said. QEMU connects before it builds the machine, so one
+/// that fails then (ROM regions overlapping, say) closes the connection just before it
+/// exits: it is given a moment to exit before the connection's end is called the bench's
+/// trouble.
+fn start_guest(
+    qmp: crate::qemu::qmp::QmpListener,
+    child: &mut Child,
+    sender: &SyncSender<Event>,
+) -> Result<Option<Arc<QmpClient>>, Trouble> {
+    let qmp_events = sender.clone();
+    let sink = move |event| {
+        let _ = qmp_events.send(Event::Qmp(event));
+    };
+    match qmp.start_guest(child, Instant::now() + QMP_DEADLINE, sink) {
+        Ok(client) => Ok(Some(Arc::new(client))),
+        Err(error) => match crate::command::wait_deadline(child, QMP_EXIT_GRACE) {
+            Ok(Some(_)) => Ok(None),
+            _ => Err(Trouble::Qmp(error.to_string())),
+        },
+    }
 }
 
 impl Running<'_> {
