@@ -108,7 +108,7 @@ fn setup(root: &std::path::Path) -> Result<(), BenchError> {
 
 /// QEMU runs the bench's own binary as a peer, once per connection the guest makes
 /// (`--peer-helper RECORDS NAME`): the connection is its stdin, stdout and stderr, so it
-/// prints nothing; it records the connection, then echoes (devices/net.rs).
+/// prints nothing; it records the connection, then echoes (boot/parts/net.rs).
 fn peer_helper(args: &[std::ffi::OsString]) -> ! {
     use std::os::fd::AsFd;
     let (Some(records), Some(name)) = (args.first(), args.get(1)) else { std::process::exit(2) };

@@ -1,6 +1,6 @@
 //! `[idle]`: the machine at rest, measured from outside the guest (docs/idle.md).
 //!
-//! A part of the boot with no QEMU argument of its own: its hook holds the verdict and
+//! A part of the boot with no QEMU argument of its own: it holds the verdict and
 //! starts after every other holder (the sessions) has released it, and after the
 //! `after` line when the case names one. Its thread then opens a window of the case's
 //! `seconds` (host clock): QEMU's own trap log for the window alone (`logfile`, then

@@ -1,7 +1,7 @@
 //! A case's `[net]` as a QEMU device: a virtio-net card on slot 2 on QEMU's user-mode
 //! network (`restrict=on`, `ipv6=off`), its forwards on host ports taken for each boot,
 //! its peers as guestfwds to the bench's own binary, its capture (`filter-dump`), and
-//! the hook that runs beside the console: the `restrict=on` check asked of QEMU itself,
+//! the part that runs beside the console: the `restrict=on` check asked of QEMU itself,
 //! the dials, the poke, and after the boot the peers' counts and the capture's rules.
 //!
 //! Dials and pokes are host-clock waits: the case's result says so.
@@ -108,7 +108,7 @@ impl Ports {
         }
     }
 
-    /// The plan of one boot's forwards: from the lease (returned when the boot's hook
+    /// The plan of one boot's forwards: from the lease (returned when the boot's part
     /// goes) or chosen by the operating system.
     fn plan(&self, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<(ForwardPlan, Option<Taken>), NetError> {
         let Some(lease) = &self.lease else {
@@ -127,7 +127,7 @@ impl Ports {
     }
 }
 
-/// Ports taken from the lease, given back when the boot's hook goes.
+/// Ports taken from the lease, given back when the boot's part goes.
 struct Taken {
     ports: Vec<u16>,
     lease: Arc<Mutex<Vec<u16>>>,
@@ -213,9 +213,9 @@ impl PartSpec for Net {
         let mut parts: Vec<Box<dyn Part>> = Vec::new();
         if let Some(sessions) = &self.sessions {
             let port = plan.host_port(22).ok_or(NetError::NoPort22)?;
-            let (hook, lines) = sessions.attach(place.dir, port).map_err(NetError::from)?;
+            let (part, lines) = sessions.attach(place.dir, port).map_err(NetError::from)?;
             log.extend(lines);
-            parts.push(hook);
+            parts.push(part);
             files.push(place.dir.join(SESSIONS_DIR));
         }
         let card = Card {

@@ -7,7 +7,7 @@
 //! `expect` has matched, each on a thread of its own that spawns and reaps its ssh, and
 //! share a board of marks. The first session that fails fails the boot at once (its
 //! reason names the session and step) and stops the others; when all have passed, the
-//! hook releases the verdict. Each session's transcript is `sessions/<name>.log` in the
+//! part releases the verdict. Each session's transcript is `sessions/<name>.log` in the
 //! boot's directory, beside the private copy of its key and the pinned `known_hosts`.
 
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ impl Sessions {
         Ok(Some(Sessions { sessions: boot.sessions.clone(), host_key, root: root.to_path_buf(), client }))
     }
 
-    /// This boot's hook: the sessions' folder made, each key copied private, the host key
+    /// This boot's part: the sessions' folder made, each key copied private, the host key
     /// pinned for the forwarded port `host_port` (the guest's 22).
     pub fn attach(&self, dir: &Path, host_port: u16) -> Result<(Box<dyn Part>, Vec<String>), SessionsError> {
         let folder = dir.join(SESSIONS_DIR);
