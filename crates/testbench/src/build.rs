@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use testbench_case::Arch;
 
-use crate::command::Cmd;
 use crate::error::BenchError;
+use crate::process::Cmd;
 
 /// Where the guest workspace lives, relative to the workspace root.
 pub const GUEST_MANIFEST: &str = "guest/Cargo.toml";

@@ -10,7 +10,7 @@ use std::time::Duration;
 use testbench_case::{Case, FileSource, Guest, Kind, Program};
 
 use crate::build::{cargo, GUEST_MANIFEST, PROGRAMS_PACKAGE, REFERENCE_KERNEL_PACKAGE};
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// `cargo metadata --no-deps --offline` reads manifests only: well under a second here.
 const METADATA_DEADLINE: Duration = Duration::from_secs(60);
@@ -73,7 +73,7 @@ fn metadata_inputs(root: &Path) -> Vec<std::path::PathBuf> {
 pub enum NamesError {
     /// cargo did not start, or ran past its deadline.
     #[error("the guest workspace's names: {0}")]
-    Command(#[from] crate::command::CmdError),
+    Command(#[from] crate::process::CmdError),
     /// `cargo metadata` ran and failed: its own message.
     #[error("the guest workspace's names: `{command}` failed ({status}):\n{stderr}")]
     Failed { command: String, status: std::process::ExitStatus, stderr: String },

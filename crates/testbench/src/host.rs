@@ -15,7 +15,7 @@ use testbench_case::{Arch, BuildCase, Fanout, GateCase, HostTestsCase, ScriptsCa
 
 use crate::build::{cargo, BuildKey, Builder, Profile};
 use crate::case_result::Blocked;
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// Building a workspace's tests has no deadline of the case's own; this one only catches
 /// a hung cargo.
@@ -39,7 +39,7 @@ pub use crate::case_result::HostResult;
 
 /// The first of `tools` that is not an executable on the path.
 pub fn missing_tool(tools: &[String]) -> Option<String> {
-    tools.iter().find(|tool| crate::command::on_path(tool).is_none()).cloned()
+    tools.iter().find(|tool| crate::process::on_path(tool).is_none()).cloned()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ fn build_tests(
     tool: &str,
     host: &HostTestsCase,
     ctx: &HostContext,
-) -> Result<crate::command::Output, Blocked> {
+) -> Result<crate::process::Output, Blocked> {
     if let Some(run_dir) = ctx.dir.parent() {
         crate::build::record_build(run_dir, &format!("build: {}", build.display()));
     }
@@ -502,7 +502,7 @@ fn run_job(job: &Job, host: &HostTestsCase, ctx: &HostContext) -> JobResult {
     let took = started.elapsed();
     let log_path = ctx.dir.join(format!("{}.log", file_name_for(&job.value)));
     match output {
-        Err(crate::command::CmdError::Deadline { .. }) => {
+        Err(crate::process::CmdError::Deadline { .. }) => {
             let _ = std::fs::write(&log_path, format!("killed at its deadline of {deadline:?}\n"));
             JobResult::PastDeadline
         }
@@ -620,7 +620,7 @@ pub fn run_scripts(case: &ScriptsCase, ctx: &HostContext, log: &mut dyn FnMut(&s
         let started = Instant::now();
         let out = Cmd::new(ctx.root.join(script), format!("scripts[{index}] {script}"), left).cwd(ctx.root).output();
         match out {
-            Err(crate::command::CmdError::Deadline { .. }) => {
+            Err(crate::process::CmdError::Deadline { .. }) => {
                 let message = format!(
                     "scripts[{index}] {script}: no end within timeout_secs = {} (counted from the end of the build); killed it",
                     testbench_judge::secs(case.timeout)

@@ -26,7 +26,7 @@ use testbench_session::SessionOutcome;
 
 use crate::boot::parts::sessions::{notes_and_failures, run_all, session_cmd, spec_of, Run, SESSIONS_DIR};
 use crate::case_result::{Blocked, HostResult};
-use crate::command::shell_quote;
+use crate::process::shell_quote;
 use crate::ssh::{Client, HostKeys, Invocation, Route};
 
 /// The OpenSSH reference guest's recipe.
@@ -92,7 +92,7 @@ impl Server {
     /// The client, QEMU, the firmware, the image, then the probe.
     fn prepare(root: &Path, run_dir: &Path, log: &mut dyn FnMut(&str)) -> Result<Server, Blocked> {
         let client = Client::once().map_err(|lack| Blocked::HostLack(lack.to_string()))?;
-        let ssh = crate::command::on_path("ssh").ok_or_else(|| Blocked::HostLack("ssh is not on the path".into()))?;
+        let ssh = crate::process::on_path("ssh").ok_or_else(|| Blocked::HostLack("ssh is not on the path".into()))?;
         let probe = crate::qemu::probe(Arch::Rv64);
         let version = probe.version.map_err(|e| Blocked::HostLack(format!("ssh-loopback: {e}")))?;
         crate::qemu::check_firmware(Arch::Rv64, &Firmware::Default, root, "firmware", &probe.firmware_dirs)
@@ -316,7 +316,7 @@ fn image_blocked(recipe: &Path, error: testbench_recipe::RecipeError) -> Blocked
         RecipeError::Fetch { message: why, .. } if !why.contains("the server answered HTTP") => {
             Blocked::HostLack(format!("{message} (the image is not built and the mirror did not answer)"))
         }
-        RecipeError::Unpack { .. } if crate::command::on_path("dpkg-deb").is_none() => {
+        RecipeError::Unpack { .. } if crate::process::on_path("dpkg-deb").is_none() => {
             Blocked::HostLack(format!("{message} (dpkg-deb is not on the path: apt-get install dpkg)"))
         }
         _ => Blocked::Build(message),
@@ -498,7 +498,7 @@ mod tests {
         // tail -f under QEMU's name (a symlink: tail ignores its argv[0]), following a
         // file in the case's directory, runs until killed.
         let fake = tmp.path().join("qemu-system-riscv64");
-        std::os::unix::fs::symlink(crate::command::on_path("tail").unwrap(), &fake).unwrap();
+        std::os::unix::fs::symlink(crate::process::on_path("tail").unwrap(), &fake).unwrap();
         let case_dir = tmp.path().join("run-1").join("case");
         let other_dir = tmp.path().join("run-2").join("case");
         let spawn = |dir: &Path| {

@@ -5,7 +5,7 @@
 //! do the I/O: cargo builds, QEMU boots, run directories and reports. See ARCHITECTURE.md.
 
 // The one process wrapper (crates/process), under the name the bench's modules use.
-use testbench_process as command;
+use testbench_process as process;
 
 mod boot;
 mod build;
@@ -63,7 +63,7 @@ fn setup_is_current(root: &std::path::Path, script: &std::path::Path) -> bool {
         return false;
     }
     for qemu in testbench_case::Arch::ALL.map(testbench_case::Arch::default_qemu) {
-        match command::on_path(qemu).and_then(|path| modified(&path)) {
+        match process::on_path(qemu).and_then(|path| modified(&path)) {
             Some(installed) if installed <= stamp => {}
             _ => return false,
         }
@@ -96,7 +96,7 @@ fn setup(root: &std::path::Path) -> Result<(), BenchError> {
     if !script.exists() || setup_is_current(root, &script) {
         return Ok(());
     }
-    let status = command::Cmd::new(&script, "scripts/setup to install what is missing", SETUP_DEADLINE)
+    let status = process::Cmd::new(&script, "scripts/setup to install what is missing", SETUP_DEADLINE)
         .cwd(root)
         .status_inherit()?;
     if status.success() {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// The index's file name in DIR.
 pub const INDEX: &str = "index.json";
@@ -107,7 +107,7 @@ fn shown(paths: &[&String]) -> String {
 pub enum FingerprintError {
     /// git did not start or did not end.
     #[error("the tree's fingerprint needs git: {0}")]
-    Git(#[source] crate::command::CmdError),
+    Git(#[source] crate::process::CmdError),
     /// git ran and failed: its words.
     #[error("git {args} failed in {} ({status}): {stderr}", .root.display())]
     Failed { args: String, root: PathBuf, status: std::process::ExitStatus, stderr: String },

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// `ssh -V` and `ssh -G` answer at once; ten seconds is an ssh that cannot run.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
@@ -36,13 +36,13 @@ pub enum ProbeError {
     NotOnPath,
     /// `ssh -V` did not start or did not end.
     #[error("ssh -V: {0}")]
-    Version(#[source] crate::command::CmdError),
+    Version(#[source] crate::process::CmdError),
     /// `ssh -V`'s line, which is not OpenSSH's.
     #[error("ssh -V says {0:?}: the sessions need OpenSSH's client")]
     NotOpenSsh(String),
     /// `ssh -G` did not start or did not end.
     #[error("ssh -G: {0}")]
-    Parse(#[source] crate::command::CmdError),
+    Parse(#[source] crate::process::CmdError),
 }
 
 /// A test key that could not be read, or its private copy not written.
@@ -63,7 +63,7 @@ impl Client {
 
     /// Ask the host's ssh; the error says why it cannot serve the sessions.
     pub fn probe() -> Result<Client, ProbeError> {
-        let ssh = crate::command::on_path("ssh").ok_or(ProbeError::NotOnPath)?;
+        let ssh = crate::process::on_path("ssh").ok_or(ProbeError::NotOnPath)?;
         let out =
             Cmd::new(&ssh, "ssh -V".to_string(), PROBE_DEADLINE).arg("-V").output().map_err(ProbeError::Version)?;
         let version = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim().to_string();

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use testbench_case::{Arch, Firmware};
 
-use crate::command::Cmd;
+use crate::process::Cmd;
 use crate::qemu::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
 
 /// Why the case's device tree could not be made: QEMU's dump, an edit, the packing.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
     #[error("failed to dump the device tree: {0}")]
-    Dump(#[source] crate::command::CmdError),
+    Dump(#[source] crate::process::CmdError),
     /// QEMU ran and refused: the last lines of its stderr.
     #[error("QEMU could not dump the device tree ({status}): {tail}")]
     DumpFailed { status: std::process::ExitStatus, tail: String },
@@ -198,7 +198,7 @@ mod tests {
     fn shown(spec: &Machine, dtb: Option<&Path>) -> String {
         let qmp = ["-S", "-chardev", "socket,id=testbench-qmp,path=[QMP],server=off"].map(String::from);
         let line = line(spec, &qmp, dtb, spec.rr.as_ref(), &[]);
-        let qemu = crate::command::shell_quote(&qemu_binary(spec.arch));
+        let qemu = crate::process::shell_quote(&qemu_binary(spec.arch));
         // One option a line (no value here holds " -").
         line.replacen(&qemu, "[QEMU]", 1).replace(" -", "\n  -")
     }
@@ -294,7 +294,7 @@ mod tests {
         let line = line(&plain, &qmp, None, None, &attached.args);
         let exe = std::env::current_exe().unwrap().display().to_string();
         let line = line
-            .replacen(&crate::command::shell_quote(&qemu_binary(plain.arch)), "[QEMU]", 1)
+            .replacen(&crate::process::shell_quote(&qemu_binary(plain.arch)), "[QEMU]", 1)
             .replace(&dir.display().to_string(), "[BOOT]")
             .replace(&exe, "[BENCH]")
             .replace(" --", " \u{0}")

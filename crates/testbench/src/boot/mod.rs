@@ -103,7 +103,7 @@ impl Trouble {
 
 impl BootSpec {
     /// Boot once, through every stage (stages.rs). Call from the thread that will wait
-    /// for QEMU (see `command`).
+    /// for QEMU (see `process`).
     pub fn run(&self, root: &std::path::Path) -> Result<BootOutcome, Trouble> {
         stages::run(self, root)
     }

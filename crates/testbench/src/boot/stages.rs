@@ -32,7 +32,7 @@ use super::live_parts::LiveParts;
 use super::part::{attach_all, AttachedSet, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
 use super::{BootOutcome, BootSpec, Trouble};
-use crate::command::shell_quote;
+use crate::process::shell_quote;
 use crate::qemu::qmp::QmpClient;
 use crate::qemu::{last_lines, Rr, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, STDERR_TAIL_LINES};
 
@@ -44,7 +44,7 @@ const CHANNEL_EVENTS: usize = testbench_console::CHANNEL_CHUNKS + 4;
 const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 /// Boot once, through every stage. Call from the thread that will wait for QEMU (see
-/// `command`).
+/// `process`).
 pub fn run(spec: &BootSpec, root: &Path) -> Result<BootOutcome, Trouble> {
     std::fs::create_dir_all(&spec.dir).map_err(|e| Trouble::file("create", &spec.dir, e))?;
     let mut boot = match launch(spec, root)? {
@@ -192,7 +192,7 @@ fn start_guest(
     };
     match qmp.start_guest(child, Instant::now() + QMP_DEADLINE, sink) {
         Ok(client) => Ok(Some(Arc::new(client))),
-        Err(error) => match crate::command::wait_deadline(child, QMP_EXIT_GRACE) {
+        Err(error) => match crate::process::wait_deadline(child, QMP_EXIT_GRACE) {
             Ok(Some(_)) => Ok(None),
             _ => Err(Trouble::Qmp(error.to_string())),
         },
@@ -337,7 +337,7 @@ impl Running<'_> {
                 Event::Qmp(_) | Event::Part(_) => {}
             }
         }
-        if !matches!(crate::command::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
+        if !matches!(crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -382,7 +382,7 @@ impl Running<'_> {
     /// the verdict is not a pass).
     fn exited(&mut self, console: Option<&mut std::fs::File>) -> Result<Verdict, Trouble> {
         drop(self.stdin.take());
-        let status = crate::command::wait_deadline(&mut self.child, EXIT_DEADLINE).map_err(Trouble::Wait)?;
+        let status = crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE).map_err(Trouble::Wait)?;
         let stderr_text = self.stderr.take().and_then(|thread| thread.join().ok()).unwrap_or_default();
         let status = status.ok_or(Trouble::NoExit(EXIT_DEADLINE))?;
         let shutdown = match &self.qmp {

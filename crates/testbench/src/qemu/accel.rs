@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use testbench_case::{Accel, Arch};
 
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// The probe's guest runs in microseconds; the deadline covers QEMU's start on a loaded
 /// host. A KVM that cannot run the guest mostly hangs it (on this project's machines,

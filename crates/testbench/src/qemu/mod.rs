@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use testbench_case::{Arch, Firmware};
 
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 pub mod accel;
 pub mod qmp;
@@ -51,7 +51,7 @@ pub fn qemu_binary(arch: Arch) -> String {
 pub enum VersionError {
     /// The binary did not start or did not end (`how`: how to install or name another).
     #[error("{qemu} cannot run ({how}): {source}")]
-    CannotRun { qemu: String, how: String, source: crate::command::CmdError },
+    CannotRun { qemu: String, how: String, source: crate::process::CmdError },
     /// `-version` ran and failed: the last lines of its stderr.
     #[error("{qemu} -version failed ({status}): {tail}")]
     Failed { qemu: String, status: std::process::ExitStatus, tail: String },
@@ -63,7 +63,7 @@ pub enum VersionError {
 #[derive(Debug, thiserror::Error)]
 pub enum FirmwareDirsError {
     #[error(transparent)]
-    List(#[from] crate::command::CmdError),
+    List(#[from] crate::process::CmdError),
     #[error("listing {0}'s firmware directories panicked")]
     Panicked(Arch),
 }
@@ -124,7 +124,7 @@ struct CachedProbe {
 fn probe_key(arch: Arch) -> Option<(PathBuf, String)> {
     use std::os::unix::fs::MetadataExt;
     let qemu = qemu_binary(arch);
-    let path = if qemu.contains('/') { PathBuf::from(&qemu) } else { crate::command::on_path(&qemu)? };
+    let path = if qemu.contains('/') { PathBuf::from(&qemu) } else { crate::process::on_path(&qemu)? };
     let real = path.canonicalize().ok()?;
     let meta = std::fs::metadata(&real).ok()?;
     let key = format!("{} {} {} {} {}", real.display(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino());

@@ -155,7 +155,7 @@ fn command_of(run_dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(run_dir.join("invocation.json")).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let words: Vec<String> =
-        value["command"].as_array()?.iter().filter_map(|w| w.as_str()).map(crate::command::shell_quote).collect();
+        value["command"].as_array()?.iter().filter_map(|w| w.as_str()).map(crate::process::shell_quote).collect();
     Some(words.join(" "))
 }
 

@@ -462,7 +462,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
     }
     errors.extend(crate::boot::parts::check(case, root));
     if let Some(program) = case.as_boot().and_then(|b| b.post_check.as_ref()).and_then(|p| p.command.first()) {
-        if !program.contains('/') && crate::command::on_path(program).is_none() {
+        if !program.contains('/') && crate::process::on_path(program).is_none() {
             errors.push(format!(
                 "{file}: post_check.command[0]: no program {program:?} on the path (a name on the path, or a path relative to the workspace root)"
             ));

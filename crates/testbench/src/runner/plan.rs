@@ -8,8 +8,8 @@ use std::time::Duration;
 use testbench_case::{Arch, BootCase, BuildCase, Case, Guest, Kind, SshLoopbackCase};
 
 use crate::cli::Options;
-use crate::command::shell_quote;
 use crate::error::BenchError;
+use crate::process::shell_quote;
 use crate::qemu::{Rr, RR_FILE};
 use crate::report::Row;
 use crate::workspace::Workspace;

@@ -20,8 +20,8 @@ use testbench_slurm::{Array, Followed, Job, Place};
 
 use super::plan::{self, PlannedBoot};
 use crate::cli::{Filter, Options, Slurm, SLURM_DEFAULT_TASKS};
-use crate::command::shell_quote;
 use crate::error::BenchError;
+use crate::process::shell_quote;
 use crate::report::{BootReport, Outcome, Reporter};
 use crate::workspace::Workspace;
 

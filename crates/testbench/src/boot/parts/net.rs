@@ -20,7 +20,7 @@ use super::sessions::{Sessions, SessionsError, SESSIONS_DIR};
 use crate::boot::{
     AttachError, Attached, BootPlace, Broken, Ended, Evidence, Live, Part, PartEvent, PartSpec, Phase, Slot,
 };
-use crate::command::shell_quote;
+use crate::process::shell_quote;
 use crate::qemu::qmp::QmpError;
 
 /// The netdev's and the capture's ids on QEMU's command line.

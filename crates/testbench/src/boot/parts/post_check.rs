@@ -10,7 +10,7 @@ use std::time::Instant;
 use testbench_case::PostCheck;
 
 use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec};
-use crate::command::Cmd;
+use crate::process::Cmd;
 
 /// A case's `post_check`, planned once.
 pub struct PostCheckSpec {
@@ -64,7 +64,7 @@ pub enum PostCheckError {
     Oracle(String),
     /// The program did not start or ran past its timeout (`shown`: its command line).
     #[error("post_check: {shown}: {source}")]
-    Run { shown: String, source: crate::command::CmdError },
+    Run { shown: String, source: crate::process::CmdError },
     /// The program ran and failed (`how`: its exit), with the last lines it wrote (quoted).
     #[error("post_check: {shown} {how}: {tail} (its output: {POST_CHECK_LOG})")]
     Failed { shown: String, how: String, tail: String },

@@ -20,7 +20,7 @@ use testbench_case::{BootCase, HostKey, Session, Step as CaseStep};
 use testbench_session::{Forbid, Marks, Pattern, SessionOutcome, SessionSpec, Step};
 
 use crate::boot::{Broken, Ended, Event, Evidence, Live, Part, PartEvent, Phase};
-use crate::command::Cmd;
+use crate::process::Cmd;
 use crate::ssh::{Client, HostKeys, Invocation, KeyCopyError, ProbeError, Route};
 
 /// The folder of a boot's directory that holds each session's transcript, its key's
@@ -88,7 +88,7 @@ impl Sessions {
             }
             None => HostKeys::Any,
         };
-        let ssh = crate::command::on_path("ssh").ok_or(SessionsError::NoSsh)?;
+        let ssh = crate::process::on_path("ssh").ok_or(SessionsError::NoSsh)?;
         let mut runs = Vec::new();
         let mut log = vec![format!(
             "sessions: {} through host port {host_port} (guest port 22); {}",
