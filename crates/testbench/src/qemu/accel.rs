@@ -48,7 +48,36 @@ impl Chosen {
 
 /// What the run's probe found of KVM for one width: usable (how long the tiny boot
 /// took), or why not.
-pub type KvmProbe = Result<Duration, String>;
+pub type KvmProbe = Result<Duration, NoKvm>;
+
+/// Why KVM cannot run a width's boots here, in the words the run prints.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoKvm {
+    #[error("the host is {host}, not {arch}")]
+    OtherWidth { host: &'static str, arch: Arch },
+    #[error("the bench has no KVM probe guest for {0} yet")]
+    NoProbeGuest(Arch),
+    #[error("/dev/kvm cannot be opened for reading and writing: {0}")]
+    Device(String),
+    #[error("writing {}: {why}", path.display())]
+    Image { path: std::path::PathBuf, why: String },
+    #[error("the probe guest did not reach long mode under {accel} within {secs} s; QEMU was killed")]
+    Deadline { accel: String, secs: u64 },
+    #[error("the probe boot under {accel} failed: {why}")]
+    Start { accel: String, why: String },
+    /// The guest ran but did not report (its exit status, QEMU's last stderr lines).
+    #[error("the probe guest did not report from long mode under {accel} ({status}, wanted exit status {want}){said}")]
+    NoReport { accel: String, status: String, want: i32, said: String },
+}
+
+/// Why a case that insists on KVM cannot boot on a width.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KvmRefused {
+    #[error("accel = \"kvm\", but KVM is not usable here: {0}")]
+    Unusable(NoKvm),
+    #[error("accel = \"kvm\", but no KVM probe ran for {0}")]
+    NotProbed(Arch),
+}
 
 /// Whether a case's boots on `arch` may want KVM (the probe runs only then).
 pub fn wants_kvm(accel: Accel, icount: bool, arch: Arch) -> bool {
@@ -59,17 +88,18 @@ pub fn wants_kvm(accel: Accel, icount: bool, arch: Arch) -> bool {
 /// `dir`.
 pub fn probe_kvm(arch: Arch, dir: &Path) -> KvmProbe {
     if Some(arch) != Arch::host() {
-        return Err(format!("the host is {}, not {arch}", std::env::consts::ARCH));
+        return Err(NoKvm::OtherWidth { host: std::env::consts::ARCH, arch });
     }
     if arch != Arch::X86_64 {
-        return Err(format!("the bench has no KVM probe guest for {arch} yet"));
+        return Err(NoKvm::NoProbeGuest(arch));
     }
     let kvm = Path::new("/dev/kvm");
     if let Err(error) = std::fs::OpenOptions::new().read(true).write(true).open(kvm) {
-        return Err(format!("/dev/kvm cannot be opened for reading and writing: {error}"));
+        return Err(NoKvm::Device(error.to_string()));
     }
     let image = dir.join("kvm-probe.bin");
-    std::fs::write(&image, probe_image(PROBE_BYTE)).map_err(|e| format!("writing {}: {e}", image.display()))?;
+    std::fs::write(&image, probe_image(PROBE_BYTE))
+        .map_err(|e| NoKvm::Image { path: image.clone(), why: e.to_string() })?;
     boot_probe(arch, "kvm", &image)
 }
 
@@ -84,11 +114,10 @@ fn boot_probe(arch: Arch, accel: &str, image: &Path) -> KvmProbe {
         .args(["-device", &format!("isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=1"), "-no-reboot"])
         .output()
         .map_err(|e| match e {
-            testbench_process::CmdError::Deadline { after, .. } => format!(
-                "the probe guest did not reach long mode under {accel} within {} s; QEMU was killed",
-                after.as_secs()
-            ),
-            other => format!("the probe boot under {accel} failed: {other}"),
+            testbench_process::CmdError::Deadline { after, .. } => {
+                NoKvm::Deadline { accel: accel.to_string(), secs: after.as_secs() }
+            }
+            other => NoKvm::Start { accel: accel.to_string(), why: other.to_string() },
         })?;
     let took = start.elapsed();
     let want = i32::from(PROBE_BYTE) << 1 | 1;
@@ -97,11 +126,12 @@ fn boot_probe(arch: Arch, accel: &str, image: &Path) -> KvmProbe {
         _ => {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let said = super::last_lines(&stderr, 2).join(" | ");
-            Err(format!(
-                "the probe guest did not report from long mode under {accel} ({}, wanted exit status {want}){}",
-                output.status,
-                if said.is_empty() { String::new() } else { format!(": {said}") }
-            ))
+            Err(NoKvm::NoReport {
+                accel: accel.to_string(),
+                status: output.status.to_string(),
+                want,
+                said: if said.is_empty() { String::new() } else { format!(": {said}") },
+            })
         }
     }
 }
@@ -109,13 +139,18 @@ fn boot_probe(arch: Arch, accel: &str, image: &Path) -> KvmProbe {
 /// Decide one case's accelerator on one width, given the run's probe of it (None when
 /// no probe ran: not the host's width, or no boot wanted KVM). The reason is for the
 /// run's output; an error is why a case that insists on KVM cannot boot.
-pub fn choose(accel: Accel, icount: bool, arch: Arch, probe: Option<&KvmProbe>) -> Result<(Chosen, String), String> {
+pub fn choose(
+    accel: Accel,
+    icount: bool,
+    arch: Arch,
+    probe: Option<&KvmProbe>,
+) -> Result<(Chosen, String), KvmRefused> {
     match accel {
         Accel::Tcg => Ok((Chosen::Tcg, "accel = \"tcg\"".into())),
         Accel::Kvm => match probe {
             Some(Ok(_)) => Ok((Chosen::Kvm, "accel = \"kvm\", and the probe booted under KVM".into())),
-            Some(Err(why)) => Err(format!("accel = \"kvm\", but KVM is not usable here: {why}")),
-            None => Err(format!("accel = \"kvm\", but no KVM probe ran for {arch}")),
+            Some(Err(why)) => Err(KvmRefused::Unusable(why.clone())),
+            None => Err(KvmRefused::NotProbed(arch)),
         },
         Accel::Auto if Some(arch) != Arch::host() => {
             Ok((Chosen::Tcg, format!("auto: the host is {}, so KVM cannot run {arch}", std::env::consts::ARCH)))
@@ -248,18 +283,23 @@ mod tests {
     #[test]
     fn auto_takes_tcg_under_icount_and_off_the_hosts_width_and_when_the_probe_failed() {
         let ok: KvmProbe = Ok(Duration::from_millis(90));
-        let failed: KvmProbe = Err("no".into());
+        let failed: KvmProbe = Err(NoKvm::Device("no".into()));
         let host = Arch::host().unwrap_or(Arch::X86_64);
         let other = if host == Arch::Aarch64 { Arch::X86_64 } else { Arch::Aarch64 };
         assert_eq!(choose(Accel::Auto, true, host, Some(&ok)).unwrap().0, Chosen::Tcg);
         assert_eq!(choose(Accel::Auto, false, other, None).unwrap().0, Chosen::Tcg);
         assert_eq!(choose(Accel::Auto, false, host, Some(&failed)).unwrap().0, Chosen::Tcg);
-        assert!(choose(Accel::Auto, false, host, Some(&failed)).unwrap().1.contains("no"));
+        assert!(choose(Accel::Auto, false, host, Some(&failed))
+            .unwrap()
+            .1
+            .ends_with("(/dev/kvm cannot be opened for reading and writing: no)"));
         assert_eq!(choose(Accel::Auto, false, host, Some(&ok)).unwrap().0, Chosen::Kvm);
         assert_eq!(choose(Accel::Tcg, false, host, Some(&ok)).unwrap().0, Chosen::Tcg);
         assert_eq!(choose(Accel::Kvm, false, host, Some(&ok)).unwrap().0, Chosen::Kvm);
         let refused = choose(Accel::Kvm, false, host, Some(&failed)).unwrap_err();
-        assert!(refused.contains("not usable here: no"), "{refused}");
+        assert_eq!(refused, KvmRefused::Unusable(NoKvm::Device("no".into())));
+        assert!(refused.to_string().contains("not usable here: /dev/kvm cannot be opened"), "{refused}");
+        assert_eq!(choose(Accel::Kvm, false, host, None).unwrap_err(), KvmRefused::NotProbed(host));
     }
 
     /// The probe guest is right: under TCG it reaches long mode and reports, so a probe
@@ -278,6 +318,7 @@ mod tests {
         let wrong = dir.path().join("wrong.bin");
         std::fs::write(&wrong, probe_image(PROBE_BYTE + 1)).unwrap();
         let refused = boot_probe(Arch::X86_64, "tcg", &wrong).unwrap_err();
-        assert!(refused.contains("wanted exit status 85"), "{refused}");
+        assert!(matches!(refused, NoKvm::NoReport { want: 85, .. }), "{refused:?}");
+        assert!(refused.to_string().contains("wanted exit status 85"), "{refused}");
     }
 }

@@ -395,7 +395,7 @@ pub fn block_on_host_lacks(
                     ready.accel = chosen;
                     choices.insert((*arch, chosen.name(), why));
                 }
-                Err(lack) => *result = Err(Blocked::HostLack(lack)),
+                Err(lack) => *result = Err(Blocked::HostLack(lack.to_string())),
             }
         }
     }
