@@ -103,7 +103,7 @@ fn build_width(
     ws: &Workspace,
     tmp: &Path,
     builder: &mut Builder,
-    recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
+    recipes: &mut super::prepare::Recipes,
     reporter: &Reporter,
 ) -> (BTreeMap<String, Entry>, usize, usize) {
     let (mut made, mut broken) = (0, 0);
@@ -113,7 +113,9 @@ fn build_width(
         let entry = match prepared.map_err(|b| match b {
             Blocked::Build(why) | Blocked::HostLack(why) | Blocked::Trouble(why) => why,
         }) {
-            Ok(pieces) => pieces.to_entry(tmp, arch.name()).unwrap_or_else(|why| Entry::Failed { why }),
+            Ok(pieces) => {
+                pieces.to_entry(tmp, arch.name()).unwrap_or_else(|why| Entry::Failed { why: why.to_string() })
+            }
             Err(why) => Entry::Failed { why },
         };
         match &entry {

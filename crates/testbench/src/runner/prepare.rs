@@ -39,11 +39,28 @@ pub struct Prepared {
     extra_args: Vec<String>,
 }
 
+/// A guest recipe that could not be read or built: the same failure for every case that
+/// names it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeFailed {
+    #[error("{0}")]
+    Load(testbench_recipe::RecipeError),
+    #[error("guest recipe {}: {error}", path.display())]
+    Build { path: PathBuf, error: testbench_recipe::RecipeError },
+}
+
+/// The run's guest images, made once per recipe (or its failure, shared).
+pub type Recipes = HashMap<PathBuf, Result<testbench_recipe::Image, Arc<RecipeFailed>>>;
+
 impl Prepared {
     /// What a prebuilt directory keeps of it: its files stored in the width's directory
     /// (`width_dir`, named `width` in DIR), the rest as it is.
-    pub fn to_entry(&self, width_dir: &Path, width: &str) -> Result<crate::prebuilt::Entry, String> {
-        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path).map_err(|e| e.to_string());
+    pub fn to_entry(
+        &self,
+        width_dir: &Path,
+        width: &str,
+    ) -> Result<crate::prebuilt::Entry, crate::prebuilt::StoreError> {
+        let store = |path: &Path| crate::prebuilt::store(width_dir, width, path);
         Ok(crate::prebuilt::Entry::Ready {
             kernel: store(&self.kernel)?,
             initrd: self.initrd.as_deref().map(store).transpose()?,
@@ -152,7 +169,7 @@ pub fn prepare(
     ws: &Workspace,
     run_dir: &Path,
     builder: &mut Builder,
-    recipes: &mut HashMap<PathBuf, Result<testbench_recipe::Image, String>>,
+    recipes: &mut Recipes,
     reporter: &Reporter,
 ) -> Result<Prepared, Blocked> {
     let boot = boot_of(case);
@@ -185,17 +202,18 @@ pub fn prepare(
                     let image = recipes
                         .entry(full.clone())
                         .or_insert_with(|| {
-                            let recipe = testbench_recipe::load(&full).map_err(|e| e.to_string())?;
+                            let failed = |error| Arc::new(RecipeFailed::Build { path: full.clone(), error });
+                            let recipe = testbench_recipe::load(&full).map_err(|e| Arc::new(RecipeFailed::Load(e)))?;
                             let mut recipe_log = |line: &str| reporter.note(crate::events::Note::GuestImage, line);
                             testbench_recipe::build(
                                 &recipe,
                                 &ws.root.join(crate::workspace::GUEST_IMAGES),
                                 &mut recipe_log,
                             )
-                            .map_err(|e| format!("guest recipe {}: {e}", full.display()))
+                            .map_err(failed)
                         })
                         .clone()
-                        .map_err(Blocked::Build)?;
+                        .map_err(|e| Blocked::Build(e.to_string()))?;
                     (image.kernel, Some(image.initrd), Some(image.append))
                 }
             };
@@ -296,7 +314,7 @@ pub fn prepare_all(
     reporter: &Reporter,
 ) -> HashMap<(usize, Arch), Result<Prepared, Blocked>> {
     let mut prepared: HashMap<(usize, Arch), Result<Prepared, Blocked>> = HashMap::new();
-    let mut recipes: HashMap<PathBuf, Result<testbench_recipe::Image, String>> = HashMap::new();
+    let mut recipes = Recipes::new();
     for boot in boots {
         let key = (boot.case, boot.arch);
         if let std::collections::hash_map::Entry::Vacant(slot) = prepared.entry(key) {
