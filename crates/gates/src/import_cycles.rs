@@ -192,6 +192,21 @@ struct Place {
 
 /// The findings of one crate, given its root file relative to the tree.
 fn check_crate(tree: &Path, root: &Path) -> Vec<Finding> {
+    let mut crate_read = read_crate(tree, root);
+    let edges = edges(&crate_read.modules, crate_read.references);
+    crate_read.findings.extend(cycles(&crate_read.modules, &edges));
+    crate_read.findings
+}
+
+/// A crate as read: its modules, the references its files make, what could not be read.
+struct CrateRead {
+    modules: BTreeSet<ModPath>,
+    references: Vec<(PathBuf, Reference)>,
+    findings: Vec<Finding>,
+}
+
+/// Follows the modules from `root`, reading each file once.
+fn read_crate(tree: &Path, root: &Path) -> CrateRead {
     let mut findings = Vec::new();
     let mut modules: BTreeSet<ModPath> = BTreeSet::new();
     let mut references: Vec<(PathBuf, Reference)> = Vec::new();
@@ -251,10 +266,17 @@ fn check_crate(tree: &Path, root: &Path) -> Vec<Finding> {
             }
         }
     }
+    CrateRead { modules, references, findings }
+}
 
-    let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, Place>> = BTreeMap::new();
+type Edges = BTreeMap<ModPath, BTreeMap<ModPath, Place>>;
+
+/// Each module's imports of other modules (not itself, an ancestor or a descendant), each
+/// at its first place.
+fn edges(modules: &BTreeSet<ModPath>, references: Vec<(PathBuf, Reference)>) -> Edges {
+    let mut edges = Edges::new();
     for (file, reference) in references {
-        let Some(target) = resolve(&modules, &reference.from, &reference.segments) else { continue };
+        let Some(target) = resolve(modules, &reference.from, &reference.segments) else { continue };
         if target.starts_with(&reference.from) || reference.from.starts_with(&target) {
             continue;
         }
@@ -264,8 +286,14 @@ fn check_crate(tree: &Path, root: &Path) -> Vec<Finding> {
             *slot = place;
         }
     }
-    for component in components(&modules, &edges) {
-        let cycle = shortest_cycle(&component, &edges);
+    edges
+}
+
+/// One `import-cycle` finding per strongly connected component of two or more modules.
+fn cycles(modules: &BTreeSet<ModPath>, edges: &Edges) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for component in components(modules, edges) {
+        let cycle = shortest_cycle(&component, edges);
         let steps: Vec<String> = cycle
             .windows(2)
             .map(|w| {
@@ -311,9 +339,9 @@ fn resolve(modules: &BTreeSet<ModPath>, from: &[String], segments: &[String]) ->
 }
 
 /// Strongly connected components of two or more modules (Tarjan), each sorted, in order.
-fn components(modules: &BTreeSet<ModPath>, edges: &BTreeMap<ModPath, BTreeMap<ModPath, Place>>) -> Vec<Vec<ModPath>> {
+fn components(modules: &BTreeSet<ModPath>, edges: &Edges) -> Vec<Vec<ModPath>> {
     struct Tarjan<'a> {
-        edges: &'a BTreeMap<ModPath, BTreeMap<ModPath, Place>>,
+        edges: &'a Edges,
         index: BTreeMap<&'a ModPath, usize>,
         low: BTreeMap<&'a ModPath, usize>,
         stack: Vec<&'a ModPath>,
@@ -372,7 +400,7 @@ fn components(modules: &BTreeSet<ModPath>, edges: &BTreeMap<ModPath, BTreeMap<Mo
 
 /// The shortest cycle through the component's first module, staying inside it, as the
 /// modules in order with the first repeated at the end.
-fn shortest_cycle(component: &[ModPath], edges: &BTreeMap<ModPath, BTreeMap<ModPath, Place>>) -> Vec<ModPath> {
+fn shortest_cycle(component: &[ModPath], edges: &Edges) -> Vec<ModPath> {
     let start = &component[0];
     let mut came_from: BTreeMap<&ModPath, &ModPath> = BTreeMap::new();
     let mut queue = VecDeque::from([start]);
