@@ -217,18 +217,10 @@ fn read_crate(tree: &Path, root: &Path) -> CrateRead {
         if !read.insert(file.clone()) {
             continue;
         }
-        let src = match fs::read_to_string(tree.join(&file)) {
-            Ok(src) => src,
-            Err(error) => {
-                findings.push(finding(&file, None, "unparsable", format!("cannot be read: {error}")));
-                continue;
-            }
-        };
-        let parsed = match syn::parse_file(&src) {
+        let parsed = match parse(tree, &file) {
             Ok(parsed) => parsed,
-            Err(error) => {
-                let line = error.span().start().line;
-                findings.push(finding(&file, Some(line), "unparsable", format!("syn cannot read it: {error}")));
+            Err(unparsable) => {
+                findings.push(unparsable);
                 continue;
             }
         };
@@ -267,6 +259,15 @@ fn read_crate(tree: &Path, root: &Path) -> CrateRead {
         }
     }
     CrateRead { modules, references, findings }
+}
+
+/// A module file read whole by syn, or the `unparsable` finding saying why not.
+fn parse(tree: &Path, file: &Path) -> Result<syn::File, Finding> {
+    let src = fs::read_to_string(tree.join(file))
+        .map_err(|error| finding(file, None, "unparsable", format!("cannot be read: {error}")))?;
+    syn::parse_file(&src).map_err(|error| {
+        finding(file, Some(error.span().start().line), "unparsable", format!("syn cannot read it: {error}"))
+    })
 }
 
 type Edges = BTreeMap<ModPath, BTreeMap<ModPath, Place>>;
