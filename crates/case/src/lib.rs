@@ -352,11 +352,19 @@ pub enum Gate {
     Formatting,
     Vendor,
     Docs,
+    ImportCycles,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 6] =
-        [Gate::UnsafeBudget, Gate::SizeBudget, Gate::NoCruft, Gate::Formatting, Gate::Vendor, Gate::Docs];
+    pub const ALL: [Gate; 7] = [
+        Gate::UnsafeBudget,
+        Gate::SizeBudget,
+        Gate::NoCruft,
+        Gate::Formatting,
+        Gate::Vendor,
+        Gate::Docs,
+        Gate::ImportCycles,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -366,6 +374,7 @@ impl Gate {
             Gate::Formatting => "formatting",
             Gate::Vendor => "vendor",
             Gate::Docs => "docs",
+            Gate::ImportCycles => "import-cycles",
         }
     }
 
@@ -378,6 +387,7 @@ impl Gate {
             Gate::Formatting => "formatting.toml",
             Gate::Vendor => "vendor",
             Gate::Docs => "docs",
+            Gate::ImportCycles => "import-cycles.toml",
         }
     }
 }

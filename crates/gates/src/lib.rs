@@ -14,6 +14,7 @@ pub mod finding;
 pub mod docs;
 pub mod formatting;
 pub mod history;
+pub mod import_cycles;
 pub mod nocruft;
 pub mod size_budget;
 pub mod unsafe_budget;
