@@ -10,8 +10,6 @@
 use regex::Regex;
 use regex_syntax::hir::{Capture, Hir, HirKind, Look, Repetition};
 
-use crate::judge::Config;
-
 /// The rules that judge an over-long line's head (forbids judge every piece as a line,
 /// which can only fail more).
 #[derive(Clone, Copy)]
@@ -35,16 +33,27 @@ pub(crate) struct Heads {
     capture: Vec<Regex>,
 }
 
+/// Each head rule's patterns as the judge's configuration has them, index for index (the
+/// judge gives them; this module knows no configuration).
+pub(crate) struct Sources<'a> {
+    pub expect: Vec<&'a Regex>,
+    pub expect_after: Vec<&'a Regex>,
+    pub inputs: Vec<&'a Regex>,
+    pub triggers: Vec<&'a Regex>,
+    pub distinct: Vec<&'a Regex>,
+    pub capture: Vec<&'a Regex>,
+}
+
 impl Heads {
-    pub(crate) fn new(cfg: &Config) -> Heads {
-        let all = |patterns: &[crate::Pattern]| patterns.iter().map(|p| open_ended(&p.regex)).collect();
+    pub(crate) fn new(sources: &Sources) -> Heads {
+        let all = |patterns: &[&Regex]| patterns.iter().map(|re| open_ended(re)).collect();
         Heads {
-            expect: all(&cfg.expect),
-            expect_after: all(&cfg.expect_after),
-            inputs: cfg.inputs.iter().map(|i| open_ended(&i.after.regex)).collect(),
-            triggers: all(&cfg.triggers),
-            distinct: all(&cfg.distinct),
-            capture: all(&cfg.capture),
+            expect: all(&sources.expect),
+            expect_after: all(&sources.expect_after),
+            inputs: all(&sources.inputs),
+            triggers: all(&sources.triggers),
+            distinct: all(&sources.distinct),
+            capture: all(&sources.capture),
         }
     }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::fast::{self, Engine};
-use crate::head::{HeadRule, Heads};
+use crate::head::{HeadRule, Heads, Sources};
 use crate::normalize::{self, has_ctrl, strip_cr};
 
 /// A labelled regular expression. Build the regex with [`regex::Regex::new`] and put
@@ -611,7 +611,7 @@ impl Judge {
         if self.pieces == 1 {
             // The line's head: every rule, as a line that goes on (no line end at the cut).
             if self.heads.is_none() {
-                self.heads = Some(Box::new(Heads::new(&self.cfg)));
+                self.heads = Some(Box::new(Heads::new(&head_sources(&self.cfg))));
             }
             self.at_head = true;
             self.line(&piece, now, send);
@@ -1262,4 +1262,19 @@ fn build_shown(block: &[u8], shown: &mut Vec<u8>, raw: &mut Vec<u8>, dirty: &mut
     }
     shown.extend_from_slice(&block[copied.min(block.len())..]);
     false
+}
+
+/// The configuration's patterns each head rule rewrites (head.rs).
+fn head_sources(cfg: &Config) -> Sources<'_> {
+    fn all(patterns: &[Pattern]) -> Vec<&regex::Regex> {
+        patterns.iter().map(|p| &p.regex).collect()
+    }
+    Sources {
+        expect: all(&cfg.expect),
+        expect_after: all(&cfg.expect_after),
+        inputs: cfg.inputs.iter().map(|i| &i.after.regex).collect(),
+        triggers: all(&cfg.triggers),
+        distinct: all(&cfg.distinct),
+        capture: all(&cfg.capture),
+    }
 }
