@@ -33,10 +33,15 @@
 //! - [`Step::Expect`]: wait until the pattern matches the output received since the
 //!   end of the previous match (the first: since the client started). The pattern
 //!   sees the raw bytes of both streams as they arrived (escape sequences and `\r`
-//!   included); `^` matches where that output starts, `$` at the end of what has
-//!   arrived so far (so `'\$ $'` matches a prompt that waits for input). The match is
-//!   looked for as each chunk arrives, each byte stepped once by a lazy DFA; the
-//!   output up to its end is consumed, and its groups kept for the `send`s after it.
+//!   included). `^` and `$` are line anchors, as in a console `expect` ([`Pattern::new`]:
+//!   multi-line and CRLF mode): `^` matches at the start of a line (the session's first
+//!   output, or after `\n`, `\r\n` or a lone `\r`; after a match, only where a line
+//!   starts, not where the match ended), `$` at the end of a line and at the end of
+//!   what has arrived so far (so `'\$ $'` matches a prompt that waits for input, and
+//!   `'^ok$'` a line `ok` among others). `\A` matches only where the session's output
+//!   starts, `\z` only at the end of what has arrived so far. The match is looked for
+//!   as each chunk arrives, each byte stepped once by a lazy DFA; the output up to its
+//!   end is consumed, and its groups kept for the `send`s after it.
 //! - [`Step::Send`]: type the text into the client's input. `$1` to `$9` are the last
 //!   expect's groups, `$$` is one `$`; any other `$` is itself. A `$N` the last expect
 //!   has no group for, or whose group did not take part in the match, fails the
@@ -74,9 +79,10 @@
 //!
 //! Every byte of output is checked against the session's `forbid` patterns until the
 //! client exits, on each stream's lines: a line ends at `\n` (one `\r` before it is
-//! not part of it), `^` and `$` match at its start and end, and a match is found as
-//! soon as the byte after it arrives, at the end of its line, or at the end of the
-//! stream, however the writes cut it. A match fails the session quoting it.
+//! not part of it), `^` and `$` match at its start and end (and, as in an expect, on
+//! either side of a lone `\r` in it), and a match is found as soon as the byte after
+//! it arrives, at the end of its line, or at the end of the stream, however the writes
+//! cut it. A match fails the session quoting it.
 //!
 //! ## Bounds
 //!

@@ -26,8 +26,9 @@ pub(crate) struct Found {
 /// matcher over it.
 pub(crate) struct Unmatched {
     buf: Vec<u8>,
-    /// Where the unmatched output starts in `buf`: 0, or 1 after a cut (`buf[0]` is then
-    /// the byte before it, so `^` does not match at a cut).
+    /// Where the unmatched output starts in `buf`: 0 at the output's start, or 1 after a
+    /// match or a cut (`buf[0]` is then the byte before it, so `^` matches there only
+    /// after a line end).
     begin: usize,
     matcher: Option<Matcher>,
     /// Bytes dropped since the last match (or the start).
@@ -89,8 +90,12 @@ impl Unmatched {
         let (start, end) = spans[0]?;
         let groups = spans.iter().map(|g| g.map(|(s, e)| self.buf[s..e].to_vec())).collect();
         let text = self.buf[start..end].to_vec();
-        self.buf.drain(..end);
-        self.begin = 0;
+        // The match's last byte stays as the byte before the unmatched output, so that
+        // the next expect's `^` matches at a line's start, not where this match ended.
+        if end > 0 {
+            self.buf.drain(..end - 1);
+            self.begin = 1;
+        }
         self.matcher = None;
         self.dropped = 0;
         Some(Found { text, groups })
@@ -306,6 +311,9 @@ mod tests {
         // `$` is not taken at the end of a piece: the line goes on.
         assert!(forbid("secret$", &[b"secret", b"ive\n"]).is_none());
         assert!(forbid("a\rb", &[b"a\r", b"b\n"]).is_some());
+        // A lone '\r' ends a line for the anchors, as in an expect.
+        assert!(forbid("^b$", &[b"a\rb\n"]).is_some());
+        assert!(forbid("^a$", &[b"a\rb\n"]).is_some());
     }
 
     #[test]
@@ -342,6 +350,25 @@ mod tests {
         assert_eq!(found.groups[1].as_deref(), Some(&b"42"[..]));
         assert_eq!(u.len(), 0);
         assert!(u.peak <= UNMATCHED_LIMIT + (64 << 10) + 1);
+    }
+
+    /// After a match, the next expect's `^` still means a line's start: not where the
+    /// match ended mid-line, but after its line's end.
+    #[test]
+    fn caret_after_a_match_is_still_a_lines_start() {
+        let mut u = Unmatched::new();
+        u.begin_expect(&Pattern::new("id ").unwrap());
+        u.push(b"id 42\n42 ok\n");
+        assert_eq!(u.check().unwrap().text, b"id ");
+        u.begin_expect(&Pattern::new("^42.*").unwrap());
+        assert_eq!(u.check().unwrap().text, b"42 ok");
+        // A match that ends its line: the next line starts a line.
+        u.begin_expect(&Pattern::new("^x$").unwrap());
+        u.push(b"x\r\n");
+        assert_eq!(u.check().unwrap().text, b"x");
+        u.begin_expect(&Pattern::new("^y").unwrap());
+        u.push(b"\r\ny");
+        assert_eq!(u.check().unwrap().text, b"y");
     }
 
     #[test]

@@ -40,8 +40,15 @@ const NFA_LIMIT: usize = 10 << 20;
 impl Pattern {
     /// Compile `source` (regex syntax, as the `regex` crate takes it). The pattern
     /// matches bytes: `.` matches one UTF-8 encoded character, `(?-u:.)` any byte.
+    ///
+    /// `^` and `$` are line anchors, as a person reads them and as a console `expect`
+    /// has them: multi-line and CRLF mode (`(?Rm)`) are on, so `^` matches at the
+    /// text's start and after each line end, `$` before each line end and at the
+    /// text's end, a line end being `\n`, `\r\n` (a terminal's, never split by an
+    /// anchor) or a lone `\r`. `\A` and `\z` anchor at the text's start and end only;
+    /// `(?-m)` in the pattern turns line anchors off.
     pub fn new(source: &str) -> Result<Pattern, String> {
-        let syntax = syntax::Config::new().utf8(false);
+        let syntax = syntax::Config::new().utf8(false).multi_line(true).crlf(true);
         let regex = meta::Regex::builder()
             .syntax(syntax)
             .configure(
@@ -257,6 +264,45 @@ mod tests {
         // Bytes that are not UTF-8 are text like any other.
         let pattern = Pattern::new(r"(?-u:\xff)x").unwrap();
         assert!(matches_in_pieces(&pattern, b"\xffx", 1));
+    }
+
+    /// `^` and `$` anchor at every line's start and end, a line ending at `\n`, `\r\n`
+    /// or a lone `\r`; the DFA fed in pieces says what the regex says.
+    #[test]
+    fn line_anchors_match_at_each_lines_start_and_end() {
+        let pattern = Pattern::new("^hidden-42$").unwrap();
+        // Line anchors keep the lazy DFA: each byte stepped once, no fallback.
+        assert!(pattern.has_dfa());
+        let mut m = Matcher::new(&pattern);
+        m.feed(b"boot\r\nhidden-42\r\n");
+        assert!(m.seen() && !m.fallback());
+        let yes: &[&str] = &[
+            "hidden-42\nriscv64\n",
+            "boot\nhidden-42\nriscv64\n",
+            "boot\r\nhidden-42\r\nriscv64\r\n",
+            "boot\nhidden-42",
+            "progress\rhidden-42\r\n",
+        ];
+        let no: &[&str] = &["xhidden-42\n", "hidden-421\n", "boot\nhidden-42 \r\n", "hidden-4\n2"];
+        for (texts, want) in [(yes, true), (no, false)] {
+            for text in texts {
+                let found = pattern.captures(text.as_bytes(), 0..text.len());
+                assert_eq!(found.is_some(), want, "{text:?}");
+                if let Some(spans) = found {
+                    let (s, e) = spans[0].unwrap();
+                    assert_eq!(&text[s..e], "hidden-42", "{text:?}");
+                }
+                for step in 1..=text.len() {
+                    assert_eq!(matches_in_pieces(&pattern, text.as_bytes(), step), want, "{text:?} by {step}");
+                }
+            }
+        }
+        // `^` is never between the `\r` and the `\n` of one line end, nor `$`.
+        assert!(Pattern::new("^\n").unwrap().captures(b"a\r\n", 1..3).is_none());
+        assert!(Pattern::new("\r$").unwrap().captures(b"a\r\n", 0..3).is_none());
+        // `\A` and `\z` still anchor at the text's start and end.
+        assert!(Pattern::new(r"\Aok").unwrap().captures(b"x\nok", 0..4).is_none());
+        assert!(Pattern::new(r"ok\z").unwrap().captures(b"ok\nx", 0..4).is_none());
     }
 
     #[test]

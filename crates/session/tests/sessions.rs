@@ -211,6 +211,24 @@ fn an_exit_status_other_than_the_one_asked_fails() {
     assert!(reason(&run).starts_with("step 1 (expect 'never'): sh exited 2 before a match; last output: 'soon\\n'"));
 }
 
+/// `^` and `$` are line anchors, as in a console `expect`: `^hidden-42$` matches a line
+/// in the middle of the output (not only the output's first and last line), on a pipe's
+/// `\n` and on a terminal's `\r\n` alike.
+#[test]
+fn line_anchors_match_a_line_in_the_middle_of_the_output() {
+    let client = sh(r"printf 'boot\nhidden-42\nriscv64\n'; printf 'id 7\r\nok\r\nend\r\n'");
+    let steps = vec![expect("^hidden-42$"), expect("^ok$"), expect(r"^end\r?\n"), Step::Ended(0)];
+    let run = run_one("anchors", &spec("anchors", steps), &client, DEADLINE);
+    assert_eq!(passed(&run).0, 0);
+    let t = &run.transcript;
+    assert!(t.contains("expect 1 matched") && t.contains("after sh started: 'hidden-42'"), "{t}");
+    assert!(t.contains("expect 2 matched") && t.contains("after sh started: 'ok'"), "{t}");
+    // A line that only ends with the text is no match for the anchored pattern.
+    let steps = vec![expect("^ok$"), Step::Ended(0)];
+    let run = run_one("anchors-miss", &spec("anchors-miss", steps), &sh(r"printf 'nok\nok2\n'"), DEADLINE);
+    assert!(reason(&run).starts_with("step 1 (expect '^ok$'): sh exited 0 before a match"), "{}", reason(&run));
+}
+
 #[test]
 fn ended_takes_a_client_that_exits_by_itself() {
     let run = run_one("ended", &spec("ended", vec![expect("bye"), Step::Ended(4)]), &sh("echo bye; exit 4"), DEADLINE);

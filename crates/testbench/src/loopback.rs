@@ -408,11 +408,14 @@ fn judge_server_log(text: &str, want: &[Pattern], forbid: &[Pattern]) -> Result<
     Ok(format!("server log: {} lines{matched}", lines.len()))
 }
 
-/// The keeper: every QEMU (`qemu`'s file name) whose command line names `dir` has until
-/// `until` to go; one still running then is killed, and named in the error.
+/// The keeper: every QEMU (`qemu`'s file name) whose command line names a file in `dir`
+/// has until `until` to go; one still running then is killed, and named in the error.
+/// A file *in* the folder: `dir/`, so that a case whose name starts with another's
+/// (`ssh-loopback-selfcheck-server-log` and `...-server-log-forbid`) keeps its hands
+/// off the other's guests.
 fn keeper(qemu: &str, dir: &Path, until: Instant) -> Result<(), String> {
     let name = Path::new(qemu).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let needle = dir.display().to_string();
+    let needle = format!("{}/", dir.display());
     let started = Instant::now();
     loop {
         let alive = processes_naming(&name, &needle);
@@ -501,21 +504,27 @@ mod tests {
         std::os::unix::fs::symlink(crate::process::on_path("tail").unwrap(), &fake).unwrap();
         let case_dir = tmp.path().join("run-1").join("case");
         let other_dir = tmp.path().join("run-2").join("case");
+        // A case of the same run whose name starts with this one's.
+        let longer_dir = tmp.path().join("run-1").join("case-forbid");
         let spawn = |dir: &Path| {
             std::fs::create_dir_all(dir).unwrap();
             std::fs::write(dir.join(SERVER_LOG), b"").unwrap();
             std::process::Command::new(&fake).arg("-f").arg(dir.join(SERVER_LOG)).spawn().unwrap()
         };
         let mut mine = spawn(&case_dir);
-        let mut other = spawn(&other_dir);
+        let other = spawn(&other_dir);
+        let longer = spawn(&longer_dir);
         std::thread::sleep(Duration::from_millis(200));
         let error = keeper("qemu-system-riscv64", &case_dir, Instant::now() + Duration::from_millis(300)).unwrap_err();
         assert!(error.starts_with("keeper: qemu-system-riscv64 still ran"), "{error}");
-        assert!(error.contains(&format!("pid {}", mine.id())) && error.contains("run-1/case"), "{error}");
-        assert!(!error.contains("run-2"), "{error}");
+        assert!(error.contains(&format!("pid {}", mine.id())) && error.contains("run-1/case/"), "{error}");
+        assert!(!error.contains("run-2") && !error.contains("case-forbid"), "{error}");
         assert!(!mine.wait().unwrap().success());
         assert!(keeper("qemu-system-riscv64", &case_dir, Instant::now()).is_ok());
-        other.kill().unwrap();
-        other.wait().unwrap();
+        for mut left in [other, longer] {
+            assert!(left.try_wait().unwrap().is_none(), "the keeper killed another case's guest");
+            left.kill().unwrap();
+            left.wait().unwrap();
+        }
     }
 }
