@@ -82,7 +82,7 @@ impl Loopback {
             Err(blocked) => (Err(blocked.clone()), Vec::new()),
             Ok(server) => match server.run_case(case, root, dir, log) {
                 Ok((verdict, notes)) => (Ok(verdict), notes),
-                Err(message) => (Err(Blocked::Build(message)), Vec::new()),
+                Err(error) => (Err(Blocked::Build(error.to_string())), Vec::new()),
             },
         }
     }
@@ -128,7 +128,7 @@ impl Server {
     /// One login that runs `exit 0` with the test key alice: its ssh must get the banner
     /// within 30 s and exit 0, the banner must be OpenSSH's (ssh -v says which), and the
     /// server's log must name OpenSSH's version. The banner's version, for the run's output.
-    fn probe(&self, root: &Path, dir: &Path) -> Result<String, String> {
+    fn probe(&self, root: &Path, dir: &Path) -> Result<String, LoopbackError> {
         let session = Session {
             user: "root".into(),
             name: "probe".into(),
@@ -146,18 +146,18 @@ impl Server {
         let outcomes = run_all(&runs, &stop, deadline, &|_| {});
         let kept = keeper(&self.qemu, dir, (Instant::now() + KEEPER_GRACE).max(deadline));
         if let [SessionOutcome::Fail { reason }] = outcomes.as_slice() {
-            return Err(format!("{reason} (transcript: {}/probe.log)", SESSIONS_DIR));
+            return Err(LoopbackError::Probe(reason.clone()));
         }
         kept?;
         let transcript = std::fs::read(dir.join(SESSIONS_DIR).join("probe.log")).unwrap_or_default();
         let transcript = String::from_utf8_lossy(&transcript);
         let banner = regex::Regex::new(r"remote software version (OpenSSH_\S+)").expect("a fixed pattern");
         let Some(found) = banner.captures(&transcript) else {
-            return Err("ssh -v never said the remote software is OpenSSH's".into());
+            return Err(LoopbackError::NoBanner);
         };
         let server_log = read_server_log(&dir.join(SERVER_LOG))?;
         if !server_log.lines().any(|line| line.contains("sshd version OpenSSH_")) {
-            return Err(format!("the server's log ({SERVER_LOG}) never names OpenSSH's version"));
+            return Err(LoopbackError::NoVersion);
         }
         Ok(found[1].to_string())
     }
@@ -170,7 +170,7 @@ impl Server {
         root: &Path,
         dir: &Path,
         log: &mut dyn FnMut(&str),
-    ) -> Result<(Result<(), String>, Vec<String>), String> {
+    ) -> Result<(Result<(), String>, Vec<String>), LoopbackError> {
         let deadline = Instant::now() + case.timeout;
         let runs = self.ready(root, dir, &case.sessions, &case.authorized_keys)?;
         log(&format!(
@@ -190,6 +190,7 @@ impl Server {
         let ended = Instant::now();
         let (mut notes, failures) = notes_and_failures(&runs, &outcomes);
         let kept = keeper(&self.qemu, dir, (ended + KEEPER_GRACE).max(deadline));
+        let kept = kept.map_err(|killed| killed.to_string());
         if let Err(killed) = &kept {
             notes.push(killed.clone());
         }
@@ -197,7 +198,7 @@ impl Server {
             (Some(failure), _) => Err(failure),
             (None, Err(killed)) => Err(killed),
             (None, Ok(())) => {
-                let text = read_server_log(&dir.join(SERVER_LOG));
+                let text = read_server_log(&dir.join(SERVER_LOG)).map_err(|e| e.to_string());
                 text.and_then(|text| judge_server_log(&text, &case.server_log, &case.server_log_forbid))
                     .map(|note| notes.push(note))
             }
@@ -211,24 +212,24 @@ impl Server {
     /// A case's files written and its sessions made ready: `initrd.cpio` with the host
     /// key and `keys` authorized, `server.log` empty, the pinned `known_hosts`, each key's
     /// private copy, and each session's ssh with its `ProxyCommand`.
-    fn ready(&self, root: &Path, dir: &Path, sessions: &[Session], keys: &[String]) -> Result<Vec<Run>, String> {
+    fn ready(&self, root: &Path, dir: &Path, sessions: &[Session], keys: &[String]) -> Result<Vec<Run>, LoopbackError> {
         let folder = dir.join(SESSIONS_DIR);
-        std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        std::fs::create_dir_all(&folder).map_err(|e| LoopbackError::io(&folder, e))?;
         let initrd = dir.join("initrd.cpio");
         write_initrd(&self.initrd, root, keys, &initrd)?;
         let server_log = dir.join(SERVER_LOG);
-        std::fs::write(&server_log, b"").map_err(|e| format!("{}: {e}", server_log.display()))?;
+        std::fs::write(&server_log, b"").map_err(|e| LoopbackError::io(&server_log, e))?;
         let host_key = read_public_key(&root.join(TEST_KEYS).join(format!("{HOST_KEY}.pub")))?;
         let route_for = |name: &str| Route::Proxy(self.proxy_command(&initrd, &server_log, &folder, name));
         let known_hosts = folder.join("known_hosts");
         let line = crate::ssh::known_hosts_line(&Route::Proxy(String::new()), &host_key);
-        std::fs::write(&known_hosts, line).map_err(|e| format!("{}: {e}", known_hosts.display()))?;
+        std::fs::write(&known_hosts, line).map_err(|e| LoopbackError::io(&known_hosts, e))?;
         let host_keys = HostKeys::Pinned { known_hosts };
         let mut runs = Vec::new();
         let mut lines = Vec::new();
         for session in sessions {
             let key = crate::ssh::private_copy(&root.join(session.private_key()), &folder, &session.name)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| LoopbackError::Session(e.to_string()))?;
             let invocation = Invocation {
                 client: &self.client,
                 user: &session.user,
@@ -242,13 +243,13 @@ impl Server {
             let cmd = session_cmd(&self.ssh, &invocation, &session.name);
             lines.push(format!("session {}: {}", session.name, cmd.display()));
             runs.push(Run {
-                spec: spec_of(session).map_err(|e| e.to_string())?,
+                spec: spec_of(session).map_err(|e| LoopbackError::Session(e.to_string()))?,
                 cmd,
                 log: folder.join(format!("{}.log", session.name)),
             });
         }
         let listing = dir.join("command-lines");
-        std::fs::write(&listing, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", listing.display()))?;
+        std::fs::write(&listing, lines.join("\n") + "\n").map_err(|e| LoopbackError::io(&listing, e))?;
         Ok(runs)
     }
 
@@ -323,22 +324,58 @@ fn image_blocked(recipe: &Path, error: testbench_recipe::RecipeError) -> Blocked
     }
 }
 
+/// What keeps a loopback case (or the run's probe) from running, or what the keeper had to
+/// kill; in the words the case's result prints.
+#[derive(Debug, thiserror::Error)]
+enum LoopbackError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a public key (`type base64 comment`)", .0.display())]
+    NotAPublicKey(PathBuf),
+    #[error("the case's archive: {0}")]
+    Archive(testbench_recipe::newc::NewcError),
+    /// A session's key or steps that cannot be made ready.
+    #[error("{0}")]
+    Session(String),
+    #[error("the server's log ({SERVER_LOG}) is past {} MiB: not judged", SERVER_LOG_MAX >> 20)]
+    ServerLogTooBig,
+    /// The probe's login failed: the session's reason.
+    #[error("{0} (transcript: {SESSIONS_DIR}/probe.log)")]
+    Probe(String),
+    #[error("ssh -v never said the remote software is OpenSSH's")]
+    NoBanner,
+    #[error("the server's log ({SERVER_LOG}) never names OpenSSH's version")]
+    NoVersion,
+    #[error("keeper: {name} still ran {secs:.1}s after the sessions ended and was killed: {named}")]
+    Kept { name: String, secs: f64, named: String },
+}
+
+impl LoopbackError {
+    fn io(path: &Path, source: std::io::Error) -> LoopbackError {
+        LoopbackError::Io { path: path.to_path_buf(), source }
+    }
+}
+
 /// `type base64` of a public key file (its comment left out).
-fn read_public_key(path: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_public_key(path: &Path) -> Result<String, LoopbackError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoopbackError::io(path, e))?;
     let words: Vec<&str> = text.split_whitespace().take(2).collect();
     match words.as_slice() {
         [kind, base64] => Ok(format!("{kind} {base64}")),
-        _ => Err(format!("{}: not a public key (`type base64 comment`)", path.display())),
+        _ => Err(LoopbackError::NotAPublicKey(path.to_path_buf())),
     }
 }
 
 /// The image's initramfs followed by a second archive: the guest's host key and
 /// `/root/.ssh/authorized_keys` holding `keys` (each `tests/keys/<name>.pub`). Linux
 /// unpacks the second over the first; `/init` sets the owners and modes sshd insists on.
-fn write_initrd(image_initrd: &Path, root: &Path, keys: &[String], out: &Path) -> Result<(), String> {
+fn write_initrd(image_initrd: &Path, root: &Path, keys: &[String], out: &Path) -> Result<(), LoopbackError> {
     use testbench_recipe::newc::{pad4, write_newc, Entry};
-    let read = |path: &Path| std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
+    let read = |path: &Path| std::fs::read(path).map_err(|e| LoopbackError::io(path, e));
     let mut bytes = read(image_initrd)?;
     bytes.resize(bytes.len() + pad4(bytes.len()), 0);
     let mut authorized = Vec::new();
@@ -354,18 +391,18 @@ fn write_initrd(image_initrd: &Path, root: &Path, keys: &[String], out: &Path) -
         Entry::file("etc/ssh/ssh_host_ed25519_key", 0o600, host_key),
         Entry::file("root/.ssh/authorized_keys", 0o600, authorized),
     ];
-    bytes.extend(write_newc(&entries).map_err(|e| format!("the case's archive: {e}"))?);
-    std::fs::write(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
+    bytes.extend(write_newc(&entries).map_err(LoopbackError::Archive)?);
+    std::fs::write(out, bytes).map_err(|e| LoopbackError::io(out, e))
 }
 
 /// The server's log, whole, up to its bound.
-fn read_server_log(path: &Path) -> Result<String, String> {
+fn read_server_log(path: &Path) -> Result<String, LoopbackError> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| LoopbackError::io(path, e))?;
     let mut bytes = Vec::new();
-    file.take(SERVER_LOG_MAX + 1).read_to_end(&mut bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    file.take(SERVER_LOG_MAX + 1).read_to_end(&mut bytes).map_err(|e| LoopbackError::io(path, e))?;
     if bytes.len() as u64 > SERVER_LOG_MAX {
-        return Err(format!("the server's log ({SERVER_LOG}) is past {} MiB: not judged", SERVER_LOG_MAX >> 20));
+        return Err(LoopbackError::ServerLogTooBig);
     }
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -413,7 +450,7 @@ fn judge_server_log(text: &str, want: &[Pattern], forbid: &[Pattern]) -> Result<
 /// A file *in* the folder: `dir/`, so that a case whose name starts with another's
 /// (`ssh-loopback-selfcheck-server-log` and `...-server-log-forbid`) keeps its hands
 /// off the other's guests.
-fn keeper(qemu: &str, dir: &Path, until: Instant) -> Result<(), String> {
+fn keeper(qemu: &str, dir: &Path, until: Instant) -> Result<(), LoopbackError> {
     let name = Path::new(qemu).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let needle = format!("{}/", dir.display());
     let started = Instant::now();
@@ -430,12 +467,7 @@ fn keeper(qemu: &str, dir: &Path, until: Instant) -> Result<(), String> {
                 }
                 named.push(format!("pid {} ({})", pid, testbench_judge::quote(&line)));
             }
-            return Err(format!(
-                "keeper: {} still ran {:.1}s after the sessions ended and was killed: {}",
-                name,
-                started.elapsed().as_secs_f64(),
-                named.join("; ")
-            ));
+            return Err(LoopbackError::Kept { name, secs: started.elapsed().as_secs_f64(), named: named.join("; ") });
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -516,6 +548,8 @@ mod tests {
         let longer = spawn(&longer_dir);
         std::thread::sleep(Duration::from_millis(200));
         let error = keeper("qemu-system-riscv64", &case_dir, Instant::now() + Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(&error, LoopbackError::Kept { name, .. } if name == "qemu-system-riscv64"), "{error:?}");
+        let error = error.to_string();
         assert!(error.starts_with("keeper: qemu-system-riscv64 still ran"), "{error}");
         assert!(error.contains(&format!("pid {}", mine.id())) && error.contains("run-1/case/"), "{error}");
         assert!(!error.contains("run-2") && !error.contains("case-forbid"), "{error}");
