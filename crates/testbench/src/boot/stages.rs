@@ -354,8 +354,12 @@ impl Running<'_> {
             None if closed => self.exited(console.as_mut())?,
             None => self.judge.end(self.spec.plan.timeout, Ending::TimedOut { deadline: self.spec.plan.timeout }),
         };
-        // Parts' threads still sending find no one, and end.
+        // Parts' threads still sending find no one, and end: the boot's receiver goes (a
+        // thread blocked on a full channel would otherwise never end, and `finish` joins
+        // the parts' threads).
         drop(self.sender.take());
+        let (_, closed_channel) = std::sync::mpsc::sync_channel(0);
+        drop(std::mem::replace(&mut self.events, closed_channel));
         self.qmp_log.write(&self.spec.dir);
         self.await_stderr();
         let verdict = self.parts.finish(verdict, at, (&self.spec.dir, self.root), &mut self.notes);
