@@ -41,11 +41,12 @@ fn wanted(case: &Case) -> Option<String> {
 }
 
 /// Whether a case's `must_fail` takes a failure: its kind, when it names one, and its
-/// reason, when it has a pattern. A build that failed is taken only by a `must_fail`
-/// that names the kind `build` (the pieces must be there for any other failure).
-fn must_fail_takes_failed(case: &Case, failed: &Failed) -> bool {
+/// reason, when it has a pattern. What a case boots that could not be built
+/// (`before_run`) is taken only by a `must_fail` that names the kind `build` (the pieces
+/// must be there for any other failure); a build case's own failure is its evidence.
+fn must_fail_takes_failed(case: &Case, failed: &Failed, before_run: bool) -> bool {
     let kind = case.must_fail_kind.as_deref();
-    (failed.kind != FailKind::Build || kind == Some("build"))
+    (!before_run || failed.kind != FailKind::Build || kind == Some("build"))
         && kind.is_none_or(|kind| kind == failed.kind.name())
         && case.must_fail.as_ref().is_none_or(|pattern| must_fail_takes(pattern, &failed.reason))
 }
@@ -53,22 +54,23 @@ fn must_fail_takes_failed(case: &Case, failed: &Failed) -> bool {
 /// What a case's result is worth, under its `must_fail` and `--allow-skip`, and the kind
 /// of its failure, when it failed (or failed as it must).
 fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> (Outcome, Option<FailKind>) {
-    let failed = match verdict {
+    // Whether what failed stopped the case before it ran (a build, the host's lack).
+    let (failed, before_run) = match verdict {
         // The bench's own trouble is not the case's to pass or fail, must_fail or not.
         Err(Blocked::Trouble(message)) => return (Outcome::Trouble(message), None),
-        Err(Blocked::Build(message)) => Failed::new(FailKind::Build, message),
-        Err(Blocked::HostLack(message)) => Failed::new(FailKind::HostLack, message),
+        Err(Blocked::Build(message)) => (Failed::new(FailKind::Build, message), true),
+        Err(Blocked::HostLack(message)) => (Failed::new(FailKind::HostLack, message), true),
         Ok(Ok(())) => {
             return match wanted(case) {
                 None => (Outcome::Pass, None),
                 Some(wanted) => (Outcome::Fail(format!("passed, but must_fail wanted {wanted}")), None),
             }
         }
-        Ok(Err(failed)) => failed,
+        Ok(Err(failed)) => (failed, false),
     };
     let kind = Some(failed.kind);
     match wanted(case) {
-        Some(_) if must_fail_takes_failed(case, &failed) => {
+        Some(_) if must_fail_takes_failed(case, &failed, before_run) => {
             let reason = match &case.must_fail {
                 Some(pattern) => evidence(pattern, failed.reason),
                 None => failed.reason,
@@ -77,8 +79,8 @@ fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> (Outcome, O
         }
         // What stopped the case before it ran says only its own reason (a host's lack is
         // a skip when --allow-skip says so).
-        _ if failed.kind == FailKind::HostLack && allow_skip => (Outcome::Skip(failed.reason), None),
-        Some(_) if matches!(failed.kind, FailKind::Build | FailKind::HostLack) => (Outcome::Fail(failed.reason), kind),
+        _ if before_run && failed.kind == FailKind::HostLack && allow_skip => (Outcome::Skip(failed.reason), None),
+        Some(_) if before_run => (Outcome::Fail(failed.reason), kind),
         Some(wanted) => {
             let got = match case.must_fail_kind {
                 Some(_) => format!(" (a failure of kind {})", failed.kind.name()),
@@ -459,6 +461,11 @@ mod must_fail_tests {
         assert_eq!(outcome_of(&by_text, build(), false).0, Outcome::Fail("cargo failed".into()));
         let wants_build = case("{ kind = \"build\" }");
         assert_eq!(outcome_of(&wants_build, build(), false).0, Outcome::ExpectedFailure("cargo failed".into()));
+        // A build case's own failure (its binary scan, its cargo error) is a self-check's
+        // evidence by its pattern, as any case's is: it failed as it ran.
+        let scanned = || failed(FailKind::Build, "forbidden bytes \"x\" at offset 0x10 of smoke");
+        let by_scan = case("'^forbidden bytes'");
+        assert!(matches!(outcome_of(&by_scan, scanned(), false).0, Outcome::ExpectedFailure(_)));
         // A host's lack that must_fail does not take is a skip under --allow-skip, as before.
         let lack = || Err(Blocked::HostLack("qemu-system-riscv64 cannot run".into()));
         assert_eq!(outcome_of(&by_kind, lack(), true), (Outcome::Skip("qemu-system-riscv64 cannot run".into()), None));
