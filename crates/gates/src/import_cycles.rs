@@ -63,7 +63,7 @@ use syn::visit::{self, Visit};
 use toml::Spanned;
 
 use crate::nocruft::{considered_files, is_under, line_at, one_line, tree_path, ConfigFile};
-use crate::size_budget::is_cfg_test;
+use crate::size_budget::{is_cfg_test, item_attrs};
 use crate::{ConfigError, Finding};
 
 #[derive(Deserialize)]
@@ -558,28 +558,6 @@ impl Collector {
                 self.declarations.push(Declaration { module, candidates, by_path, line: m.ident.span().start().line });
             }
         }
-    }
-}
-
-fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
-    use syn::Item::*;
-    match item {
-        Const(i) => &i.attrs,
-        Enum(i) => &i.attrs,
-        ExternCrate(i) => &i.attrs,
-        Fn(i) => &i.attrs,
-        ForeignMod(i) => &i.attrs,
-        Impl(i) => &i.attrs,
-        Macro(i) => &i.attrs,
-        Mod(i) => &i.attrs,
-        Static(i) => &i.attrs,
-        Struct(i) => &i.attrs,
-        Trait(i) => &i.attrs,
-        TraitAlias(i) => &i.attrs,
-        Type(i) => &i.attrs,
-        Union(i) => &i.attrs,
-        Use(i) => &i.attrs,
-        _ => &[],
     }
 }
 

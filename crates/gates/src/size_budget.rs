@@ -663,7 +663,8 @@ fn include_sites(tokens: TokenStream, out: &mut Vec<(usize, String)>) {
     }
 }
 
-fn item_attrs(item: &syn::Item) -> &[Attribute] {
+/// An item's attributes, whatever kind of item it is (also the import-cycles gate's).
+pub(crate) fn item_attrs(item: &syn::Item) -> &[Attribute] {
     use syn::Item::*;
     match item {
         Const(i) => &i.attrs,
