@@ -226,8 +226,8 @@ pub struct Case {
 
 /// The kinds of failure a verdict names, and `must_fail = { kind = "..." }` takes: the
 /// console judge's, a part's (`device`), the bench's own checks across boots (`repeat`,
-/// `replay`), what stopped a case before its run (`build`, `host-lack`), and each host
-/// kind's own.
+/// `replay`), what stopped a case before its run (`build`, `host-lack`), each host
+/// kind's own, and a boot a `--slurm` task never reported (`unreported`).
 pub const FAILURE_KINDS: &[&str] = &[
     "forbidden",
     "timed-out",
@@ -251,6 +251,7 @@ pub const FAILURE_KINDS: &[&str] = &[
     "scripts",
     "gate",
     "ssh-loopback",
+    "unreported",
 ];
 
 #[derive(Clone, Debug)]

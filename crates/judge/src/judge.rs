@@ -191,12 +191,32 @@ pub enum FailureKind {
     Device,
 }
 
-/// Why the boot failed, when (time since the boot started), and the message.
+/// Why the boot failed, when (time since the boot started), the message, and the
+/// console line that failed it, when one did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     pub kind: FailureKind,
     pub at: Duration,
     pub message: String,
+    /// The line that failed the boot (a forbidden line, a `[name] FAIL` line, a second
+    /// `[server] done:` line, a capture seen twice); none for a failure no one line made
+    /// (a deadline with no FAIL line, an ending, a device's check).
+    pub place: Option<Place>,
+}
+
+impl Failure {
+    /// A failure no console line made.
+    pub fn new(kind: FailureKind, at: Duration, message: String) -> Failure {
+        Failure { kind, at, message, place: None }
+    }
+}
+
+/// A console line a failure points at: its number in `console.log` (from 1, as
+/// [`Mark`]s count) and its shown form, quoted ([`crate::quote`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub line: u64,
+    pub quote: String,
 }
 
 impl fmt::Display for Failure {
@@ -312,7 +332,8 @@ pub struct Judge {
     /// The line being received (the partial line) has already fired an input.
     line_fired: bool,
     /// The shown form of the first `[name] FAIL` line.
-    fail_line: Option<String>,
+    /// The first `[name] FAIL` line: its number and its quoted form.
+    fail_line: Option<(u64, String)>,
     /// The line being received: the whole of it, or for an over-long line the piece
     /// being filled (the previous piece's last `line_overlap` bytes, then new ones).
     /// Never longer than `line_limit`.
@@ -705,7 +726,9 @@ impl Judge {
                 self.line_limit
             ));
         }
-        self.verdict = Some(Verdict::Fail(Failure { kind: FailureKind::Forbidden, at, message }));
+        // Every caller has counted the line (or the over-long line whose piece this is).
+        let place = Some(Place { line: self.lines_seen, quote: quoted.into_owned() });
+        self.verdict = Some(Verdict::Fail(Failure { kind: FailureKind::Forbidden, at, message, place }));
     }
 
     /// The regex `rule`'s pattern `index` matches the line being judged with: its own, or
@@ -746,7 +769,7 @@ impl Judge {
             return;
         }
         if self.fail_line.is_none() && fail_re().is_match(&shown) {
-            self.fail_line = Some(crate::quote(&shown).into_owned());
+            self.fail_line = Some((number, crate::quote(&shown).into_owned()));
             self.mark(number, Rule::ProgramFail, 0);
         }
         if self.rule_matches(HeadRule::Expect, self.next_expect, self.cfg.expect.len(), &shown) {
@@ -791,9 +814,10 @@ impl Judge {
         if !(raw.starts_with(DONE) || shown.starts_with(DONE)) {
             return false;
         }
-        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
-        let secs = at.as_secs_f64();
         let line = crate::quote(shown);
+        let place = Place { line: self.lines_seen, quote: line.clone().into_owned() };
+        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message, place: Some(place) }));
+        let secs = at.as_secs_f64();
         self.verdict = match rule.reporter_place {
             None => fail(
                 FailureKind::Reporter,
@@ -821,8 +845,9 @@ impl Judge {
         if self.done_rule(raw, shown, at) {
             return true;
         }
-        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message }));
         let line = crate::quote(shown);
+        let place = Place { line: self.lines_seen, quote: line.clone().into_owned() };
+        let fail = |kind, message: String| Some(Verdict::Fail(Failure { kind, at, message, place: Some(place) }));
         for i in 0..self.cfg.distinct.len() {
             let Some(caps) = self.rule_regex(HeadRule::Distinct, i).captures(shown) else { continue };
             let key = caps.get(1).or_else(|| caps.get(0)).map_or("", |m| m.as_str()).to_string();
@@ -855,7 +880,7 @@ impl Judge {
     /// The verdict when every other rule has passed: the rules that can only be judged
     /// once the boot is over.
     fn passing(&self, at: Duration) -> Verdict {
-        let fail = |message: String| Verdict::Fail(Failure { kind: FailureKind::Distinct, at, message });
+        let fail = |message: String| Verdict::Fail(Failure::new(FailureKind::Distinct, at, message));
         for (p, seen) in self.cfg.distinct.iter().zip(&self.distinct_seen) {
             if seen.len() < 2 {
                 return fail(format!(
@@ -991,7 +1016,7 @@ impl Judge {
                 let ls = fast::line_start(shown, hit);
                 let line = text(&shown[ls..fast::line_end(shown, hit)]);
                 if fail_re().is_match(&line) {
-                    self.fail_line = Some(crate::quote(&line).into_owned());
+                    self.fail_line = Some((number(ls), crate::quote(&line).into_owned()));
                     self.mark(number(ls), Rule::ProgramFail, 0);
                     break;
                 }
@@ -1058,7 +1083,7 @@ impl Judge {
     }
 
     fn ending(&self, now: Duration, ending: Ending) -> Verdict {
-        let fail = |kind, message: String| Verdict::Fail(Failure { kind, at: now, message });
+        let fail = |kind, message: String| Verdict::Fail(Failure::new(kind, now, message));
         if let Some(p) = self.cfg.expect.get(self.next_expect) {
             let waiting = format!("waiting for {} '{}'", p.label, p.regex.as_str());
             let what = match ending {
@@ -1097,7 +1122,10 @@ impl Judge {
                 }
             };
             return match &self.fail_line {
-                Some(line) => fail(FailureKind::ProgramFailed, format!("{line}; then {}", what.1)),
+                Some((number, line)) => Verdict::Fail(Failure {
+                    place: Some(Place { line: *number, quote: line.clone() }),
+                    ..Failure::new(FailureKind::ProgramFailed, now, format!("{line}; then {}", what.1))
+                }),
                 None => fail(what.0, what.1),
             };
         }

@@ -126,8 +126,8 @@ mod normalize;
 mod quote;
 
 pub use judge::{
-    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Mark, Pattern, Rule, ServerDone, Shutdown,
-    Step, Verdict, LINE_LIMIT, LINE_OVERLAP,
+    secs, Config, Ending, ExitStatus, Failure, FailureKind, Input, Judge, Mark, Pattern, Place, Rule, ServerDone,
+    Shutdown, Step, Verdict, LINE_LIMIT, LINE_OVERLAP,
 };
 pub use normalize::{raw_text, shown, shown_into, shown_partial};
 pub use quote::{quote, quote_around, quote_with, QUOTE_LIMIT};

@@ -348,3 +348,36 @@ fn marks_name_the_lines_the_rules_took_on_both_paths() {
     judge.feed(Duration::from_millis(1), b"a\nbooting\nready\n$ ");
     assert_eq!(judge.marks().last().map(|m| (m.line, m.rule)), Some((4, Rule::Input)));
 }
+
+/// A failure points at the console line that made it, on both paths: the forbidden
+/// line (its number as the marks count, its shown form quoted), and a deadline's
+/// failure at the first `[name] FAIL` line; a plain deadline points at no line.
+#[test]
+fn a_failure_names_the_line_that_made_it_on_both_paths() {
+    use testbench_judge::{FailureKind, Place};
+    let mut cfg = Config::default();
+    cfg.expect.push(Pattern::new("expect[0]", "^never$").unwrap());
+    cfg.forbid.push(Pattern::new("forbid[0]", "PANIC").unwrap());
+    let timed_out = Ending::TimedOut { deadline: Duration::from_secs(1) };
+    let failure = |verdict: Verdict| match verdict {
+        Verdict::Fail(failure) => failure,
+        Verdict::Pass => panic!("the boot must fail"),
+    };
+    for make in [Judge::reference as fn(Config) -> Judge, Judge::new] {
+        let mut judge = make(cfg.clone());
+        judge.feed(Duration::from_millis(1), b"one\ntwo\nkernel \x1b[1mPANIC\x1b[0m here\nfour\n");
+        let got = failure(judge.end(Duration::from_millis(2), timed_out.clone()));
+        assert_eq!(got.kind, FailureKind::Forbidden);
+        assert_eq!(got.place, Some(Place { line: 3, quote: "kernel PANIC here".to_string() }));
+
+        let mut judge = make(cfg.clone());
+        judge.feed(Duration::from_millis(1), b"a\nb\n[mm] FAIL leak\nc\n");
+        let got = failure(judge.end(Duration::from_millis(2), timed_out.clone()));
+        assert_eq!(got.kind, FailureKind::ProgramFailed);
+        assert_eq!(got.place, Some(Place { line: 3, quote: "[mm] FAIL leak".to_string() }));
+    }
+    let mut judge = Judge::new(cfg);
+    judge.feed(Duration::from_millis(1), b"a\nb\n");
+    let got = failure(judge.end(Duration::from_millis(2), timed_out));
+    assert_eq!((got.kind, got.place), (FailureKind::TimedOut, None));
+}

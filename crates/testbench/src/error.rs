@@ -6,7 +6,7 @@
 //! docs/running.md ("Exit status"); README.md says it in a sentence.
 //!
 //! A case's verdict is not a `BenchError`: a failing boot is the run's result (a
-//! `Verdict`, then an `Outcome` with its reason in words), and the run goes on. The
+//! `verdict::Verdict`, with its typed failure), and the run goes on. The
 //! bench's own trouble while it makes what one case boots (a build's directory, cargo
 //! that did not start) is that case's failure too: its text is the case's reason.
 

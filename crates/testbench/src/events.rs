@@ -86,6 +86,12 @@ pub struct BootFinished<'a> {
     /// The failure's kind (`timed-out`, `forbidden`, `device`, `build`...: the words a
     /// case's `must_fail = { kind = ... }` takes), for a failure or a must_fail pass.
     pub failure_kind: Option<&'a str>,
+    /// The `console.log` line (from 1) that made the failure, when one did (a forbidden
+    /// line, a `[name] FAIL` line, a second `[server] done:` line); none for a failure
+    /// no one line made (a deadline with no FAIL line, a device's check, a host kind's).
+    pub failure_line: Option<u64>,
+    /// That line's shown form, quoted as the reason quotes it (a few hundred bytes at most).
+    pub failure_quote: Option<&'a str>,
     pub console_tail: &'a [String],
     pub notes: &'a [String],
     pub duration_secs: f64,
@@ -151,9 +157,11 @@ mod tests {
             smp: Some(2),
             seed: Some(7),
             verdict: "fail",
-            reason: Some("timed out after 30s waiting for expect[0] '^done$'"),
+            reason: Some("[mm] FAIL leak; then timed out after 30s waiting for expect[0] '^done$'"),
             failed_as_it_must: false,
-            failure_kind: Some("timed-out"),
+            failure_kind: Some("program-failed"),
+            failure_line: Some(12),
+            failure_quote: Some("[mm] FAIL leak"),
             console_tail: &["kernel: harts 2".into()],
             notes: &["net.dial[0] (port 7): echoed 1.20s after the guest started".into()],
             duration_secs: 30.5,

@@ -180,8 +180,11 @@ fn main() {
         Ok(options) => options,
         Err(error) => {
             let mut reporter = report::Reporter::new(format, false);
+            if let Some(path) = junit {
+                reporter.add(Box::new(report::Junit::new(path)));
+            }
             let refused = BenchError::Refused(vec![error.to_string()]);
-            std::process::exit(runner::report_error(&mut reporter, junit.as_deref(), refused));
+            std::process::exit(runner::report_error(&mut reporter, refused));
         }
     };
     let color = report::use_color(
@@ -190,9 +193,12 @@ fn main() {
         std::env::var_os("NO_COLOR").as_deref(),
     );
     let mut reporter = report::Reporter::new(options.format, color);
+    if let Some(path) = &options.junit {
+        reporter.add(Box::new(report::Junit::new(path.clone())));
+    }
     let status = match bench(&options, &mut reporter) {
         Ok(finished) => finished.exit_status(),
-        Err(error) => runner::report_error(&mut reporter, options.junit.as_deref(), error),
+        Err(error) => runner::report_error(&mut reporter, error),
     };
     std::process::exit(status);
 }

@@ -1,5 +1,5 @@
-//! What kind of failure a case had, typed from the judge to every report: the console
-//! judge's own kinds, a part's (`device`), the bench's checks across boots (`repeat`,
+//! A case's verdict, typed from the judge to every sink ([`Verdict`]), and what kind of
+//! failure a case had ([`FailKind`]): the console judge's own kinds, a part's (`device`), the bench's checks across boots (`repeat`,
 //! `replay`), what stopped a case before it ran (`build`, `host-lack`), and each host
 //! kind's. A case's `must_fail = { kind = "..." }` names one (the case crate's
 //! `FAILURE_KINDS` is the same list in words, checked below).
@@ -39,11 +39,13 @@ pub enum FailKind {
     Scripts,
     Gate,
     SshLoopback,
+    /// A `--slurm` task ended without reporting the boot (its job died, or its save was lost).
+    Unreported,
 }
 
 impl FailKind {
     /// Every kind, in the order the case crate's `FAILURE_KINDS` lists them.
-    pub const ALL: [FailKind; 22] = [
+    pub const ALL: [FailKind; 23] = [
         FailKind::Forbidden,
         FailKind::TimedOut,
         FailKind::ProgramFailed,
@@ -66,6 +68,7 @@ impl FailKind {
         FailKind::Scripts,
         FailKind::Gate,
         FailKind::SshLoopback,
+        FailKind::Unreported,
     ];
 
     /// The kind's name, as a case's `must_fail` and the JSON events give it.
@@ -106,27 +109,104 @@ impl FailKind {
     }
 }
 
-/// A failure: its kind and its reason, in words.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A console line a failure points at: its number in `console.log` (from 1) and its
+/// shown form, quoted (`testbench_judge::Place`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Place {
+    pub line: u64,
+    pub quote: String,
+}
+
+/// A failure: its kind, its reason in words, and the console line that made it, when
+/// one did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failed {
     pub kind: FailKind,
     pub reason: String,
+    #[serde(default)]
+    pub place: Option<Place>,
 }
 
 impl Failed {
     pub fn new(kind: FailKind, reason: impl Into<String>) -> Failed {
-        Failed { kind, reason: reason.into() }
+        Failed { kind, reason: reason.into(), place: None }
     }
 
     /// The same failure, its reason said of one boot of two (`second boot: ...`).
     pub fn prefixed(self, prefix: &str) -> Failed {
-        Failed { kind: self.kind, reason: format!("{prefix}{}", self.reason) }
+        Failed { reason: format!("{prefix}{}", self.reason), ..self }
+    }
+
+    /// The same failure with another reason (cut for a report, or with what a
+    /// `must_fail` wanted).
+    pub fn with_reason(self, reason: String) -> Failed {
+        Failed { reason, ..self }
     }
 }
 
 impl From<testbench_judge::Failure> for Failed {
     fn from(failure: testbench_judge::Failure) -> Failed {
-        Failed { kind: FailKind::of_judge(failure.kind), reason: failure.message }
+        Failed {
+            kind: FailKind::of_judge(failure.kind),
+            reason: failure.message,
+            place: failure.place.map(|p| Place { line: p.line, quote: p.quote }),
+        }
+    }
+}
+
+/// What a case's run is worth, as every sink is told it: the one type from the case's
+/// `must_fail` and `--allow-skip` to the terminal, the JSON events, JUnit, `report.html`
+/// and a `--slurm` task's save.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    Pass,
+    /// A `must_fail` case that failed as it must: its failure (the reason cut to the
+    /// line its pattern took, the evidence a person reads).
+    ExpectedFailure(Failed),
+    Fail(Failed),
+    /// A `must_fail` case that passed: what its `must_fail` wanted, in words.
+    Unfailed(String),
+    /// The host lacks what it needs, and `--allow-skip` says so: why.
+    Skip(String),
+    /// The bench itself could not run it: why. Not a failure of the case; the run exits 3.
+    Trouble(String),
+}
+
+impl Verdict {
+    /// Whether it counts as the case's failure (a failure, or a self-check that passed).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Verdict::Fail(_) | Verdict::Unfailed(_))
+    }
+
+    /// The reason a person reads, for any verdict but a pass.
+    pub fn reason(&self) -> Option<std::borrow::Cow<'_, str>> {
+        use std::borrow::Cow;
+        match self {
+            Verdict::Pass => None,
+            Verdict::ExpectedFailure(failed) | Verdict::Fail(failed) => Some(Cow::Borrowed(&failed.reason)),
+            Verdict::Unfailed(wanted) => Some(Cow::Owned(format!("passed, but must_fail wanted {wanted}"))),
+            Verdict::Skip(why) | Verdict::Trouble(why) => Some(Cow::Borrowed(why)),
+        }
+    }
+
+    /// The failure, for a failure or a failure a self-check wanted.
+    pub fn failed(&self) -> Option<&Failed> {
+        match self {
+            Verdict::ExpectedFailure(failed) | Verdict::Fail(failed) => Some(failed),
+            _ => None,
+        }
+    }
+
+    /// The same verdict with its reason passed through `edit` (a report cuts it).
+    pub fn map_reason(self, edit: impl Fn(&str) -> String) -> Verdict {
+        match self {
+            Verdict::Pass => Verdict::Pass,
+            Verdict::ExpectedFailure(f) => Verdict::ExpectedFailure(Failed { reason: edit(&f.reason), ..f }),
+            Verdict::Fail(f) => Verdict::Fail(Failed { reason: edit(&f.reason), ..f }),
+            Verdict::Unfailed(wanted) => Verdict::Unfailed(edit(&wanted)),
+            Verdict::Skip(why) => Verdict::Skip(edit(&why)),
+            Verdict::Trouble(why) => Verdict::Trouble(edit(&why)),
+        }
     }
 }
 

@@ -97,7 +97,7 @@ impl LiveParts {
             let ended = Ended { dir, root, passed: failure.is_none(), failure };
             match part.finish(&ended) {
                 Ok(evidence) => notes.extend(evidence.notes),
-                Err(broken) => verdict = Verdict::Fail(Failure { kind: FailureKind::Device, at, message: broken.0 }),
+                Err(broken) => verdict = Verdict::Fail(Failure::new(FailureKind::Device, at, broken.0)),
             }
         }
         // A part's failure that is already the verdict (it reported it while the boot ran)

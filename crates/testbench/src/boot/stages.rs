@@ -110,7 +110,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let (attached, dtb) = match attach(spec, root) {
         Ok(ready) => ready,
         Err(message) => {
-            let failure = Failure { kind: FailureKind::Device, at: Duration::ZERO, message };
+            let failure = Failure::new(FailureKind::Device, Duration::ZERO, message);
             return Ok(Launched::Refused(Verdict::Fail(failure)));
         }
     };
@@ -207,7 +207,7 @@ impl Running<'_> {
 
     /// A part's failure, now.
     fn part_failure(&self, message: String) -> Verdict {
-        Verdict::Fail(Failure { kind: FailureKind::Device, at: self.now(), message })
+        Verdict::Fail(Failure::new(FailureKind::Device, self.now(), message))
     }
 
     /// The boot's one loop, until a verdict, the console's end or the deadline.

@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{secs, seed_text, BootReport, Outcome, Row, RunEnd, Sink};
+use super::{secs, seed_text, BootReport, Row, RunEnd, Sink};
+use crate::error::BenchError;
 use crate::events::Note;
+use crate::verdict::{Failed, Verdict};
 
 /// The narrowest the label and seed columns are, so short runs still line up as before.
 const MIN_LABEL_WIDTH: usize = 40;
@@ -87,7 +89,9 @@ impl Human {
 
 impl Sink for Human {
     /// The `error:` lines on stderr say it all (the reporter prints them).
-    fn refused(&mut self, _errors: &[String]) {}
+    fn refused(&mut self, _errors: &[String], _all: &[BootReport]) -> Result<(), BenchError> {
+        Ok(())
+    }
 
     fn list(&self, cases: &[testbench_case::Case], _machine_cores: u32) {
         let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
@@ -131,31 +135,36 @@ impl Sink for Human {
         }
     }
 
-    fn boot_finished(&mut self, report: &BootReport) {
+    fn boot_finished(&mut self, report: &BootReport, _all: &[BootReport]) -> Result<(), (Note, BenchError)> {
         if let Some(bar) = &self.progress {
             bar.inc(1);
         }
         let seed = seed_text(report.seed, report.smp.is_some());
         let (label_width, seed_width) = (self.label_width, self.seed_width);
         let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
-        let text = match &report.outcome {
-            Outcome::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
-            Outcome::ExpectedFailure(reason) => format!(
+        let text = match &report.verdict {
+            Verdict::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
+            Verdict::ExpectedFailure(Failed { reason, .. }) => format!(
                 "{head} {} {} (failed as it must: {reason})",
                 self.verdict_word("PASS", 5),
                 secs(report.duration)
             ),
-            Outcome::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
-            Outcome::Trouble(reason) => format!(
+            Verdict::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
+            Verdict::Trouble(reason) => format!(
                 "{head} {} {}\n    logs:   {}",
                 self.verdict_word("TROUBLE", 5),
                 reason.replace('\n', "\n      "),
                 report.dir.display()
             ),
             // A failure says its notes among its own lines.
-            Outcome::Fail(reason) => return self.line(&self.failure(&head, report, reason)),
+            failure @ (Verdict::Fail(_) | Verdict::Unfailed(_)) => {
+                let reason = failure.reason().unwrap_or_default();
+                self.line(&self.failure(&head, report, &reason));
+                return Ok(());
+            }
         };
         self.line(&report.notes.iter().fold(text, |text, note| format!("{text}\n    note: {note}")));
+        Ok(())
     }
 
     fn waiting(&self, text: &str) {
@@ -173,14 +182,14 @@ impl Sink for Human {
         ));
     }
 
-    fn run_finished(&mut self, end: &RunEnd) {
+    fn run_finished(&mut self, end: &mut RunEnd) -> Result<(), BenchError> {
         if let Some(bar) = self.progress.take() {
             bar.finish_and_clear();
         }
         // A long run's failures scroll away, and CI logs keep only the tail: the end
         // names each failure again, with the line that replays it.
         for report in end.reports {
-            if let Outcome::Fail(reason) = &report.outcome {
+            if let Some(reason) = report.verdict.reason().filter(|_| report.verdict.is_failure()) {
                 let first = reason.lines().next().unwrap_or_default();
                 let seed = seed_text(report.seed, report.smp.is_some());
                 self.line(&format!(
@@ -199,7 +208,8 @@ impl Sink for Human {
             if s.trouble > 0 { format!(", {} bench trouble", s.trouble) } else { String::new() },
             secs(end.took),
             end.run_dir.display(),
-            end.html.map(|path| format!("; report: {}", path.display())).unwrap_or_default()
+            end.html.as_ref().map(|path| format!("; report: {}", path.display())).unwrap_or_default()
         ));
+        Ok(())
     }
 }

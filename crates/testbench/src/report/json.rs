@@ -4,8 +4,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{job_class, BootReport, Outcome, Row, RunEnd, Sink};
+use super::{job_class, BootReport, Row, RunEnd, Sink};
+use crate::error::BenchError;
 use crate::events::{BootFinished, Note, RunEvent};
+use crate::verdict::Verdict;
 
 pub struct Json;
 
@@ -17,8 +19,9 @@ fn emit(event: RunEvent) {
 }
 
 impl Sink for Json {
-    fn refused(&mut self, errors: &[String]) {
+    fn refused(&mut self, errors: &[String], _all: &[BootReport]) -> Result<(), BenchError> {
         emit(RunEvent::Refused { errors });
+        Ok(())
     }
 
     fn list(&self, cases: &[testbench_case::Case], machine_cores: u32) {
@@ -50,14 +53,15 @@ impl Sink for Json {
         emit(RunEvent::BootStarted { boot: label, seed });
     }
 
-    fn boot_finished(&mut self, report: &BootReport) {
-        let (verdict, reason) = match &report.outcome {
-            Outcome::Pass => ("pass", None),
-            Outcome::ExpectedFailure(reason) => ("pass", Some(reason.as_str())),
-            Outcome::Fail(reason) => ("fail", Some(reason.as_str())),
-            Outcome::Skip(reason) => ("skip", Some(reason.as_str())),
-            Outcome::Trouble(reason) => ("trouble", Some(reason.as_str())),
+    fn boot_finished(&mut self, report: &BootReport, _all: &[BootReport]) -> Result<(), (Note, BenchError)> {
+        let verdict = match &report.verdict {
+            Verdict::Pass | Verdict::ExpectedFailure(_) => "pass",
+            Verdict::Fail(_) | Verdict::Unfailed(_) => "fail",
+            Verdict::Skip(_) => "skip",
+            Verdict::Trouble(_) => "trouble",
         };
+        let reason = report.verdict.reason();
+        let failed = report.verdict.failed();
         emit(RunEvent::BootFinished(&BootFinished {
             case: &report.case,
             kind: report.kind,
@@ -65,9 +69,11 @@ impl Sink for Json {
             smp: report.smp,
             seed: report.seed,
             verdict,
-            reason,
-            failed_as_it_must: matches!(report.outcome, Outcome::ExpectedFailure(_)),
-            failure_kind: report.failure.map(crate::verdict::FailKind::name),
+            reason: reason.as_deref(),
+            failed_as_it_must: matches!(report.verdict, Verdict::ExpectedFailure(_)),
+            failure_kind: failed.map(|f| f.kind.name()),
+            failure_line: failed.and_then(|f| f.place.as_ref()).map(|p| p.line),
+            failure_quote: failed.and_then(|f| f.place.as_ref()).map(|p| p.quote.as_str()),
             console_tail: &report.console_tail,
             notes: &report.notes,
             duration_secs: report.duration.as_secs_f64(),
@@ -75,13 +81,14 @@ impl Sink for Json {
             replay: &report.replay,
             replay_note: report.replay_note.as_deref(),
         }));
+        Ok(())
     }
 
     fn sweep_finished(&self, case: &str, seeds: &[u64], _boots: usize, failed: &[String]) {
         emit(RunEvent::SweepFinished { case, seeds, failed });
     }
 
-    fn run_finished(&mut self, end: &RunEnd) {
+    fn run_finished(&mut self, end: &mut RunEnd) -> Result<(), BenchError> {
         let s = end.summary;
         emit(RunEvent::RunFinished {
             passed: s.passed,
@@ -90,7 +97,8 @@ impl Sink for Json {
             trouble: s.trouble,
             duration_secs: end.took.as_secs_f64(),
             run_dir: end.run_dir,
-            report: end.html,
+            report: end.html.as_deref(),
         });
+        Ok(())
     }
 }

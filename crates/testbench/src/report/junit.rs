@@ -1,13 +1,40 @@
 //! `--junit PATH`: the run's reports as JUnit XML (quick-junit), written at the end: one
 //! test case per boot or host run, or one error entry when the run was refused.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::{BootReport, Outcome};
+use super::{BootReport, RunEnd, Sink};
 use crate::error::BenchError;
+use crate::verdict::Verdict;
+
+/// The JUnit sink: the file, written when the run ends or is refused.
+pub struct Junit {
+    path: PathBuf,
+}
+
+impl Junit {
+    pub fn new(path: PathBuf) -> Junit {
+        Junit { path }
+    }
+}
+
+impl Sink for Junit {
+    /// A refused run's report says why (not into a path that was itself refused: that
+    /// is said among the refusals).
+    fn refused(&mut self, errors: &[String], all: &[BootReport]) -> Result<(), BenchError> {
+        match crate::cli::check_junit(&self.path) {
+            Ok(()) => write(all, errors, &self.path),
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn run_finished(&mut self, end: &mut RunEnd) -> Result<(), BenchError> {
+        write(end.reports, &[], &self.path)
+    }
+}
 
 /// The reports (or the refusals of a refused run) into `path`.
-pub fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(), BenchError> {
+fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(), BenchError> {
     use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new("testbench");
     let mut suite = TestSuite::new("boot");
@@ -22,11 +49,14 @@ pub fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result
         suite.add_test_case(case);
     }
     for boot in reports {
-        let status = match &boot.outcome {
-            Outcome::Pass | Outcome::ExpectedFailure(_) => TestCaseStatus::success(),
-            Outcome::Fail(reason) => {
+        let status = match &boot.verdict {
+            Verdict::Pass | Verdict::ExpectedFailure(_) => TestCaseStatus::success(),
+            failure @ (Verdict::Fail(_) | Verdict::Unfailed(_)) => {
                 let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_message(reason.clone());
+                status.set_message(failure.reason().unwrap_or_default().into_owned());
+                if let Some(failed) = failure.failed() {
+                    status.set_type(failed.kind.name());
+                }
                 let mut description = String::new();
                 if !boot.console_tail.is_empty() {
                     description.push_str("last console lines:\n");
@@ -38,12 +68,12 @@ pub fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result
                 status.set_description(description);
                 status
             }
-            Outcome::Skip(reason) => {
+            Verdict::Skip(reason) => {
                 let mut status = TestCaseStatus::skipped();
                 status.set_message(reason.clone());
                 status
             }
-            Outcome::Trouble(reason) => {
+            Verdict::Trouble(reason) => {
                 let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
                 status.set_message(reason.clone());
                 status.set_type("trouble");
@@ -63,7 +93,7 @@ pub fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result
         if let Some(seed) = boot.seed {
             case.add_property(Property::new("seed", seed.to_string()));
         }
-        if matches!(boot.outcome, Outcome::ExpectedFailure(_)) {
+        if matches!(boot.verdict, Verdict::ExpectedFailure(_)) {
             case.add_property(Property::new("failed_as_it_must", "true"));
         }
         suite.add_test_case(case);

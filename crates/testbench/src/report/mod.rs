@@ -1,5 +1,6 @@
 //! What a run tells the person (or the CI log, or a program) that started it: the
-//! [`Reporter`] keeps the reports and the summary and hands each event to its [`Sink`].
+//! [`Reporter`] keeps the reports and the summary and hands each event to its [`Sink`]s:
+//! the form `--message-format` chose, and the files the run writes.
 //!
 //! - `human.rs`: a line per boot with its verdict and duration, failures with their
 //!   reason, the replay command and where the logs are, and a summary line. On a terminal
@@ -8,6 +9,10 @@
 //!   (`events.rs` is the schema).
 //! - `junit.rs` (`--junit PATH`): written at the end, one test case per boot, or one
 //!   error entry when the run was refused.
+//! - `html.rs`: `report.html` in the run directory (`report_html/`), at the end or when
+//!   the run stops on the way.
+//! - a `--slurm-task`'s save (`runner/slurm.rs`): its reports so far after each boot, and
+//!   its slice said whole at the end.
 //!
 //! A reason is quoted the same way in all three: the judge has already cut any console
 //! line it quotes to a few hundred bytes (`testbench_judge::quote`), and here every line
@@ -19,9 +24,13 @@
 //! The result columns are as wide as the run's longest label, so a long case name never
 //! breaks them.
 
+mod html;
 mod human;
 mod json;
 mod junit;
+
+pub use html::Html;
+pub use junit::Junit;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -30,6 +39,7 @@ use std::time::Duration;
 use crate::cli::{ColorChoice, MessageFormat};
 use crate::error::BenchError;
 use crate::events::Note;
+use crate::verdict::Verdict;
 
 /// How many console lines a failure that timed out quotes, and how much of the end of
 /// `console.log` is read to find them (the file itself may be large).
@@ -101,17 +111,6 @@ pub fn seed_text(seed: Option<u64>, boots: bool) -> String {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Outcome {
-    Pass,
-    /// A must_fail case that failed as it must: the reason it failed with.
-    ExpectedFailure(String),
-    Fail(String),
-    Skip(String),
-    /// The bench itself could not run it: why. Not a failure of the case; the run exits 3.
-    Trouble(String),
-}
-
 /// A boot's report travels from a --slurm task to the run that joins it as JSON (only a
 /// boot's: its kind is "boot").
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -124,7 +123,7 @@ pub struct BootReport {
     /// The harts, for a boot.
     pub smp: Option<u32>,
     pub seed: Option<u64>,
-    pub outcome: Outcome,
+    pub verdict: Verdict,
     pub duration: Duration,
     pub dir: PathBuf,
     /// The one command that replays this boot, from any directory.
@@ -139,9 +138,6 @@ pub struct BootReport {
     /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
     /// the capture), printed under the result.
     pub notes: Vec<String>,
-    /// The kind of its failure, when it failed or failed as it must.
-    #[serde(default)]
-    pub failure: Option<crate::verdict::FailKind>,
 }
 
 fn boot_kind() -> &'static str {
@@ -221,12 +217,33 @@ pub struct Summary {
 }
 
 pub struct Reporter {
-    /// Where the events go as they happen (the form `--message-format` chose).
-    sink: Box<dyn Sink>,
+    /// The form `--message-format` chose: where the events go as they happen.
+    form: Box<dyn Sink>,
+    /// The files the run writes (JUnit, `report.html`, a `--slurm-task`'s save): each is
+    /// told an event before the form, so the form's last line can name them.
+    files: Vec<Box<dyn Sink>>,
     reports: Vec<BootReport>,
-    /// Why the run was refused, when it was (for JUnit).
-    refusals: Vec<String>,
     pub summary: Summary,
+}
+
+impl Summary {
+    /// The counts of `reports`.
+    pub fn of(reports: &[BootReport]) -> Summary {
+        let mut summary = Summary::default();
+        for report in reports {
+            summary.count(&report.verdict);
+        }
+        summary
+    }
+
+    fn count(&mut self, verdict: &Verdict) {
+        match verdict {
+            Verdict::Pass | Verdict::ExpectedFailure(_) => self.passed += 1,
+            Verdict::Fail(_) | Verdict::Unfailed(_) => self.failed += 1,
+            Verdict::Skip(_) => self.skipped += 1,
+            Verdict::Trouble(_) => self.trouble += 1,
+        }
+    }
 }
 
 /// The longest line of a reason a report quotes, in bytes: a verdict's message with its
@@ -250,79 +267,85 @@ fn clip_reason(reason: &str) -> String {
     out.join("\n")
 }
 
-fn clip_outcome(outcome: Outcome) -> Outcome {
-    match outcome {
-        Outcome::Pass => Outcome::Pass,
-        Outcome::ExpectedFailure(reason) => Outcome::ExpectedFailure(clip_reason(&reason)),
-        Outcome::Fail(reason) => Outcome::Fail(clip_reason(&reason)),
-        Outcome::Skip(reason) => Outcome::Skip(clip_reason(&reason)),
-        Outcome::Trouble(reason) => Outcome::Trouble(clip_reason(&reason)),
-    }
-}
-
 pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
 impl Reporter {
     pub fn new(format: MessageFormat, color: bool) -> Reporter {
-        let sink: Box<dyn Sink> = match format {
+        let form: Box<dyn Sink> = match format {
             MessageFormat::Human => Box::new(human::Human::new(color)),
             MessageFormat::Json => Box::new(json::Json),
         };
-        Reporter { sink, reports: Vec::new(), refusals: Vec::new(), summary: Summary::default() }
+        Reporter { form, files: Vec::new(), reports: Vec::new(), summary: Summary::default() }
     }
 
-    /// Why the run was refused: every refusal, together, as `error:` lines on stderr
-    /// whatever the form (and in the form's own way). Kept for JUnit.
+    /// One more file the run writes, told every event from now on.
+    pub fn add(&mut self, sink: Box<dyn Sink>) {
+        self.files.push(sink);
+    }
+
+    /// Why the run was refused (or stopped on the way): every refusal, together, as
+    /// `error:` lines on stderr whatever the form (and in the form's own way). A file
+    /// that cannot say it is said on stderr too.
     pub fn refused(&mut self, errors: &[String]) {
         for error in errors {
             eprintln!("error: {error}");
         }
-        self.sink.refused(errors);
-        self.refusals.extend(errors.iter().cloned());
+        for file in &mut self.files {
+            if let Err(error) = file.refused(errors, &self.reports) {
+                eprintln!("error: {error}");
+            }
+        }
+        self.form.refused(errors, &self.reports).expect("the form's sink writes no file");
     }
 
     /// `--list`: every case, each with the lease a scheduler gives one run of it.
     pub fn list(&self, cases: &[testbench_case::Case]) {
-        self.sink.list(cases, machine_cores());
+        self.form.list(cases, machine_cores());
     }
 
     /// Something the person should read that is not a verdict (a build, a probe).
     pub fn note(&self, note: Note, text: &str) {
-        self.sink.note(note, text);
+        self.form.note(note, text);
     }
 
     pub fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
-        self.sink.run_started(run_dir, rows);
+        self.form.run_started(run_dir, rows);
     }
 
     pub fn boot_started(&self, label: &str, seed: Option<u64>) {
-        self.sink.boot_started(label, seed);
+        self.form.boot_started(label, seed);
     }
 
+    /// A boot's or host run's report: counted, kept, and told to every sink. A file that
+    /// cannot keep it (a `--slurm-task`'s save) says so as a note, and the run goes on.
     pub fn boot_finished(&mut self, report: BootReport) {
-        // Every sink (and JUnit, from `self.reports`) quotes the clipped reason.
-        let report = BootReport { outcome: clip_outcome(report.outcome), ..report };
-        match &report.outcome {
-            Outcome::Pass | Outcome::ExpectedFailure(_) => self.summary.passed += 1,
-            Outcome::Fail(_) => self.summary.failed += 1,
-            Outcome::Skip(_) => self.summary.skipped += 1,
-            Outcome::Trouble(_) => self.summary.trouble += 1,
-        }
-        self.sink.boot_finished(&report);
+        // Every sink (and JUnit, from the reports) quotes the clipped reason.
+        let report = BootReport { verdict: report.verdict.map_reason(clip_reason), ..report };
+        self.summary.count(&report.verdict);
         self.reports.push(report);
+        let report = self.reports.last().expect("just pushed");
+        let mut troubles = Vec::new();
+        for file in &mut self.files {
+            if let Err(error) = file.boot_finished(report, &self.reports) {
+                troubles.push(error);
+            }
+        }
+        self.form.boot_finished(report, &self.reports).expect("the form's sink writes no file");
+        for (note, error) in troubles {
+            self.note(note, &format!("error: {error}"));
+        }
     }
 
-    /// The reports so far, in the order they were finished (a --slurm task's saved
-    /// results, the HTML report, JUnit).
+    /// The reports so far, in the order they were finished.
     pub fn reports(&self) -> &[BootReport] {
         &self.reports
     }
 
     /// What the run waits for now (a --slurm array's tasks), on the progress line only.
     pub fn waiting(&self, text: &str) {
-        self.sink.waiting(text);
+        self.form.waiting(text);
     }
 
     /// Seeds of one sweep, in seed order: the sweep's own summary.
@@ -330,23 +353,27 @@ impl Reporter {
         let failed: Vec<String> = self
             .reports
             .iter()
-            .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
+            .filter(|r| r.verdict.is_failure())
             .map(|r| {
                 format!("{}/{}", r.arch.as_deref().unwrap_or("host"), r.seed.map(|s| s.to_string()).unwrap_or_default())
             })
             .collect();
-        self.sink.sweep_finished(case, seeds, self.reports.len(), &failed);
+        self.form.sweep_finished(case, seeds, self.reports.len(), &failed);
     }
 
-    /// The run's end, naming the run directory and the HTML report when one was written.
-    pub fn run_finished(&mut self, took: Duration, run_dir: &Path, html: Option<&Path>) {
-        let end = RunEnd { took, run_dir, html, summary: self.summary, reports: &self.reports };
-        self.sink.run_finished(&end);
-    }
-
-    /// `--junit PATH`: the run's reports (or its refusals) as JUnit XML.
-    pub fn write_junit(&self, path: &Path) -> Result<(), BenchError> {
-        junit::write(&self.reports, &self.refusals, path)
+    /// The run's end: each file written (the HTML report's path for the form's last
+    /// line), then the form's summary. The first file that could not be written is the
+    /// run's error (a `report.html` that cannot be written is said and fails nothing).
+    pub fn run_finished(&mut self, took: Duration, run_dir: &Path) -> Result<(), BenchError> {
+        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary, reports: &self.reports };
+        let mut first_error = None;
+        for file in &mut self.files {
+            if let Err(error) = file.run_finished(&mut end) {
+                first_error.get_or_insert(error);
+            }
+        }
+        self.form.run_finished(&mut end).expect("the form's sink writes no file");
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -354,28 +381,49 @@ impl Reporter {
 pub struct RunEnd<'a> {
     pub took: Duration,
     pub run_dir: &'a Path,
-    pub html: Option<&'a Path>,
+    /// `report.html`, once its sink wrote it.
+    pub html: Option<PathBuf>,
     pub summary: Summary,
     /// Every report, in the order they were finished.
     pub reports: &'a [BootReport],
 }
 
-/// Where a run's events go as they happen: the terminal's lines ([`human::Human`]) or
-/// JSON lines ([`json::Json`]). JUnit and `report.html` are written from the reports at
-/// the end (`junit.rs`, `report_html/`), a `--slurm` task's save from them after each
-/// boot (`runner/slurm.rs`).
+/// Where a run's events go: the terminal's lines ([`human::Human`]), JSON lines
+/// ([`json::Json`]), JUnit ([`Junit`]), `report.html` ([`Html`]), a `--slurm-task`'s save
+/// (`runner/slurm.rs`). Each takes the events it needs; the rest do nothing. `all` is
+/// every report so far, the one just finished last.
 pub trait Sink {
-    fn refused(&mut self, errors: &[String]);
-    fn list(&self, cases: &[testbench_case::Case], machine_cores: u32);
-    fn note(&self, note: Note, text: &str);
-    fn run_started(&mut self, run_dir: &Path, rows: &[Row]);
-    fn boot_started(&self, label: &str, seed: Option<u64>);
-    fn boot_finished(&mut self, report: &BootReport);
+    fn refused(&mut self, errors: &[String], all: &[BootReport]) -> Result<(), BenchError> {
+        let _ = (errors, all);
+        Ok(())
+    }
+    fn list(&self, cases: &[testbench_case::Case], machine_cores: u32) {
+        let _ = (cases, machine_cores);
+    }
+    fn note(&self, note: Note, text: &str) {
+        let _ = (note, text);
+    }
+    fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
+        let _ = (run_dir, rows);
+    }
+    fn boot_started(&self, label: &str, seed: Option<u64>) {
+        let _ = (label, seed);
+    }
+    /// A file that cannot keep the report says it as this kind of note (the run goes on).
+    fn boot_finished(&mut self, report: &BootReport, all: &[BootReport]) -> Result<(), (Note, BenchError)> {
+        let _ = (report, all);
+        Ok(())
+    }
     fn waiting(&self, text: &str) {
         let _ = text;
     }
-    fn sweep_finished(&self, case: &str, seeds: &[u64], boots: usize, failed: &[String]);
-    fn run_finished(&mut self, end: &RunEnd);
+    fn sweep_finished(&self, case: &str, seeds: &[u64], boots: usize, failed: &[String]) {
+        let _ = (case, seeds, boots, failed);
+    }
+    fn run_finished(&mut self, end: &mut RunEnd) -> Result<(), BenchError> {
+        let _ = end;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -465,7 +513,7 @@ mod tests {
             arch: Some("rv64".into()),
             smp: Some(1),
             seed: None,
-            outcome: Outcome::Fail(reason),
+            verdict: Verdict::Fail(crate::verdict::Failed::new(crate::verdict::FailKind::Forbidden, reason)),
             duration: Duration::from_secs(1),
             dir: PathBuf::from("target/testbench/run-1/flood"),
             replay: "cargo testbench --exact flood".into(),
@@ -473,7 +521,6 @@ mod tests {
             sweep: false,
             console_tail: Vec::new(),
             notes: Vec::new(),
-            failure: None,
         }
     }
 
@@ -501,16 +548,17 @@ mod tests {
     #[test]
     fn junit_quotes_a_megabyte_reason_in_a_few_kilobytes() {
         let mut reporter = Reporter::new(MessageFormat::Json, false);
-        let reason = format!("forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC {}", "y".repeat(1 << 20));
-        reporter.boot_finished(failed(reason));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("junit.xml");
-        reporter.write_junit(&path).unwrap();
+        reporter.add(Box::new(Junit::new(path.clone())));
+        let reason = format!("forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC {}", "y".repeat(1 << 20));
+        reporter.boot_finished(failed(reason));
+        reporter.run_finished(Duration::from_secs(1), dir.path()).unwrap();
         let xml = std::fs::read_to_string(&path).unwrap();
         assert!(xml.len() < 4096, "JUnit of {} bytes", xml.len());
         assert!(xml.contains(" bytes cut]"), "{xml}");
-        match &reporter.reports[0].outcome {
-            Outcome::Fail(reason) => assert!(reason.len() < REASON_LINE_LIMIT + 64),
+        match &reporter.reports[0].verdict {
+            Verdict::Fail(failed) => assert!(failed.reason.len() < REASON_LINE_LIMIT + 64),
             other => panic!("{other:?}"),
         }
     }

@@ -22,7 +22,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::report::{seed_text, BootReport, Outcome, Summary};
+use crate::report::{seed_text, BootReport, Summary};
+use crate::verdict::Verdict;
 use console::{Log, Mark};
 use term::escaped;
 
@@ -109,20 +110,13 @@ details>summary{cursor:pointer;color:#57606a}
 const SCRIPT: &str = "document.addEventListener('click',function(e){var b=e.target.closest('button.copy');\
 if(b&&navigator.clipboard){navigator.clipboard.writeText(b.dataset.copy);b.textContent='copied';}});";
 
-fn verdict_of(outcome: &Outcome) -> (&'static str, &'static str) {
-    match outcome {
-        Outcome::Pass => ("PASS", "PASSED"),
-        Outcome::ExpectedFailure(_) => ("PASS", "PASSED (failed as it must)"),
-        Outcome::Fail(_) => ("FAIL", "FAILED"),
-        Outcome::Skip(_) => ("SKIP", "SKIPPED"),
-        Outcome::Trouble(_) => ("TROUBLE", "NOT RUN (the bench's trouble)"),
-    }
-}
-
-fn reason_of(outcome: &Outcome) -> Option<&str> {
-    match outcome {
-        Outcome::Pass => None,
-        Outcome::ExpectedFailure(r) | Outcome::Fail(r) | Outcome::Skip(r) | Outcome::Trouble(r) => Some(r),
+fn verdict_of(verdict: &Verdict) -> (&'static str, &'static str) {
+    match verdict {
+        Verdict::Pass => ("PASS", "PASSED"),
+        Verdict::ExpectedFailure(_) => ("PASS", "PASSED (failed as it must)"),
+        Verdict::Fail(_) | Verdict::Unfailed(_) => ("FAIL", "FAILED"),
+        Verdict::Skip(_) => ("SKIP", "SKIPPED"),
+        Verdict::Trouble(_) => ("TROUBLE", "NOT RUN (the bench's trouble)"),
     }
 }
 
@@ -208,8 +202,8 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     sweep(&mut out, info, reports);
     // Failures first, each open; then the rest, closed.
     let order: Vec<usize> = (0..reports.len())
-        .filter(|&i| matches!(reports[i].outcome, Outcome::Fail(_)))
-        .chain((0..reports.len()).filter(|&i| !matches!(reports[i].outcome, Outcome::Fail(_))))
+        .filter(|&i| reports[i].verdict.is_failure())
+        .chain((0..reports.len()).filter(|&i| !reports[i].verdict.is_failure()))
         .collect();
     let boots: Vec<usize> = order.iter().copied().filter(|&i| reports[i].kind == "boot").collect();
     let hosts: Vec<usize> = order.iter().copied().filter(|&i| reports[i].kind != "boot").collect();
@@ -238,8 +232,9 @@ fn results_table(out: &mut String, reports: &[BootReport]) {
         "<table class=\"results\"><tr><th>verdict</th><th>case</th><th>seed</th><th>time</th><th>reason</th></tr>",
     );
     for (i, r) in reports.iter().enumerate() {
-        let (class, _) = verdict_of(&r.outcome);
-        let first = reason_of(&r.outcome).and_then(|r| r.lines().next()).unwrap_or("");
+        let (class, _) = verdict_of(&r.verdict);
+        let reason = r.verdict.reason();
+        let first = reason.as_deref().and_then(|r| r.lines().next()).unwrap_or("");
         let _ = write!(
             out,
             "<tr class=\"{class}\"><td><span class=\"verdict {class}\">{class}</span></td><td><a href=\"#b{i}\">{}</a></td>\
@@ -268,7 +263,7 @@ fn sweep(out: &mut String, info: &RunInfo, reports: &[BootReport]) {
             let _ = write!(out, "<h3>{}</h3><div class=\"grid\">", escaped(label));
             for &i in swept.iter().filter(|&&i| &reports[i].label() == label) {
                 let r = &reports[i];
-                let (class, word) = verdict_of(&r.outcome);
+                let (class, word) = verdict_of(&r.verdict);
                 let seed = r.seed.map(|s| s.to_string()).unwrap_or_default();
                 let _ = write!(
                     out,
@@ -345,7 +340,7 @@ fn histogram(out: &mut String, times: &[Duration]) {
 
 /// The head every result's block shares: verdict, label, seed, duration, replay line.
 fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
-    let (class, word) = verdict_of(&r.outcome);
+    let (class, word) = verdict_of(&r.verdict);
     let _ = write!(
         out,
         "<section class=\"boot {class}\" id=\"b{i}\"><h2><span class=\"verdict {class}\">{word}</span> \
@@ -378,24 +373,25 @@ fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
 
 fn host_block(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     block_head(out, run_dir, i, r);
-    if let Some(reason) = reason_of(&r.outcome) {
-        let what = match r.outcome {
-            Outcome::Fail(_) => "failure",
-            Outcome::Skip(_) => "skipped",
-            Outcome::Trouble(_) => "the bench could not run it",
+    if let Some(reason) = r.verdict.reason() {
+        let what = match r.verdict {
+            Verdict::Fail(_) | Verdict::Unfailed(_) => "failure",
+            Verdict::Skip(_) => "skipped",
+            Verdict::Trouble(_) => "the bench could not run it",
             _ => "failed as it must",
         };
-        let _ = write!(out, "<p>{what}:</p><pre class=\"reason\">{}</pre>", escaped(&bounded(reason)));
+        let _ = write!(out, "<p>{what}:</p><pre class=\"reason\">{}</pre>", escaped(&bounded(&reason)));
     }
     out.push_str("</section>\n");
 }
 
 fn boot_block(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     block_head(out, run_dir, i, r);
-    let failed = matches!(r.outcome, Outcome::Fail(_));
+    let failed = r.verdict.is_failure();
+    let reason = r.verdict.reason();
     let second = r.dir.join("second-boot");
     // A case booted twice failed in its second boot when its reason says so.
-    let second_failed = failed && reason_of(&r.outcome).is_some_and(|r| r.starts_with("second boot: "));
+    let second_failed = failed && reason.as_deref().is_some_and(|r| r.starts_with("second boot: "));
     let consoles: Vec<(PathBuf, String, &str)> = if second.join("console.log").is_file() {
         vec![(r.dir.clone(), format!("b{i}"), "first boot"), (second, format!("b{i}s"), "second boot")]
     } else {
@@ -403,9 +399,9 @@ fn boot_block(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     };
     for (n, (dir, id, which)) in consoles.iter().enumerate() {
         let failing = failed && (consoles.len() == 1 || (n == 1) == second_failed);
-        console_block(out, run_dir, dir, id, which, failing.then(|| reason_of(&r.outcome)).flatten(), !failed);
+        console_block(out, run_dir, dir, id, which, failing.then_some(reason.as_deref()).flatten(), !failed);
     }
-    if let (Some(reason), false) = (reason_of(&r.outcome), failed) {
+    if let (Some(reason), false) = (reason.as_deref(), failed) {
         let _ = write!(out, "<p>reason:</p><pre class=\"reason\">{}</pre>", escaped(&bounded(reason)));
     }
     out.push_str("</section>\n");

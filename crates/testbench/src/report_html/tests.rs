@@ -1,5 +1,10 @@
 use super::*;
 
+/// A failure of the judge's most common kind, with `reason`.
+fn fail(reason: String) -> Verdict {
+    Verdict::Fail(crate::verdict::Failed::new(crate::verdict::FailKind::TimedOut, reason))
+}
+
 /// A run directory with one boot's files: its console log and its marks.
 fn boot_dir(run: &Path, name: &str, console: &[u8], marks: &str) -> PathBuf {
     let dir = run.join(name);
@@ -9,14 +14,14 @@ fn boot_dir(run: &Path, name: &str, console: &[u8], marks: &str) -> PathBuf {
     dir
 }
 
-fn report(case: &str, dir: PathBuf, outcome: Outcome, seed: Option<u64>, sweep: bool) -> BootReport {
+fn report(case: &str, dir: PathBuf, verdict: Verdict, seed: Option<u64>, sweep: bool) -> BootReport {
     BootReport {
         case: case.into(),
         kind: "boot",
         arch: Some("rv64".into()),
         smp: Some(1),
         seed,
-        outcome,
+        verdict,
         duration: Duration::from_millis(1500),
         dir,
         replay: format!("cargo testbench --exact {case} --arch rv64 --smp 1"),
@@ -24,7 +29,6 @@ fn report(case: &str, dir: PathBuf, outcome: Outcome, seed: Option<u64>, sweep: 
         sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
-        failure: None,
     }
 }
 
@@ -47,7 +51,7 @@ fn hostile_run() -> (tempfile::TempDir, String) {
         after the panic\n";
     let dir = boot_dir(&run, "rv64/flood.smp1", console, MARKS);
     let reason = "forbidden line at 0.10s matched forbid[0] 'PANIC': PANIC: <script>alert(1)</script>".to_string();
-    let reports = vec![report("flood", dir, Outcome::Fail(reason), Some(7), false)];
+    let reports = vec![report("flood", dir, fail(reason), Some(7), false)];
     let summary = Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 };
     let page = page(&info(&run, summary), &reports);
     (tmp, page)
@@ -107,7 +111,7 @@ fn a_long_console_is_shown_as_a_bounded_window_saying_what_was_left_out() {
     let marks = r#"{"lines": 200002, "marks": [{"line": 100000, "rule": "expect", "label": "expect[0]", "pattern": "line 100000$"},
         {"line": 200001, "rule": "forbid", "label": "forbid[0]", "pattern": "y{10}"}]}"#;
     let dir = boot_dir(&run, "b", &console, marks);
-    let reports = vec![report("long", dir, Outcome::Fail("forbidden".into()), None, false)];
+    let reports = vec![report("long", dir, fail("forbidden".into()), None, false)];
     let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 }), &reports);
     assert!(page.len() < 200_000, "a page of {} bytes", page.len());
     assert!(page.contains("id=\"b0-L1\"") && page.contains("id=\"b0-L60\"") && !page.contains("id=\"b0-L61\""));
@@ -126,11 +130,8 @@ fn a_sweep_is_a_grid_of_seeds_and_a_histogram_and_host_failures_keep_their_block
     let mut reports = Vec::new();
     for seed in 1..=5u64 {
         let dir = boot_dir(&run, &format!("s{seed}"), b"ok\n", r#"{"lines": 1, "marks": []}"#);
-        let outcome = if seed == 3 {
-            Outcome::Fail("timed out after 3s waiting for expect[0] 'x'".into())
-        } else {
-            Outcome::Pass
-        };
+        let outcome =
+            if seed == 3 { fail("timed out after 3s waiting for expect[0] 'x'".into()) } else { Verdict::Pass };
         let mut r = report("sw", dir, outcome, Some(seed), true);
         r.duration = Duration::from_millis(1000 + 250 * seed);
         reports.push(r);
@@ -142,13 +143,7 @@ fn a_sweep_is_a_grid_of_seeds_and_a_histogram_and_host_failures_keep_their_block
         seed: None,
         sweep: false,
         dir: run.join("unit"),
-        ..report(
-            "unit",
-            PathBuf::new(),
-            Outcome::Fail("failures:\n---- a stdout ----\npanicked at <x>".into()),
-            None,
-            false,
-        )
+        ..report("unit", PathBuf::new(), fail("failures:\n---- a stdout ----\npanicked at <x>".into()), None, false)
     };
     reports.push(host);
     let seeds = [1, 2, 3, 4, 5];
@@ -173,7 +168,7 @@ fn a_huge_log_is_read_only_to_the_logs_own_bound() {
     let run = tmp.path().join("run-1-2");
     let dir = boot_dir(&run, "b", b"", r#"{"lines": 0, "marks": []}"#);
     std::fs::File::options().write(true).open(dir.join("console.log")).unwrap().set_len(64 << 30).unwrap();
-    let reports = vec![report("huge", dir, Outcome::Fail("timed out".into()), None, false)];
+    let reports = vec![report("huge", dir, fail("timed out".into()), None, false)];
     let page = page(&info(&run, Summary { passed: 0, failed: 1, skipped: 0, trouble: 0 }), &reports);
     let read = testbench_console::LOG_HEAD + testbench_console::LOG_TAIL as u64 + 256 * 1024;
     assert!(page.contains(&format!("the log has {} bytes; only its first {read} were read", 64u64 << 30)));

@@ -44,19 +44,12 @@ use intake::why_empty;
 use plan::PlannedBoot;
 
 /// Say why the bench stopped and give its exit status: refusals all together (one
-/// `error:` line each, one JSON event, and a JUnit report that says so when one was asked
-/// for); any other trouble on one `error:` line.
-pub fn report_error(reporter: &mut Reporter, junit: Option<&Path>, error: BenchError) -> i32 {
+/// `error:` line each, one JSON event, a JUnit report that says so when one was asked
+/// for, and `report.html` with the boots so far once the run had a directory); any other
+/// trouble on one `error:` line.
+pub fn report_error(reporter: &mut Reporter, error: BenchError) -> i32 {
     match &error {
-        BenchError::Refused(errors) => {
-            reporter.refused(errors);
-            // Not to a path that was itself refused (said among the refusals).
-            if let Some(path) = junit.filter(|path| crate::cli::check_junit(path).is_ok()) {
-                if let Err(junit_error) = reporter.write_junit(path) {
-                    eprintln!("error: {junit_error}");
-                }
-            }
-        }
+        BenchError::Refused(errors) => reporter.refused(errors),
         _ => eprintln!("error: {error}"),
     }
     error.exit_status()
@@ -92,33 +85,37 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         slurm::check(slurm)?;
     }
     // One task of a --slurm array: its place, and the submitter's plan.
-    let mut task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
+    let task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
     let ground = Ground::make(ws, options, &intake.selected, task.as_ref())?;
     let boots = plan::plan(&intake.selected, options, &ground.run_dir, intake.env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
     }
-    // A task boots its slice and runs no host case (the submitter runs those).
-    let (boots, host_runs) = match &mut task {
-        Some(task) => (task.take(&intake.selected, boots)?, Vec::new()),
+    // A task boots its slice and runs no host case (the submitter runs those); it saves
+    // its reports as they come.
+    let (boots, host_runs) = match task {
+        Some(mut task) => {
+            let slice = task.take(&intake.selected, boots)?;
+            reporter.add(Box::new(task));
+            (slice, Vec::new())
+        }
         None => (boots, plan::plan_host(&intake.selected, options)),
     };
+    let sweep = options.sweep.as_deref().zip(intake.selected.first().map(|case| case.name.as_str()));
+    reporter.add(Box::new(crate::report::Html::new(&ground.run_dir, started, sweep.map(|(s, c)| (c, s)))));
     reporter.run_started(&ground.run_dir, &plan::rows(&intake.selected, &host_runs, &boots));
     if let (Some(note), None) = (plan::sweep_note(&intake.selected, options), &options.slurm_task) {
         reporter.note(crate::events::Note::Sweep, &note);
     }
     let mut builder = Builder::new(&ws.root, &ground.run_dir);
-    let here = Here { ws, options, intake: &intake, ground: &ground, started, host_runs: &host_runs };
+    let here = Here { ws, options, intake: &intake, ground: &ground, host_runs: &host_runs };
     if let Some(slurm) = &options.slurm {
         intake.tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
         let run_dir = ground.run_dir.clone();
         let submission = slurm::Submission { ws, options, slurm, selected: &intake.selected, boots, run_dir };
         slurm::submit(submission, reporter, |reporter| here.run_host_cases(reporter, &mut builder))?;
     } else {
-        here.run_local(reporter, &mut builder, &boots, task.as_ref())?;
-    }
-    if let Some(task) = &task {
-        task.done(reporter.reports())?;
+        here.run_local(reporter, &mut builder, &boots)?;
     }
     finish(options, reporter, &intake.selected, started, &ground.run_dir, ground.pruning)
 }
@@ -218,19 +215,17 @@ struct Here<'a> {
     options: &'a Options,
     intake: &'a Intake<'a>,
     ground: &'a Ground,
-    started: Instant,
     host_runs: &'a [(usize, Option<testbench_case::Arch>)],
 }
 
 impl Here<'_> {
     /// The host cases, then every boot of `boots` (a task's slice, or the whole plan),
-    /// each reported in the planned order (and saved, in a task).
+    /// each reported in the planned order.
     fn run_local(
         &self,
         reporter: &mut Reporter,
         builder: &mut Builder,
         boots: &[PlannedBoot],
-        task: Option<&slurm::Task>,
     ) -> Result<(), BenchError> {
         let selected = &self.intake.selected;
         let probes = prepare::start_probes(boots, selected, &self.ground.run_dir);
@@ -248,10 +243,8 @@ impl Here<'_> {
         };
         prepare::block_on_host_lacks(&mut prepared, probes, selected, self.ws, reporter);
         let jobs = prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
-        if let Some(why) = self.boot_all(reporter, boots, jobs, task) {
-            // The boots reported so far are on the page, with why the run stopped.
-            let sweep = self.options.sweep.as_deref().zip(selected.first().map(|case| case.name.as_str()));
-            write_html(reporter, &self.ground.run_dir, self.started, sweep, Some(why.clone()));
+        if let Some(why) = self.boot_all(reporter, boots, jobs) {
+            // Said as a refusal: the boots reported so far are on the page, with why.
             return Err(BenchError::Refused(vec![why]));
         }
         Ok(())
@@ -280,7 +273,6 @@ impl Here<'_> {
         reporter: &mut Reporter,
         boots: &[PlannedBoot],
         jobs: Vec<Result<prepare::BootJob, crate::case_result::Blocked>>,
-        task: Option<&slurm::Task>,
     ) -> Option<String> {
         let (selected, options) = (&self.intake.selected, self.options);
         let starting = |boot: &PlannedBoot| format!("{} {} smp{}", selected[boot.case].name, boot.arch, boot.smp);
@@ -307,9 +299,6 @@ impl Here<'_> {
             let planned = &boots[index];
             let report = outcome::boot_report(selected[planned.case], planned, result, took, self.ws, options);
             reporter.boot_finished(report);
-            if let Some(Err(error)) = task.map(|task| task.save(reporter.reports())) {
-                reporter.note(crate::events::Note::Slurm, &format!("error: {error}"));
-            }
             if let Some(next) = boots.get(index + 1) {
                 reporter.boot_started(&starting(next), next.seed);
             }
@@ -338,7 +327,8 @@ impl Here<'_> {
     }
 }
 
-/// The run's end: the sweep's line, the summary, `report.html`, JUnit, and the verdict.
+/// The run's end: the sweep's line, every sink's end (`report.html`, JUnit, a task's
+/// save, the summary), and the verdict.
 fn finish(
     options: &Options,
     reporter: &mut Reporter,
@@ -352,14 +342,11 @@ fn finish(
     if let (Some((seeds, case)), None) = (sweep, &options.slurm_task) {
         reporter.sweep_summary(case, seeds);
     }
-    let html = write_html(reporter, run_dir, started, sweep, None);
-    reporter.run_finished(started.elapsed(), run_dir, html.as_deref());
+    let written = reporter.run_finished(started.elapsed(), run_dir);
     if let Some(pruning) = pruning {
         let _ = pruning.join();
     }
-    if let Some(path) = &options.junit {
-        reporter.write_junit(path)?;
-    }
+    written?;
     // A failing boot's logs that --keep-failed could not copy: the bench's trouble.
     if let Some(trouble) = options.keep_failed.as_ref().and_then(crate::cli::KeepFailed::trouble) {
         return Err(trouble);
@@ -368,8 +355,8 @@ fn finish(
     let troubled: Vec<_> = reporter
         .reports()
         .iter()
-        .filter_map(|r| match &r.outcome {
-            crate::report::Outcome::Trouble(why) => Some((r.label(), why.lines().next().unwrap_or_default())),
+        .filter_map(|r| match &r.verdict {
+            crate::verdict::Verdict::Trouble(why) => Some((r.label(), why.lines().next().unwrap_or_default())),
             _ => None,
         })
         .collect();
@@ -416,29 +403,4 @@ fn run_host_case(
     let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
     report.notes = notes;
     report
-}
-
-/// `report.html` in the run directory (crate::report_html); a page that cannot be
-/// written is said on stderr and fails nothing.
-fn write_html(
-    reporter: &Reporter,
-    run_dir: &Path,
-    started: Instant,
-    sweep: Option<(&[u64], &str)>,
-    stopped: Option<String>,
-) -> Option<std::path::PathBuf> {
-    let info = crate::report_html::RunInfo {
-        run_dir,
-        took: started.elapsed(),
-        summary: reporter.summary,
-        sweep: sweep.map(|(seeds, case)| (case, seeds)),
-        stopped,
-    };
-    match crate::report_html::write(&info, reporter.reports()) {
-        Ok(path) => Some(path),
-        Err(error) => {
-            eprintln!("warning: could not write {}: {error}", run_dir.join(crate::report_html::REPORT_FILE).display());
-            None
-        }
-    }
 }

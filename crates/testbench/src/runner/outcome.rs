@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use testbench_case::{Arch, Case};
-use testbench_judge::{FailureKind, Verdict};
+use testbench_judge::{FailureKind, Verdict as ConsoleVerdict};
 
 use super::plan::{host_replay_line, replay_line, PlannedBoot, SeedFrom};
 use crate::boot::parts::sessions::SESSIONS_DIR;
@@ -14,8 +14,8 @@ use crate::boot::BootSpec;
 use crate::case_result::{Blocked, CaseResult, HostResult};
 use crate::cli::{KeepFailed, Options};
 use crate::qemu::{Rr, RR_FILE};
-use crate::report::{BootReport, Outcome};
-use crate::verdict::{FailKind, Failed};
+use crate::report::BootReport;
+use crate::verdict::{FailKind, Failed, Verdict};
 use crate::workspace::Workspace;
 
 /// Whether a must_fail pattern takes a failure: the whole reason, or any one of its
@@ -51,50 +51,45 @@ fn must_fail_takes_failed(case: &Case, failed: &Failed, before_run: bool) -> boo
         && case.must_fail.as_ref().is_none_or(|pattern| must_fail_takes(pattern, &failed.reason))
 }
 
-/// What a case's result is worth, under its `must_fail` and `--allow-skip`, and the kind
-/// of its failure, when it failed (or failed as it must).
-fn outcome_of(case: &Case, verdict: CaseResult, allow_skip: bool) -> (Outcome, Option<FailKind>) {
+/// What a case's result is worth, under its `must_fail` and `--allow-skip`: the verdict
+/// every sink is told.
+fn verdict_of(case: &Case, result: CaseResult, allow_skip: bool) -> Verdict {
     // Whether what failed stopped the case before it ran (a build, the host's lack).
-    let (failed, before_run) = match verdict {
+    let (failed, before_run) = match result {
         // The bench's own trouble is not the case's to pass or fail, must_fail or not.
-        Err(Blocked::Trouble(message)) => return (Outcome::Trouble(message), None),
+        Err(Blocked::Trouble(message)) => return Verdict::Trouble(message),
         Err(Blocked::Build(message)) => (Failed::new(FailKind::Build, message), true),
         Err(Blocked::HostLack(message)) => (Failed::new(FailKind::HostLack, message), true),
-        Ok(Ok(())) => {
-            return match wanted(case) {
-                None => (Outcome::Pass, None),
-                Some(wanted) => (Outcome::Fail(format!("passed, but must_fail wanted {wanted}")), None),
-            }
-        }
+        Ok(Ok(())) => return wanted(case).map_or(Verdict::Pass, Verdict::Unfailed),
         Ok(Err(failed)) => (failed, false),
     };
-    let kind = Some(failed.kind);
     match wanted(case) {
-        Some(_) if must_fail_takes_failed(case, &failed, before_run) => {
-            let reason = match &case.must_fail {
-                Some(pattern) => evidence(pattern, failed.reason),
-                None => failed.reason,
-            };
-            (Outcome::ExpectedFailure(reason), kind)
-        }
+        Some(_) if must_fail_takes_failed(case, &failed, before_run) => match &case.must_fail {
+            Some(pattern) => {
+                let reason = evidence(pattern, failed.reason.clone());
+                Verdict::ExpectedFailure(failed.with_reason(reason))
+            }
+            None => Verdict::ExpectedFailure(failed),
+        },
         // What stopped the case before it ran says only its own reason (a host's lack is
         // a skip when --allow-skip says so).
-        _ if before_run && failed.kind == FailKind::HostLack && allow_skip => (Outcome::Skip(failed.reason), None),
-        Some(_) if before_run => (Outcome::Fail(failed.reason), kind),
+        _ if before_run && failed.kind == FailKind::HostLack && allow_skip => Verdict::Skip(failed.reason),
+        Some(_) if before_run => Verdict::Fail(failed),
         Some(wanted) => {
             let got = match case.must_fail_kind {
                 Some(_) => format!(" (a failure of kind {})", failed.kind.name()),
                 None => String::new(),
             };
-            (Outcome::Fail(format!("{}{got}\n(must_fail wanted {wanted})", failed.reason)), kind)
+            let reason = format!("{}{got}\n(must_fail wanted {wanted})", failed.reason);
+            Verdict::Fail(failed.with_reason(reason))
         }
-        None => (Outcome::Fail(failed.reason), kind),
+        None => Verdict::Fail(failed),
     }
 }
 
 /// Whether a verdict is a wait that ran out (its report quotes the console's last lines).
-fn timed_out(verdict: &Verdict) -> bool {
-    matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
+fn timed_out(verdict: &ConsoleVerdict) -> bool {
+    matches!(verdict, ConsoleVerdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff | FailureKind::ProgramFailed))
 }
 
 /// What one planned boot gave: its result, the console log to quote when the verdict
@@ -115,15 +110,15 @@ impl Booted {
 }
 
 /// Whether a verdict is a deadline that passed while the bench waited for the guest.
-fn deadline_passed(verdict: &Verdict) -> bool {
-    matches!(verdict, Verdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff))
+fn deadline_passed(verdict: &ConsoleVerdict) -> bool {
+    matches!(verdict, ConsoleVerdict::Fail(f) if matches!(f.kind, FailureKind::TimedOut | FailureKind::NoPowerOff))
 }
 
 /// One boot, or two when the case asks for captures that differ across boots or for
 /// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
-    let console = |dir: &Path, verdict: &Verdict| timed_out(verdict).then(|| dir.join("console.log"));
+    let console = |dir: &Path, verdict: &ConsoleVerdict| timed_out(verdict).then(|| dir.join("console.log"));
     let trouble =
         |e: crate::boot::Trouble| Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {e}")));
     let first = match spec.run(root) {
@@ -141,7 +136,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
             deadline: false,
         };
     }
-    if (spec.plan.judge.capture.is_empty() && !repeat_exactly) || first.verdict != Verdict::Pass {
+    if (spec.plan.judge.capture.is_empty() && !repeat_exactly) || first.verdict != ConsoleVerdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
         let deadline = deadline_passed(&first.verdict);
         return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes, deadline };
@@ -163,7 +158,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
         notes,
         deadline: false,
     };
-    if second.verdict != Verdict::Pass {
+    if second.verdict != ConsoleVerdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
         let deadline = deadline_passed(&second.verdict);
         let result = verdict_result(second.verdict).map_err(|failed| failed.prefixed("second boot: "));
@@ -199,15 +194,15 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
 }
 
 /// A passing boot's recording is of no use: only a failure's replay line names one.
-fn forget_passing_recording(spec: &BootSpec, verdict: &Verdict) {
-    if spec.machine.rr == Some(Rr::Record) && *verdict == Verdict::Pass {
+fn forget_passing_recording(spec: &BootSpec, verdict: &ConsoleVerdict) {
+    if spec.machine.rr == Some(Rr::Record) && *verdict == ConsoleVerdict::Pass {
         let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
     }
 }
 
 /// The verdict on a replayed boot: the replayed console must be the recorded one byte
 /// for byte; then the boot's own verdict stands, said to be a replay.
-fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), Failed> {
+fn replayed(recording: &Path, dir: &Path, verdict: ConsoleVerdict) -> Result<(), Failed> {
     let recorded_log = recording.with_file_name("console.log");
     let recorded = match std::fs::read(&recorded_log) {
         Ok(bytes) => bytes,
@@ -227,8 +222,8 @@ fn replayed(recording: &Path, dir: &Path, verdict: Verdict) -> Result<(), Failed
     }
     let same = format!("replayed {} byte for byte ({} console bytes as recorded)", recording.display(), recorded.len());
     match verdict {
-        Verdict::Pass => Ok(()),
-        Verdict::Fail(failure) => Err(Failed::from(failure).prefixed(&format!("{same}; the verdict again: "))),
+        ConsoleVerdict::Pass => Ok(()),
+        ConsoleVerdict::Fail(failure) => Err(Failed::from(failure).prefixed(&format!("{same}; the verdict again: "))),
     }
 }
 
@@ -275,10 +270,10 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<Difference> {
     Some(Difference { line, a: quote(a), b: quote(b) })
 }
 
-fn verdict_result(verdict: Verdict) -> Result<(), Failed> {
+fn verdict_result(verdict: ConsoleVerdict) -> Result<(), Failed> {
     match verdict {
-        Verdict::Pass => Ok(()),
-        Verdict::Fail(failure) => Err(failure.into()),
+        ConsoleVerdict::Pass => Ok(()),
+        ConsoleVerdict::Fail(failure) => Err(failure.into()),
     }
 }
 
@@ -328,10 +323,10 @@ pub fn host_report(
     options: &Options,
 ) -> BootReport {
     let result = result.map(|ran| ran.map_err(|reason| Failed::new(FailKind::of_host(&case.kind), reason)));
-    let (outcome, failure) = outcome_of(case, result, options.allow_skip);
+    let verdict = verdict_of(case, result, options.allow_skip);
     let replay = host_replay_line(case, arch, ws);
-    if let (Outcome::Fail(_), Some(keep), testbench_case::Kind::SshLoopback(_)) =
-        (&outcome, &options.keep_failed, &case.kind)
+    if let (true, Some(keep), testbench_case::Kind::SshLoopback(_)) =
+        (verdict.is_failure(), &options.keep_failed, &case.kind)
     {
         keep_failed_loopback(keep, case, arch, &dir);
     }
@@ -341,7 +336,7 @@ pub fn host_report(
         arch: arch.map(|a| a.name().to_string()),
         smp: None,
         seed: None,
-        outcome,
+        verdict,
         duration: took,
         dir,
         replay,
@@ -349,7 +344,6 @@ pub fn host_report(
         sweep: false,
         console_tail: Vec::new(),
         notes: Vec::new(),
-        failure,
     }
 }
 
@@ -362,17 +356,17 @@ pub fn boot_report(
     ws: &Workspace,
     options: &Options,
 ) -> BootReport {
-    let (outcome, failure) = outcome_of(case, result, options.allow_skip);
+    let verdict = verdict_of(case, result, options.allow_skip);
     // A wait that ran out says what the guest printed last, so the person need not open
     // the log to see where it stopped.
-    let console_tail = match (&outcome, &timed_out_console) {
-        (Outcome::Fail(_), Some(console)) => crate::report::console_tail(console, crate::report::CONSOLE_TAIL_LINES),
+    let console_tail = match (&verdict, &timed_out_console) {
+        (Verdict::Fail(_), Some(console)) => crate::report::console_tail(console, crate::report::CONSOLE_TAIL_LINES),
         _ => Vec::new(),
     };
     let (replay, replay_note) = replay_line(case, boot, ws);
     // What a replay cannot repeat matters where a replay is wanted: a failing boot.
-    let replay_note = replay_note.filter(|_| matches!(outcome, Outcome::Fail(_)));
-    if let (Outcome::Fail(_), Some(keep)) = (&outcome, &options.keep_failed) {
+    let replay_note = replay_note.filter(|_| verdict.is_failure());
+    if let (true, Some(keep)) = (verdict.is_failure(), &options.keep_failed) {
         keep_failed(keep, case, boot);
     }
     BootReport {
@@ -381,7 +375,7 @@ pub fn boot_report(
         arch: Some(boot.arch.name().into()),
         smp: Some(boot.smp),
         seed: boot.seed,
-        outcome,
+        verdict,
         duration: took,
         dir: boot.dir.clone(),
         replay,
@@ -389,7 +383,6 @@ pub fn boot_report(
         sweep: boot.seed_from == SeedFrom::Sweep,
         console_tail,
         notes,
-        failure,
     }
 }
 
@@ -435,40 +428,58 @@ mod must_fail_tests {
         let timed_out = || failed(FailKind::TimedOut, "timed out after 3s waiting for expect[0] 'x'");
         let by_kind = case("{ kind = \"timed-out\" }");
         assert_eq!(
-            outcome_of(&by_kind, timed_out(), false),
-            (Outcome::ExpectedFailure("timed out after 3s waiting for expect[0] 'x'".into()), Some(FailKind::TimedOut))
+            verdict_of(&by_kind, timed_out(), false),
+            Verdict::ExpectedFailure(Failed::new(FailKind::TimedOut, "timed out after 3s waiting for expect[0] 'x'"))
         );
-        let (outcome, kind) = outcome_of(&by_kind, failed(FailKind::Forbidden, "forbidden line"), false);
-        assert_eq!(kind, Some(FailKind::Forbidden));
         assert_eq!(
-            outcome,
-            Outcome::Fail(
-                "forbidden line (a failure of kind forbidden)\n(must_fail wanted a failure of kind timed-out)".into()
-            )
+            verdict_of(&by_kind, failed(FailKind::Forbidden, "forbidden line"), false),
+            Verdict::Fail(Failed::new(
+                FailKind::Forbidden,
+                "forbidden line (a failure of kind forbidden)\n(must_fail wanted a failure of kind timed-out)"
+            ))
         );
         let both = case("{ kind = \"timed-out\", reason = 'expect\\[1\\]' }");
         assert!(
-            matches!(outcome_of(&both, timed_out(), false).0, Outcome::Fail(ref m) if m.ends_with("(must_fail wanted a failure of kind timed-out matching 'expect\\[1\\]')"))
+            matches!(verdict_of(&both, timed_out(), false), Verdict::Fail(ref f) if f.reason.ends_with("(must_fail wanted a failure of kind timed-out matching 'expect\\[1\\]')"))
         );
         let by_text = case("'^timed out'");
-        assert!(matches!(outcome_of(&by_text, timed_out(), false).0, Outcome::ExpectedFailure(_)));
-        assert_eq!(
-            outcome_of(&by_kind, Ok(Ok(())), false),
-            (Outcome::Fail("passed, but must_fail wanted a failure of kind timed-out".into()), None)
-        );
+        assert!(matches!(verdict_of(&by_text, timed_out(), false), Verdict::ExpectedFailure(_)));
+        let unfailed = verdict_of(&by_kind, Ok(Ok(())), false);
+        assert_eq!(unfailed, Verdict::Unfailed("a failure of kind timed-out".into()));
+        assert!(unfailed.is_failure());
+        assert_eq!(unfailed.reason().unwrap(), "passed, but must_fail wanted a failure of kind timed-out");
         // A build that failed is no self-check's evidence unless it names the kind build.
         let build = || Err(Blocked::Build("cargo failed".into()));
-        assert_eq!(outcome_of(&by_text, build(), false).0, Outcome::Fail("cargo failed".into()));
+        assert_eq!(verdict_of(&by_text, build(), false), Verdict::Fail(Failed::new(FailKind::Build, "cargo failed")));
         let wants_build = case("{ kind = \"build\" }");
-        assert_eq!(outcome_of(&wants_build, build(), false).0, Outcome::ExpectedFailure("cargo failed".into()));
+        assert_eq!(
+            verdict_of(&wants_build, build(), false),
+            Verdict::ExpectedFailure(Failed::new(FailKind::Build, "cargo failed"))
+        );
         // A build case's own failure (its binary scan, its cargo error) is a self-check's
         // evidence by its pattern, as any case's is: it failed as it ran.
         let scanned = || failed(FailKind::Build, "forbidden bytes \"x\" at offset 0x10 of smoke");
         let by_scan = case("'^forbidden bytes'");
-        assert!(matches!(outcome_of(&by_scan, scanned(), false).0, Outcome::ExpectedFailure(_)));
+        assert!(matches!(verdict_of(&by_scan, scanned(), false), Verdict::ExpectedFailure(_)));
         // A host's lack that must_fail does not take is a skip under --allow-skip, as before.
         let lack = || Err(Blocked::HostLack("qemu-system-riscv64 cannot run".into()));
-        assert_eq!(outcome_of(&by_kind, lack(), true), (Outcome::Skip("qemu-system-riscv64 cannot run".into()), None));
-        assert_eq!(outcome_of(&by_kind, lack(), false).0, Outcome::Fail("qemu-system-riscv64 cannot run".into()));
+        assert_eq!(verdict_of(&by_kind, lack(), true), Verdict::Skip("qemu-system-riscv64 cannot run".into()));
+        assert_eq!(
+            verdict_of(&by_kind, lack(), false),
+            Verdict::Fail(Failed::new(FailKind::HostLack, "qemu-system-riscv64 cannot run"))
+        );
+    }
+
+    /// The failure keeps the console line that made it through a `must_fail`'s evidence.
+    #[test]
+    fn a_failures_place_is_carried_to_the_verdict() {
+        let place = crate::verdict::Place { line: 7, quote: "kernel PANIC".into() };
+        let forbidden = Failed { place: Some(place.clone()), ..Failed::new(FailKind::Forbidden, "forbidden: PANIC") };
+        let by_kind = case("{ kind = \"forbidden\" }");
+        let verdict = verdict_of(&by_kind, Ok(Err(forbidden.clone())), false);
+        assert_eq!(verdict.failed().and_then(|f| f.place.clone()), Some(place.clone()));
+        let plain = case("'^never$'");
+        let verdict = verdict_of(&plain, Ok(Err(forbidden)), false);
+        assert!(matches!(verdict, Verdict::Fail(ref f) if f.place == Some(place)));
     }
 }

@@ -21,8 +21,10 @@ use testbench_slurm::{Array, Followed, Job, Place};
 use super::plan::{self, PlannedBoot};
 use crate::cli::{Filter, Options, Slurm, SLURM_DEFAULT_TASKS};
 use crate::error::BenchError;
+use crate::events::Note;
 use crate::process::shell_quote;
-use crate::report::{BootReport, Outcome, Reporter};
+use crate::report::{BootReport, Reporter};
+use crate::verdict::{FailKind, Failed, Verdict};
 use crate::workspace::Workspace;
 
 /// The plan a --slurm run leaves for its tasks, in its run directory.
@@ -130,6 +132,18 @@ impl Task {
         self.save(reports)?;
         let path = self.run_dir.join(DONE);
         std::fs::write(&path, b"").map_err(|e| BenchError::io(format!("--slurm-task: writing {}", path.display()), e))
+    }
+}
+
+/// A task is a sink of its own run: its reports saved after each boot (a save that fails
+/// is said as a note, and the next one tries again), its slice said whole at the end.
+impl crate::report::Sink for Task {
+    fn boot_finished(&mut self, _report: &BootReport, all: &[BootReport]) -> Result<(), (Note, BenchError)> {
+        self.save(all).map_err(|error| (Note::Slurm, error))
+    }
+
+    fn run_finished(&mut self, end: &mut crate::report::RunEnd) -> Result<(), BenchError> {
+        self.done(end.reports)
     }
 }
 
@@ -328,7 +342,7 @@ fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: Stri
         arch: Some(planned.arch.name().to_string()),
         smp: Some(planned.smp),
         seed: planned.seed,
-        outcome: Outcome::Fail(why),
+        verdict: Verdict::Fail(Failed::new(FailKind::Unreported, why)),
         duration: Duration::ZERO,
         dir: planned.dir.clone(),
         replay,
@@ -336,7 +350,6 @@ fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: Stri
         sweep: planned.seed_from == plan::SeedFrom::Sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
-        failure: None,
     }
 }
 
@@ -423,7 +436,7 @@ mod tests {
             arch: Some("rv64".into()),
             smp: Some(1),
             seed: Some(seed),
-            outcome: Outcome::Pass,
+            verdict: Verdict::Pass,
             duration: Duration::from_millis(1500),
             dir: run_dir.join(format!("task-x/seed-{seed}")),
             replay: format!("cargo testbench --exact c --sweep {seed}"),
@@ -431,7 +444,6 @@ mod tests {
             sweep: true,
             console_tail: Vec::new(),
             notes: vec!["a note".into()],
-            failure: None,
         };
         // Two tasks of five boots: task 0 has 0, 2, 4 and reported all; task 1 (1, 3)
         // reported boot 1 only, then stopped.
