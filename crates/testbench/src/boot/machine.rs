@@ -9,7 +9,7 @@ use std::time::Duration;
 use testbench_case::{Arch, Firmware};
 
 use crate::process::Cmd;
-use crate::qemu::{last_lines, qemu_binary, rtc_argument, Rr, STDERR_TAIL_LINES};
+use crate::qemu::{last_lines, qemu_binary, rtc_argument, RecordReplay, STDERR_TAIL_LINES};
 
 /// Why the case's device tree could not be made: QEMU's dump, an edit, the packing.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub struct Machine {
     pub arch: Arch,
     pub machine: String,
     /// QEMU's accelerator for this boot, decided once per run (`qemu/accel.rs`).
-    pub accel: crate::qemu::accel::Chosen,
+    pub accel: crate::qemu::accel::ChosenAccel,
     pub firmware: Firmware,
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
@@ -48,7 +48,7 @@ pub struct Machine {
     /// The case's `rtc_base`; under icount None is `qemu::PINNED_RTC_BASE`.
     pub rtc_base: Option<String>,
     /// QEMU's record/replay of this boot (under icount only).
-    pub rr: Option<Rr>,
+    pub rr: Option<RecordReplay>,
     pub extra_args: Vec<String>,
     /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
     pub dt_edits: Vec<testbench_case::DtEdit>,
@@ -69,7 +69,7 @@ pub struct Start<'a> {
     pub machine: &'a str,
     /// The edited tree to boot with.
     pub dtb: Option<&'a Path>,
-    pub rr: Option<&'a Rr>,
+    pub rr: Option<&'a RecordReplay>,
     /// The parts' arguments, in slot order.
     pub parts: &'a [String],
 }
@@ -167,7 +167,7 @@ mod tests {
         Machine {
             arch: Arch::Rv64,
             machine: "virt".into(),
-            accel: crate::qemu::accel::Chosen::Tcg,
+            accel: crate::qemu::accel::ChosenAccel::Tcg,
             firmware: Firmware::Default,
             kernel: "/ws/target/testbench/run-1-2/c/build/loader".into(),
             initrd: Some("/ws/target/testbench/run-1-2/c/rv64/bundle".into()),
@@ -187,7 +187,7 @@ mod tests {
     const DIR: &str = "/ws/target/testbench/run-1-2/c/rv64-smp1";
 
     /// The machine's command line for a boot at `/ws` in [`DIR`].
-    fn line(spec: &Machine, qmp: &[String], dtb: Option<&Path>, rr: Option<&Rr>, parts: &[String]) -> String {
+    fn line(spec: &Machine, qmp: &[String], dtb: Option<&Path>, rr: Option<&RecordReplay>, parts: &[String]) -> String {
         let (root, dir) = (Path::new("/ws"), Path::new(DIR));
         let deadline = Duration::from_secs(30);
         spec.command(&Start { root, dir, deadline, qmp, machine: &spec.machine, dtb, rr, parts }).display()
@@ -207,7 +207,8 @@ mod tests {
     fn command_lines_are_what_they_were() {
         let plain = spec();
         insta::assert_snapshot!("reference-guest", shown(&plain, None));
-        let pinned = Machine { icount: Some("shift=3".into()), seed: Some(7), rr: Some(Rr::Record), ..spec() };
+        let pinned =
+            Machine { icount: Some("shift=3".into()), seed: Some(7), rr: Some(RecordReplay::Record), ..spec() };
         insta::assert_snapshot!("icount-seed-pinned-rtc-recorded", shown(&pinned, None));
         let external = Machine {
             arch: Arch::Rv32,
@@ -224,7 +225,7 @@ mod tests {
         let x86 = Machine {
             arch: Arch::X86_64,
             machine: "q35".into(),
-            accel: crate::qemu::accel::Chosen::Kvm,
+            accel: crate::qemu::accel::ChosenAccel::Kvm,
             kernel: "/ws/images/bzImage".into(),
             initrd: Some("/ws/images/initrd.cpio".into()),
             append: Some("console=ttyS0 panic=-1".into()),

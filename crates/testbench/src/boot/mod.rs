@@ -2,7 +2,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | [`BootSpec`] (the [`Machine`], the [`Plan`], the boot's place), [`BootOutcome`], [`Trouble`] |
+//! | `mod.rs` | [`BootSpec`] (the [`Machine`], the [`Plan`], the boot's place), [`Judged`], [`Trouble`] |
 //! | `machine.rs` | [`Machine`]: QEMU's command line as values, and the device tree dumped and edited |
 //! | `stages.rs` | the boot as stages: launch, the loop over one channel of events, the pass's checks, stop, collect |
 //! | `event.rs` | [`Event`], the loop's one kind of event (a leaf) |
@@ -63,7 +63,7 @@ pub struct Plan {
 
 /// How one boot went: the verdict, what the judge's capture patterns took, and the
 /// notes its parts left for the case's result.
-pub struct BootOutcome {
+pub struct Judged {
     pub verdict: Verdict,
     pub captures: Vec<Option<String>>,
     pub notes: Vec<String>,
@@ -104,7 +104,7 @@ impl Trouble {
 impl BootSpec {
     /// Boot once, through every stage (stages.rs). Call from the thread that will wait
     /// for QEMU (see `process`).
-    pub fn run(&self, root: &std::path::Path) -> Result<BootOutcome, Trouble> {
+    pub fn run(&self, root: &std::path::Path) -> Result<Judged, Trouble> {
         stages::run(self, root)
     }
 }

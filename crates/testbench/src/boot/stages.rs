@@ -31,10 +31,10 @@ use super::event::{Event, PartEvent};
 use super::live_parts::LiveParts;
 use super::part::{attach_all, AttachedSet, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
-use super::{BootOutcome, BootSpec, Trouble};
+use super::{BootSpec, Judged, Trouble};
 use crate::process::shell_quote;
 use crate::qemu::qmp::QmpClient;
-use crate::qemu::{last_lines, Rr, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, STDERR_TAIL_LINES};
+use crate::qemu::{last_lines, RecordReplay, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, STDERR_TAIL_LINES};
 
 /// How many events the channel holds: the console's chunks (see `testbench-console`)
 /// and a few more, so that QMP and parts do not wait behind a full console.
@@ -45,11 +45,11 @@ const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 /// Boot once, through every stage. Call from the thread that will wait for QEMU (see
 /// `process`).
-pub fn run(spec: &BootSpec, root: &Path) -> Result<BootOutcome, Trouble> {
+pub fn run(spec: &BootSpec, root: &Path) -> Result<Judged, Trouble> {
     std::fs::create_dir_all(&spec.dir).map_err(|e| Trouble::file("create", &spec.dir, e))?;
     let mut boot = match launch(spec, root)? {
         Launched::Running(boot) => boot,
-        Launched::Refused(verdict) => return Ok(BootOutcome { verdict, captures: Vec::new(), notes: Vec::new() }),
+        Launched::Refused(verdict) => return Ok(Judged { verdict, captures: Vec::new(), notes: Vec::new() }),
     };
     let ended = boot.run_loop();
     let verdict = boot.check_pass(ended);
@@ -318,12 +318,12 @@ impl Running<'_> {
                 let _ = self.child.wait();
                 return;
             }
-            Some(Rr::Record) => {
+            Some(RecordReplay::Record) => {
                 let pid = rustix::process::Pid::from_child(&self.child);
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
                 EXIT_DEADLINE
             }
-            Some(Rr::Replay(_)) => self.spec.plan.timeout + EXIT_DEADLINE,
+            Some(RecordReplay::Replay(_)) => self.spec.plan.timeout + EXIT_DEADLINE,
         };
         let deadline = Instant::now() + grace;
         while let Ok(event) = self.events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
@@ -345,7 +345,7 @@ impl Running<'_> {
 
     /// The verdict made whole: QEMU's exit judged when the console closed (or the
     /// deadline's when nothing gave one), every part's evidence, the marks and logs.
-    fn collect(mut self, verdict: Option<Verdict>, closed: bool) -> Result<BootOutcome, Trouble> {
+    fn collect(mut self, verdict: Option<Verdict>, closed: bool) -> Result<Judged, Trouble> {
         // The log's head is on disk; a tail that cannot be written is lost, not the verdict.
         let mut console = self.console.take().and_then(|log| log.finish().ok());
         let at = self.now();
@@ -364,7 +364,7 @@ impl Running<'_> {
         self.await_stderr();
         let verdict = self.parts.finish(verdict, at, (&self.spec.dir, self.root), &mut self.notes);
         console::write_marks(&self.spec.dir, &self.judge);
-        Ok(BootOutcome { verdict, captures: self.judge.captures().to_vec(), notes: self.notes })
+        Ok(Judged { verdict, captures: self.judge.captures().to_vec(), notes: self.notes })
     }
 
     /// QEMU's stderr whole on disk before the parts read it: its reader ends when the pipe

@@ -31,17 +31,17 @@ const DEBUG_EXIT_PORT: u16 = 0xf4;
 
 /// The accelerator a boot runs under, decided before it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Chosen {
+pub enum ChosenAccel {
     Tcg,
     Kvm,
 }
 
-impl Chosen {
+impl ChosenAccel {
     /// QEMU's `-accel` value.
     pub fn name(self) -> &'static str {
         match self {
-            Chosen::Tcg => "tcg",
-            Chosen::Kvm => "kvm",
+            ChosenAccel::Tcg => "tcg",
+            ChosenAccel::Kvm => "kvm",
         }
     }
 }
@@ -144,22 +144,24 @@ pub fn choose(
     icount: bool,
     arch: Arch,
     probe: Option<&KvmProbe>,
-) -> Result<(Chosen, String), KvmRefused> {
+) -> Result<(ChosenAccel, String), KvmRefused> {
     match accel {
-        Accel::Tcg => Ok((Chosen::Tcg, "accel = \"tcg\"".into())),
+        Accel::Tcg => Ok((ChosenAccel::Tcg, "accel = \"tcg\"".into())),
         Accel::Kvm => match probe {
-            Some(Ok(_)) => Ok((Chosen::Kvm, "accel = \"kvm\", and the probe booted under KVM".into())),
+            Some(Ok(_)) => Ok((ChosenAccel::Kvm, "accel = \"kvm\", and the probe booted under KVM".into())),
             Some(Err(why)) => Err(KvmRefused::Unusable(why.clone())),
             None => Err(KvmRefused::NotProbed(arch)),
         },
         Accel::Auto if Some(arch) != Arch::host() => {
-            Ok((Chosen::Tcg, format!("auto: the host is {}, so KVM cannot run {arch}", std::env::consts::ARCH)))
+            Ok((ChosenAccel::Tcg, format!("auto: the host is {}, so KVM cannot run {arch}", std::env::consts::ARCH)))
         }
-        Accel::Auto if icount => Ok((Chosen::Tcg, "auto: icount runs only under TCG".into())),
+        Accel::Auto if icount => Ok((ChosenAccel::Tcg, "auto: icount runs only under TCG".into())),
         Accel::Auto => match probe {
-            Some(Ok(took)) => Ok((Chosen::Kvm, format!("auto: the probe booted under KVM in {} ms", took.as_millis()))),
-            Some(Err(why)) => Ok((Chosen::Tcg, format!("auto: KVM is not usable ({why})"))),
-            None => Ok((Chosen::Tcg, format!("auto: no KVM probe ran for {arch}"))),
+            Some(Ok(took)) => {
+                Ok((ChosenAccel::Kvm, format!("auto: the probe booted under KVM in {} ms", took.as_millis())))
+            }
+            Some(Err(why)) => Ok((ChosenAccel::Tcg, format!("auto: KVM is not usable ({why})"))),
+            None => Ok((ChosenAccel::Tcg, format!("auto: no KVM probe ran for {arch}"))),
         },
     }
 }
@@ -286,16 +288,16 @@ mod tests {
         let failed: KvmProbe = Err(NoKvm::Device("no".into()));
         let host = Arch::host().unwrap_or(Arch::X86_64);
         let other = if host == Arch::Aarch64 { Arch::X86_64 } else { Arch::Aarch64 };
-        assert_eq!(choose(Accel::Auto, true, host, Some(&ok)).unwrap().0, Chosen::Tcg);
-        assert_eq!(choose(Accel::Auto, false, other, None).unwrap().0, Chosen::Tcg);
-        assert_eq!(choose(Accel::Auto, false, host, Some(&failed)).unwrap().0, Chosen::Tcg);
+        assert_eq!(choose(Accel::Auto, true, host, Some(&ok)).unwrap().0, ChosenAccel::Tcg);
+        assert_eq!(choose(Accel::Auto, false, other, None).unwrap().0, ChosenAccel::Tcg);
+        assert_eq!(choose(Accel::Auto, false, host, Some(&failed)).unwrap().0, ChosenAccel::Tcg);
         assert!(choose(Accel::Auto, false, host, Some(&failed))
             .unwrap()
             .1
             .ends_with("(/dev/kvm cannot be opened for reading and writing: no)"));
-        assert_eq!(choose(Accel::Auto, false, host, Some(&ok)).unwrap().0, Chosen::Kvm);
-        assert_eq!(choose(Accel::Tcg, false, host, Some(&ok)).unwrap().0, Chosen::Tcg);
-        assert_eq!(choose(Accel::Kvm, false, host, Some(&ok)).unwrap().0, Chosen::Kvm);
+        assert_eq!(choose(Accel::Auto, false, host, Some(&ok)).unwrap().0, ChosenAccel::Kvm);
+        assert_eq!(choose(Accel::Tcg, false, host, Some(&ok)).unwrap().0, ChosenAccel::Tcg);
+        assert_eq!(choose(Accel::Kvm, false, host, Some(&ok)).unwrap().0, ChosenAccel::Kvm);
         let refused = choose(Accel::Kvm, false, host, Some(&failed)).unwrap_err();
         assert_eq!(refused, KvmRefused::Unusable(NoKvm::Device("no".into())));
         assert!(refused.to_string().contains("not usable here: /dev/kvm cannot be opened"), "{refused}");

@@ -241,7 +241,7 @@ pub const RR_FILE: &str = "replay.rr";
 
 /// QEMU's record/replay of a boot (`-icount ...,rr=record|replay,rrfile=PATH`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rr {
+pub enum RecordReplay {
     /// Record the boot's nondeterministic events (the typed input among them) to
     /// [`RR_FILE`] in the boot's directory.
     Record,
@@ -249,12 +249,12 @@ pub enum Rr {
     Replay(PathBuf),
 }
 
-impl Rr {
+impl RecordReplay {
     /// The `-icount` suboptions, the path's commas doubled as QEMU's option syntax wants.
     pub fn icount_suboptions(&self, dir: &Path) -> String {
         let (mode, path) = match self {
-            Rr::Record => ("record", dir.join(RR_FILE)),
-            Rr::Replay(path) => ("replay", path.clone()),
+            RecordReplay::Record => ("record", dir.join(RR_FILE)),
+            RecordReplay::Replay(path) => ("replay", path.clone()),
         };
         format!("rr={mode},rrfile={}", path.display().to_string().replace(',', ",,"))
     }

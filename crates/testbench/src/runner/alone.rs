@@ -27,18 +27,18 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
-use super::company::{Company, LockError};
-use super::outcome::{boot_once_or_twice, Booted};
+use super::other_benches::{LockError, OtherBenches};
 use super::prepare::BootJob;
+use super::verdicts::{boot_once_or_twice, Booted};
 use crate::case_result::Blocked;
 
 /// The boots of one run, as far as running beside each other goes.
 #[derive(Default)]
-pub struct Crowd {
+pub struct Overlap {
     state: Mutex<State>,
     gate: RwLock<()>,
     /// Other benches' boots under q, when this run shares `qemu` with them.
-    company: Option<Company>,
+    others: Option<OtherBenches>,
 }
 
 #[derive(Default)]
@@ -47,10 +47,10 @@ struct State {
     beside: BTreeSet<usize>,
 }
 
-impl Crowd {
-    /// The boots of a run; with `company`, beside other benches' boots too.
-    pub fn new(company: Option<Company>) -> Crowd {
-        Crowd { company, ..Crowd::default() }
+impl Overlap {
+    /// The boots of a run; with `others`, beside other benches' boots too.
+    pub fn new(others: Option<OtherBenches>) -> Overlap {
+        Overlap { others, ..Overlap::default() }
     }
 
     /// Run boot `index` among the others: the result, and whether another boot ran at
@@ -58,7 +58,7 @@ impl Crowd {
     /// that none did). A lock file that cannot be taken is said in the result.
     fn shared<R>(&self, index: usize, work: impl FnOnce() -> R) -> (Result<R, LockError>, bool) {
         let _shared = self.gate.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let _company = match self.company.as_ref().map(Company::boot).transpose() {
+        let _others = match self.others.as_ref().map(OtherBenches::boot).transpose() {
             Ok(held) => held,
             Err(why) => return (Err(why), false),
         };
@@ -74,14 +74,14 @@ impl Crowd {
         let result = work();
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.running.remove(&index);
-        (Ok(result), state.beside.remove(&index) || self.company.is_some())
+        (Ok(result), state.beside.remove(&index) || self.others.is_some())
     }
 
     /// Run `work` with no boot running beside it, of this run or, under q, of another
     /// bench.
     fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
         let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let _company = self.company.as_ref().map(Company::alone).transpose()?;
+        let _others = self.others.as_ref().map(OtherBenches::alone).transpose()?;
         Ok(work())
     }
 }
@@ -98,7 +98,7 @@ pub fn first_attempt_dir(dir: &Path) -> PathBuf {
 /// in a way the load can cause (the module's docs) and its failure is not what its
 /// `must_fail` wants.
 pub fn boot(
-    crowd: &Crowd,
+    overlap: &Overlap,
     index: usize,
     job: Result<BootJob, Blocked>,
     root: &Path,
@@ -109,7 +109,7 @@ pub fn boot(
         Ok(job) => job,
     };
     let host_clock = spec.machine.icount.is_none();
-    let (first, beside) = crowd.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
+    let (first, beside) = overlap.shared(index, || boot_once_or_twice(spec.clone(), root, repeat_exactly));
     let first = match first {
         Ok(first) => first,
         Err(why) => return Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {why}"))),
@@ -137,7 +137,7 @@ pub fn boot(
         ));
         return first;
     }
-    let mut alone = match crowd.alone(|| boot_once_or_twice(spec, root, repeat_exactly)) {
+    let mut alone = match overlap.alone(|| boot_once_or_twice(spec, root, repeat_exactly)) {
         Ok(alone) => alone,
         Err(why) => {
             let mut first = first;
@@ -168,36 +168,36 @@ mod tests {
 
     #[test]
     fn a_boot_knows_whether_another_ran_beside_it_and_alone_runs_with_none() {
-        let crowd = Crowd::default();
+        let overlap = Overlap::default();
         // One after another: never beside.
-        assert!(!crowd.shared(0, || ()).1);
-        assert!(!crowd.shared(1, || ()).1);
+        assert!(!overlap.shared(0, || ()).1);
+        assert!(!overlap.shared(1, || ()).1);
         // Two at once: both beside, whichever ends first.
         let running = AtomicUsize::new(0);
         let most_alone = AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            let a = scope.spawn(|| crowd.shared(2, || std::thread::sleep(Duration::from_millis(100))).1);
+            let a = scope.spawn(|| overlap.shared(2, || std::thread::sleep(Duration::from_millis(100))).1);
             std::thread::sleep(Duration::from_millis(20));
-            let b = scope.spawn(|| crowd.shared(3, || std::thread::sleep(Duration::from_millis(10))).1);
+            let b = scope.spawn(|| overlap.shared(3, || std::thread::sleep(Duration::from_millis(10))).1);
             assert!(b.join().unwrap(), "the second saw the first running");
             assert!(a.join().unwrap(), "the first was marked by the second");
             // A rerun alone waits for the running boot and holds the next back.
             let long = scope.spawn(|| {
-                crowd.shared(4, || {
+                overlap.shared(4, || {
                     running.fetch_add(1, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(80));
                     running.fetch_sub(1, Ordering::SeqCst);
                 })
             });
             std::thread::sleep(Duration::from_millis(20));
-            crowd
+            overlap
                 .alone(|| {
                     most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(30));
                     most_alone.fetch_max(running.load(Ordering::SeqCst), Ordering::SeqCst);
                 })
-                .expect("no company: nothing to lock");
-            long.join().unwrap().0.expect("no company: nothing to lock");
+                .expect("no others: nothing to lock");
+            long.join().unwrap().0.expect("no others: nothing to lock");
         });
         assert_eq!(most_alone.load(Ordering::SeqCst), 0, "nothing ran beside the boot run alone");
     }

@@ -7,7 +7,7 @@
 //!
 //! [`run`] is the chain: the cases read; `--list`; [`Intake`] (the selection, every
 //! refusal, the prebuilt directory); then one executor per mode: `--prebuild`
-//! (`prebuild.rs`), a `--slurm` submission (`slurm.rs`: the array submitted, the host
+//! (`make_prebuilt.rs`), a `--slurm` submission (`slurm.rs`: the array submitted, the host
 //! cases run [`Here`]), or [`Here`], this machine (the host cases, the builds, the boots
 //! of the whole plan or of a `--slurm-task`'s slice). Each reports through the one
 //! [`Reporter`]. What the run holds meanwhile (its directory, QMP's, ports) is [`Ground`].
@@ -19,14 +19,14 @@
 //! verdict's worth and its report).
 
 mod alone;
-mod company;
 mod intake;
-mod outcome;
+mod make_prebuilt;
+mod other_benches;
 mod plan;
 mod pool;
-mod prebuild;
 mod prepare;
 mod slurm;
+mod verdicts;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         return Ok(Finished::Passed);
     };
     if let Some(dir) = &options.prebuild {
-        return prebuild::prebuild(dir, ws, &intake.selected, options, reporter, None);
+        return make_prebuilt::make(dir, ws, &intake.selected, options, reporter, None);
     }
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
@@ -172,7 +172,7 @@ struct Ground {
     qmp_dir: Option<Arc<crate::qemu::qmp::QmpDir>>,
     ports: crate::boot::parts::net::Ports,
     /// Which boots ran beside others (and, under q, beside other benches' boots).
-    crowd: alone::Crowd,
+    overlap: alone::Overlap,
 }
 
 impl Ground {
@@ -200,12 +200,12 @@ impl Ground {
         let ports =
             crate::boot::parts::net::Ports::from_env(options.jobs, per_boot).map_err(|e| refused(e.to_string()))?;
         // Under q beside other benches: their boots count as beside this run's.
-        let company = company::Company::from_env().map_err(|e| refused(e.to_string()))?;
+        let others = other_benches::OtherBenches::from_env().map_err(|e| refused(e.to_string()))?;
         let (run_dir, pruning) = match task {
             Some(task) => (task.run_dir.clone(), None),
             None => crate::rundir::create_pruning_aside(&ws.root).map(|(dir, pruning)| (dir, Some(pruning)))?,
         };
-        Ok(Ground { run_dir, pruning, qmp_dir, ports, crowd: alone::Crowd::new(company) })
+        Ok(Ground { run_dir, pruning, qmp_dir, ports, overlap: alone::Overlap::new(others) })
     }
 }
 
@@ -284,11 +284,11 @@ impl Here<'_> {
             // once it has refused the run.
             if index >= options.jobs {
                 if let Err(why) = self.intake.tree_ok() {
-                    return outcome::Booted::blocked(crate::case_result::Blocked::Build(why));
+                    return verdicts::Booted::blocked(crate::case_result::Blocked::Build(why));
                 }
             }
             let must_fail = selected[boots[index].case].must_fail.as_ref().map(|p| &p.regex);
-            alone::boot(&self.ground.crowd, index, job, &self.ws.root, must_fail)
+            alone::boot(&self.ground.overlap, index, job, &self.ws.root, must_fail)
         };
         let mut refused = None;
         pool::run_in_order(jobs.into_iter().enumerate().collect(), options.jobs, boot, |index, result, took| {
@@ -297,7 +297,7 @@ impl Here<'_> {
                 return;
             }
             let planned = &boots[index];
-            let report = outcome::boot_report(selected[planned.case], planned, result, took, self.ws, options);
+            let report = verdicts::boot_report(selected[planned.case], planned, result, took, self.ws, options);
             reporter.boot_finished(report);
             if let Some(next) = boots.get(index + 1) {
                 reporter.boot_started(&starting(next), next.seed);
@@ -400,7 +400,7 @@ fn run_host_case(
         }
         _ => unreachable!("plan_host plans host kinds only, a build or ssh-loopback case with its width"),
     };
-    let mut report = outcome::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
+    let mut report = verdicts::host_report(case, arch, result, started_case.elapsed(), ctx.dir, ws, options);
     report.notes = notes;
     report
 }

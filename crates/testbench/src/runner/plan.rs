@@ -10,7 +10,7 @@ use testbench_case::{Arch, BootCase, BuildCase, Case, Guest, Kind, SshLoopbackCa
 use crate::cli::Options;
 use crate::error::BenchError;
 use crate::process::shell_quote;
-use crate::qemu::{Rr, RR_FILE};
+use crate::qemu::{RecordReplay, RR_FILE};
 use crate::report::Row;
 use crate::workspace::Workspace;
 
@@ -35,7 +35,7 @@ pub struct PlannedBoot {
     pub dir: PathBuf,
     /// QEMU's record/replay for this boot, or why it cannot serve it (a boot with typed
     /// input is recorded where it can be).
-    pub rr: Result<Option<Rr>, String>,
+    pub rr: Result<Option<RecordReplay>, String>,
 }
 
 /// Whether QEMU's record/replay can serve a boot: it runs under icount only, with sleep
@@ -46,7 +46,7 @@ pub struct PlannedBoot {
 /// console, the RTC and the QMP monitor, which QEMU records and replays (or, the QMP
 /// socket, leaves out of the recording). When it cannot, every reason is given at once
 /// ([`reasons`]), so one change to the case does not meet the next reason after it.
-fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rr>, String> {
+fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<RecordReplay>, String> {
     if replay.is_none() && boot.inputs.is_empty() {
         return Ok(None);
     }
@@ -73,8 +73,8 @@ fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rr>
         return Err(reasons(&why));
     }
     Ok(Some(match replay {
-        Some(path) => Rr::Replay(path.to_path_buf()),
-        None => Rr::Record,
+        Some(path) => RecordReplay::Replay(path.to_path_buf()),
+        None => RecordReplay::Record,
     }))
 }
 
@@ -189,8 +189,8 @@ pub fn replay_line(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> (String, 
     line.push_str(&replay_cases(ws));
     // A recording replays the boot whatever its seed: QEMU records its random draws too.
     let recording = match &boot.rr {
-        Ok(Some(Rr::Record)) => Some(boot.dir.join(RR_FILE)).filter(|path| path.is_file()),
-        Ok(Some(Rr::Replay(path))) => Some(path.clone()),
+        Ok(Some(RecordReplay::Record)) => Some(boot.dir.join(RR_FILE)).filter(|path| path.is_file()),
+        Ok(Some(RecordReplay::Replay(path))) => Some(path.clone()),
         _ => None,
     };
     if let Some(path) = &recording {

@@ -16,9 +16,9 @@ use crate::boot::{BootSpec, Machine, Plan};
 use crate::build::{BuildKey, Builder, Profile, LOADER_PACKAGE};
 use crate::case_result::Blocked;
 use crate::config::Config;
-use crate::qemu::accel::Chosen;
+use crate::qemu::accel::ChosenAccel;
 use crate::qemu::qmp::QmpDir;
-use crate::qemu::{Probe, Rr};
+use crate::qemu::{Probe, RecordReplay};
 use crate::report::Reporter;
 use crate::workspace::Workspace;
 
@@ -35,7 +35,7 @@ pub struct Prepared {
     firmware: Firmware,
     machine: String,
     /// TCG until the probes are joined ([`block_on_host_lacks`] decides).
-    accel: Chosen,
+    accel: ChosenAccel,
     extra_args: Vec<String>,
 }
 
@@ -91,7 +91,7 @@ impl Prepared {
                     other => Firmware::Path(other.strip_prefix("path:").unwrap_or(other).into()),
                 },
                 machine: machine.clone(),
-                accel: Chosen::Tcg,
+                accel: ChosenAccel::Tcg,
                 extra_args: extra_args.clone(),
             }),
         }
@@ -188,7 +188,7 @@ pub fn prepare(
                 append: None,
                 firmware: firmware.clone(),
                 machine: arch.default_machine().into(),
-                accel: Chosen::Tcg,
+                accel: ChosenAccel::Tcg,
                 extra_args: Vec::new(),
             })
         }
@@ -231,7 +231,7 @@ pub fn prepare(
                 append: guest.append.clone().or(recipe_append),
                 firmware: guest.firmware.clone(),
                 machine: guest.machine.clone().unwrap_or_else(|| arch.default_machine().into()),
-                accel: Chosen::Tcg,
+                accel: ChosenAccel::Tcg,
                 extra_args: guest.qemu_args.clone(),
             })
         }
@@ -470,7 +470,7 @@ pub fn jobs(
 /// recording types the input; QEMU takes none from the bench).
 fn judge_of(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> testbench_judge::Config {
     let mut judge = judge_config(boot_of(case), &ws.config);
-    if matches!(boot.rr, Ok(Some(Rr::Replay(_)))) {
+    if matches!(boot.rr, Ok(Some(RecordReplay::Replay(_)))) {
         judge.inputs.clear();
     }
     judge

@@ -228,7 +228,7 @@ pub fn submit(
         Some(dir) => dir.clone(),
         None => {
             let dir = run_dir.join("prebuilt");
-            super::prebuild::prebuild(&dir, ws, selected, options, reporter, Some(&run_dir))?;
+            super::make_prebuilt::make(&dir, ws, selected, options, reporter, Some(&run_dir))?;
             dir
         }
     };

@@ -13,7 +13,7 @@ use crate::boot::parts::sessions::SESSIONS_DIR;
 use crate::boot::BootSpec;
 use crate::case_result::{Blocked, CaseResult, HostResult};
 use crate::cli::{KeepFailed, Options};
-use crate::qemu::{Rr, RR_FILE};
+use crate::qemu::{RecordReplay, RR_FILE};
 use crate::report::BootReport;
 use crate::verdict::{FailKind, Failed, Verdict};
 use crate::workspace::Workspace;
@@ -127,7 +127,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
     };
     forget_passing_recording(&spec, &first.verdict);
     let mut notes = first.notes.clone();
-    if let Some(Rr::Replay(recording)) = &spec.machine.rr {
+    if let Some(RecordReplay::Replay(recording)) = &spec.machine.rr {
         let tail = console(&spec.dir, &first.verdict);
         return Booted {
             result: Ok(replayed(recording, &spec.dir, first.verdict)),
@@ -195,7 +195,7 @@ pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> 
 
 /// A passing boot's recording is of no use: only a failure's replay line names one.
 fn forget_passing_recording(spec: &BootSpec, verdict: &ConsoleVerdict) {
-    if spec.machine.rr == Some(Rr::Record) && *verdict == ConsoleVerdict::Pass {
+    if spec.machine.rr == Some(RecordReplay::Record) && *verdict == ConsoleVerdict::Pass {
         let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
     }
 }

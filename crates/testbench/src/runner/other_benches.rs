@@ -29,47 +29,47 @@ pub const QEMU_LOCK: &str = "qemu";
 /// one case's deadline.
 const WAIT: Duration = Duration::from_secs(3600);
 
-pub struct Company {
+pub struct OtherBenches {
     boots: PathBuf,
     turnstile: PathBuf,
 }
 
 /// A lock file held until dropped.
-pub struct Held(#[allow(dead_code)] File);
+pub struct HeldLock(#[allow(dead_code)] File);
 
 fn names(var: &str) -> Vec<String> {
     std::env::var(var).unwrap_or_default().split(',').map(String::from).collect()
 }
 
-impl Company {
+impl OtherBenches {
     /// From q's environment: `Some` when this bench runs in a q lease that shares
     /// `qemu` with other benches. A q directory the lock files cannot be made in is
     /// refused, in words.
-    pub fn from_env() -> Result<Option<Company>, LockError> {
+    pub fn from_env() -> Result<Option<OtherBenches>, LockError> {
         let (Some(dir), Some(_)) = (std::env::var_os("Q_DIR"), std::env::var_os("Q_JOB")) else { return Ok(None) };
         let shared = names("Q_SHARE").iter().chain(&names("Q_INHERITED")).any(|l| l == QEMU_LOCK);
         if !shared {
             return Ok(None);
         }
         let dir = PathBuf::from(dir);
-        let company = Company { boots: dir.join("boots.lock"), turnstile: dir.join("turnstile.lock") };
-        for path in [&company.boots, &company.turnstile] {
+        let others = OtherBenches { boots: dir.join("boots.lock"), turnstile: dir.join("turnstile.lock") };
+        for path in [&others.boots, &others.turnstile] {
             open(path).map_err(|source| LockError::UnderQ { dir: dir.clone(), path: path.clone(), source })?;
         }
-        Ok(Some(company))
+        Ok(Some(others))
     }
 
     /// Hold the boots' lock shared for one boot, once no rerun alone waits.
-    pub fn boot(&self) -> Result<Held, LockError> {
+    pub fn boot(&self) -> Result<HeldLock, LockError> {
         drop(take(&self.turnstile, FlockOperation::NonBlockingLockShared, "a rerun alone of another bench under q")?);
-        take(&self.boots, FlockOperation::NonBlockingLockShared, "a rerun alone of another bench under q").map(Held)
+        take(&self.boots, FlockOperation::NonBlockingLockShared, "a rerun alone of another bench under q").map(HeldLock)
     }
 
     /// Hold both locks exclusively: no other bench's boot runs until they are dropped.
-    pub fn alone(&self) -> Result<(Held, Held), LockError> {
+    pub fn alone(&self) -> Result<(HeldLock, HeldLock), LockError> {
         let turnstile = take(&self.turnstile, FlockOperation::NonBlockingLockExclusive, "another rerun alone under q")?;
         let boots = take(&self.boots, FlockOperation::NonBlockingLockExclusive, "the other benches' boots under q")?;
-        Ok((Held(turnstile), Held(boots)))
+        Ok((HeldLock(turnstile), HeldLock(boots)))
     }
 }
 
@@ -123,26 +123,27 @@ mod tests {
     #[test]
     fn a_rerun_alone_waits_for_the_boots_and_holds_new_ones_off() {
         let dir = tempfile::tempdir().unwrap();
-        let company = Company { boots: dir.path().join("boots.lock"), turnstile: dir.path().join("turnstile.lock") };
-        let one = company.boot().unwrap();
-        let two = company.boot().unwrap();
+        let others =
+            OtherBenches { boots: dir.path().join("boots.lock"), turnstile: dir.path().join("turnstile.lock") };
+        let one = others.boot().unwrap();
+        let two = others.boot().unwrap();
         let order = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             let alone = scope.spawn(|| {
-                let held = company.alone().unwrap();
+                let held = others.alone().unwrap();
                 order.lock().unwrap().push("alone");
                 std::thread::sleep(Duration::from_millis(50));
                 order.lock().unwrap().push("alone ends");
                 drop(held);
             });
             // Once the rerun holds the turnstile, a boot that comes waits for it.
-            let probe = open(&company.turnstile).unwrap();
+            let probe = open(&others.turnstile).unwrap();
             while rustix::fs::flock(&probe, FlockOperation::NonBlockingLockShared).is_ok() {
                 rustix::fs::flock(&probe, FlockOperation::Unlock).unwrap();
                 std::thread::sleep(Duration::from_millis(5));
             }
             let late = scope.spawn(|| {
-                let held = company.boot().unwrap();
+                let held = others.boot().unwrap();
                 order.lock().unwrap().push("late boot");
                 drop(held);
             });

@@ -22,7 +22,7 @@ fn io(what: &str, path: &Path, error: std::io::Error) -> BenchError {
 
 /// Build every selected boot case for each width it boots (the widths one after
 /// another, each renamed into place when whole), copy the bench in and write the index.
-pub fn prebuild(
+pub fn make(
     dir: &Path,
     ws: &Workspace,
     selected: &[&Case],
