@@ -239,16 +239,27 @@ fn a_file_almost_a_case_and_a_link_loop_are_refused_in_words() {
 }
 
 /// Every refusal of one file is reported, in the file's order (not only the first, nor
-/// the first by name), as the refusals of different files are.
+/// the first by name), as the refusals of different files are: those of the fields'
+/// names and shapes, and those of what the fields mean (three here, written in the
+/// reverse of the order they are checked).
 #[test]
 fn every_refusal_of_a_file_comes_in_its_order() {
     let two = SMOKE_DONE.replace("kind = \"boot\"\n", "kind = \"boot\"\nzzz = 1\n") + "aaa = 2\n";
-    let dir = cases_dir(&[("two", &two)]);
+    let three = SMOKE_DONE
+        .replace("arch =", "expect_after = ['(unclosed']\narch =")
+        .replace("timeout_secs = 30\n", "qemu_seed = -1\n")
+        + "memory_mib = 1\n";
+    let dir = cases_dir(&[("two", &two), ("three", &three)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(2);
     let zzz = run.stderr.find("two.toml: zzz: not a field of kind \"boot\"");
     let aaa = run.stderr.find("two.toml: aaa: not a field of kind \"boot\"");
     assert!(zzz.is_some() && aaa.is_some() && zzz < aaa, "{}", run.explain());
+    let said: Vec<&str> = run.stderr.lines().filter(|l| l.contains("three.toml: ")).collect();
+    assert_eq!(said.len(), 3, "{}", run.explain());
+    assert!(said[0].ends_with("three.toml: expect_after[0]: not a valid regex:"), "{}", run.explain());
+    assert!(said[1].ends_with("three.toml: qemu_seed: -1 is not accepted: a number from 0"), "{}", run.explain());
+    assert!(said[2].ends_with("three.toml: memory_mib: 1 is not accepted: 16 to 16384"), "{}", run.explain());
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
