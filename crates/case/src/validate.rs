@@ -356,6 +356,17 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_of_a_list_of_tables_and_of_a_table_comes_each_in_turn() {
+        let text = "description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [\"logsrv\", \"logsrv\"]\nexpect = ['x']\npost_check = { command = [\"x\", \"\"], timeout_secs = 4000 }\n[[session]]\nsteps = [{ exit = 0 }]\n[[session]]\nuser = \"root\"\nsteps = []\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        assert_eq!(
+            fields(&error),
+            ["programs[1]", "post_check.command[1]", "post_check.timeout_secs", "session[0].user", "session[1].steps"],
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.

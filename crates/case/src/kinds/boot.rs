@@ -348,53 +348,51 @@ pub const SCHED_LIMITS: &[&str] = &["pick_p99_us", "pick_max_us", "min_picks"];
 /// limits; the deadline up to an hour.
 fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate::PostCheck>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
-    let (command, oracle) = match (raw.command.as_deref(), raw.oracle.as_deref()) {
-        (Some(_), Some(_)) => {
-            return Err(ctx.err("post_check.oracle", "a command or a built-in oracle, not both"));
-        }
-        (None, Some("sched")) => (Vec::new(), Some("sched".to_string())),
-        (None, Some(other)) => {
-            return Err(ctx.err(
-                "post_check.oracle",
-                format!("{other:?} is not accepted: \"sched\", the reference kernel's scheduler oracle"),
-            ))
-        }
-        (None | Some([]), None) => {
-            return Err(ctx.err(
-                "post_check.command",
-                "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"], or oracle = \"sched\"",
-            ))
-        }
-        (Some(command), None) => (command.to_vec(), None),
-    };
+    // Every refusal of the table; the oracle's limits only when the oracle is accepted.
+    let mut refused = Refusals::new();
+    let chosen = refused.keep(match (raw.command.as_deref(), raw.oracle.as_deref()) {
+        (Some(_), Some(_)) => Err(ctx.err("post_check.oracle", "a command or a built-in oracle, not both")),
+        (None, Some("sched")) => Ok((Vec::new(), Some("sched".to_string()))),
+        (None, Some(other)) => Err(ctx.err(
+            "post_check.oracle",
+            format!("{other:?} is not accepted: \"sched\", the reference kernel's scheduler oracle"),
+        )),
+        (None | Some([]), None) => Err(ctx.err(
+            "post_check.command",
+            "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"], or oracle = \"sched\"",
+        )),
+        (Some(command), None) => Ok((command.to_vec(), None)),
+    });
     let args = raw.args.clone().unwrap_or_default();
+    let command = raw.command.clone().unwrap_or_default();
     for (field, list) in [("command", &command), ("args", &args)] {
         if let Some(index) = list.iter().position(|word| word.is_empty() || word.contains('\0')) {
-            return Err(
-                ctx.err(format!("post_check.{field}[{index}]"), "empty or holding a NUL: a word of a command line")
+            refused.push(
+                ctx.err(format!("post_check.{field}[{index}]"), "empty or holding a NUL: a word of a command line"),
             );
         }
     }
-    if oracle.is_some() {
+    if chosen.as_ref().is_some_and(|(_, oracle)| oracle.is_some()) {
         for (index, arg) in args.iter().enumerate() {
             let ok = arg.split_once('=').is_some_and(|(name, value)| {
                 SCHED_LIMITS.contains(&name) && value.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
             });
             if !ok {
-                return Err(ctx.err(
+                refused.push(ctx.err(
                     format!("post_check.args[{index}]"),
                     format!("{arg:?} is not accepted: a limit NAME=NUMBER, NAME one of {}", SCHED_LIMITS.join(", ")),
                 ));
             }
         }
     }
-    let timeout = ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
-    if timeout > std::time::Duration::from_secs(3600) {
-        return Err(
-            ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own")
-        );
+    let timeout = refused.keep(ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0)));
+    if timeout.is_some_and(|timeout| timeout > std::time::Duration::from_secs(3600)) {
+        refused
+            .push(ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own"));
     }
-    Ok(Some(crate::PostCheck { command, oracle, args, timeout }))
+    let made =
+        chosen.zip(timeout).map(|((command, oracle), timeout)| crate::PostCheck { command, oracle, args, timeout });
+    refused.end(ctx, made.map(Some))
 }
 
 /// `memory = true` and `heap_fits`: the reference guest's stacks and heaps measured in
