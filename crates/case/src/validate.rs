@@ -364,6 +364,11 @@ mod toml_errors {
             ["programs[1]", "post_check.command[1]", "post_check.timeout_secs", "session[0].user", "session[1].steps"],
             "{error}"
         );
+        // [net]: each list's items, each peer; a dial's port is not checked against a
+        // forward list that is refused.
+        let net = "description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [\"logsrv\"]\nexpect = ['x']\n[net]\nforward = [0, 22]\ncapture_expect = ['(']\n[[net.peer]]\naddr = \"nope\"\nconnections = 1\n[[net.dial]]\nport = 99\nsend = \"x\"\nexpect = \"y\"\n";
+        let error = crate::parse("tests/c.toml", net).unwrap_err();
+        assert_eq!(fields(&error), ["net.forward[0]", "net.peer[0].addr", "net.capture_expect[0]"], "{error}");
     }
 
     #[test]
