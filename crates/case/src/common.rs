@@ -89,8 +89,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Each of a list's regexes, or every one of them that is not valid, in the list's order.
     pub(crate) fn patterns(&self, field: &str, sources: &[String]) -> Result<Vec<Pattern>, CaseError> {
-        sources.iter().enumerate().map(|(index, source)| self.regex(format!("{field}[{index}]"), source)).collect()
+        let mut refused = Refusals::new();
+        let patterns: Vec<Option<Pattern>> = sources
+            .iter()
+            .enumerate()
+            .map(|(index, source)| refused.keep(self.regex(format!("{field}[{index}]"), source)))
+            .collect();
+        refused.end(self, patterns.into_iter().collect())
     }
 
     pub(crate) fn seconds(&self, field: &str, secs: f64) -> Result<Duration, CaseError> {
@@ -110,6 +117,35 @@ impl<'a> Ctx<'a> {
     /// serde's own words are a last resort here.
     pub(crate) fn read<T: serde::de::DeserializeOwned>(&self, table: toml::Table) -> Result<T, CaseError> {
         toml::Value::Table(table).try_into().map_err(|error: toml::de::Error| self.err("toml", error.message().trim()))
+    }
+}
+
+/// The refusals of one case file, kept as its fields are checked one after another, so a
+/// file with several mistakes hears of each in one run; [`Refusals::end`] gives them in
+/// the file's order ([`Ctx::all`]). A check that is refused gives `None`: a later check
+/// that needs its value is then skipped, since it could only refuse what the person
+/// did not write (a `smp` table is not checked against an `arch` that is refused).
+pub(crate) struct Refusals(Vec<CaseError>);
+
+impl Refusals {
+    pub(crate) fn new() -> Refusals {
+        Refusals(Vec::new())
+    }
+
+    /// The check's value, or `None` with its refusal kept.
+    pub(crate) fn keep<T>(&mut self, checked: Result<T, CaseError>) -> Option<T> {
+        checked.map_err(|error| self.0.push(error)).ok()
+    }
+
+    pub(crate) fn push(&mut self, error: CaseError) {
+        self.0.push(error);
+    }
+
+    /// Every refusal kept, in the file's order, or else what the checks `made`: `None`
+    /// only when one of them was refused (a value is missing only beside its refusal).
+    pub(crate) fn end<T>(self, ctx: &Ctx, made: Option<T>) -> Result<T, CaseError> {
+        ctx.all(self.0)?;
+        Ok(made.expect("a checked value is missing only where its refusal is kept"))
     }
 }
 

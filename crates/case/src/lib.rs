@@ -21,7 +21,9 @@
 //! - `validate`: the entry point, [`parse`]: the common fields, then the kind's.
 //!
 //! Every refusal names the file, the field and what is accepted, and happens here, before
-//! anything builds. A field that a later feature of the bench will bring is refused with
+//! anything builds. A file's refusals come together, in the file's order: stage one's
+//! all, or else stage two's all (`common::Refusals`; a check that needs a refused
+//! field's value is left out). A field that a later feature of the bench will bring is refused with
 //! "not supported yet", never ignored.
 //!
 //! The devices (`[disk]`, `[vault]`, `[userland]`, `[net]`) are typed here as

@@ -10,7 +10,7 @@ mod ssh_args;
 
 use serde::Deserialize;
 
-use crate::common::{did_you_mean, nearest, Ctx};
+use crate::common::{did_you_mean, nearest, Ctx, Refusals};
 use crate::fields::{check_table, field, Field, Shape, BOOL, REGEXES, SECONDS};
 use crate::{CaseError, SendPiece, SendText, Session, Step};
 
@@ -126,15 +126,21 @@ const KEY_WORDS: &str =
 const NAME_WORDS: &str = "1 to 64 of letters, digits, '.', '_', '+' and '-', neither \".\" nor \"..\"";
 
 /// Stage two of every `[[session]]` of a case: each checked, then what they share (names,
-/// marks, waits).
+/// marks, waits). Every refusal is kept, each session's in turn (within one session, its
+/// first); the checks across sessions come only once each session is accepted, as they
+/// read every one.
 pub(crate) fn sessions(ctx: &Ctx, raw: Option<&[RawSession]>) -> Result<Vec<Session>, CaseError> {
-    let sessions: Vec<Session> =
-        raw.unwrap_or(&[]).iter().enumerate().map(|(index, raw)| session(ctx, index, raw)).collect::<Result<_, _>>()?;
+    let mut refused = Refusals::new();
+    let sessions: Vec<Option<Session>> =
+        raw.unwrap_or(&[]).iter().enumerate().map(|(index, raw)| refused.keep(session(ctx, index, raw))).collect();
+    let Some(sessions) = sessions.into_iter().collect::<Option<Vec<Session>>>() else {
+        return refused.end(ctx, None);
+    };
     for (index, session) in sessions.iter().enumerate() {
         if let Some(first) = sessions[..index].iter().position(|other| other.name == session.name) {
             let given = raw.unwrap_or(&[])[index].name.is_some();
             let whose = if given { String::new() } else { " (its user's, as it names none)".to_string() };
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 format!("session[{index}].name"),
                 format!("{:?}{whose} is session[{first}]'s name too: a session's name is unique in the case, as it names the session's log; give one a name", session.name),
             ));
@@ -146,10 +152,11 @@ pub(crate) fn sessions(ctx: &Ctx, raw: Option<&[RawSession]>) -> Result<Vec<Sess
         for (at, step) in session.steps.iter().enumerate() {
             if let Step::Mark(mark) = step {
                 if let Some((_, i, a)) = marks.iter().find(|(m, _, _)| m == mark) {
-                    return Err(ctx.err(
+                    refused.push(ctx.err(
                         format!("session[{index}].steps[{at}].mark"),
                         format!("{mark:?} is set by session[{i}].steps[{a}].mark too: a mark is set by one step, so that a wait on it waits for one thing"),
                     ));
+                    continue;
                 }
                 marks.push((mark, index, at));
             }
@@ -163,22 +170,20 @@ pub(crate) fn sessions(ctx: &Ctx, raw: Option<&[RawSession]>) -> Result<Vec<Sess
                 None => {
                     let near = did_you_mean(&nearest(mark, marks.iter().map(|(m, _, _)| *m)));
                     let near = if near.is_empty() { String::new() } else { format!("; {near}") };
-                    return Err(ctx.err(
+                    refused.push(ctx.err(
                         field,
                         format!("{mark:?} is set by no session's mark: a wait on it could never end{near}"),
                     ));
                 }
-                Some((_, i, a)) if *i == index => {
-                    return Err(ctx.err(
-                        field,
-                        format!("{mark:?} is this session's own mark (session[{i}].steps[{a}].mark): a wait is for another session's mark"),
-                    ))
-                }
+                Some((_, i, a)) if *i == index => refused.push(ctx.err(
+                    field,
+                    format!("{mark:?} is this session's own mark (session[{i}].steps[{a}].mark): a wait is for another session's mark"),
+                )),
                 Some(_) => {}
             }
         }
     }
-    Ok(sessions)
+    refused.end(ctx, Some(sessions))
 }
 
 /// One session's own fields and steps.

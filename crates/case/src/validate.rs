@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::common::{did_you_mean, nearest, quoted, Ctx};
+use crate::common::{did_you_mean, nearest, quoted, Ctx, Refusals};
 use crate::fields::{check_table, field, names, Field, Shape, BOOL, LATER};
 use crate::kinds::KINDS;
 use crate::{Case, CaseError, Pattern, FAILURE_KINDS};
@@ -122,19 +122,26 @@ pub fn parse(file: &str, text: &str) -> Result<Case, CaseError> {
         }
         refused.extend(crate::kinds::check_nested(&ctx, kind, &table));
     }
+    // Stage one's refusals end the collection: stage two reads the fields through serde,
+    // which takes only a table whose every name and shape stage one accepted (a field
+    // dropped for its shape would read as missing and be refused for what the file does not say).
     ctx.all(refused)?;
     let (Some(common), Some(description), Some(kind)) = (common, description, kind) else {
         unreachable!("each is refused above when it is not there")
     };
     let raw = crate::kinds::read(&ctx, kind, table)?;
 
-    // Stage two: what the fields mean.
-    let (must_fail, must_fail_kind) = match &common.must_fail {
-        Some(value) => must_fail_of(&ctx, value)?,
-        None => (None, None),
+    // Stage two: what the fields mean. Every refusal of it is gathered too, in the
+    // file's order: `must_fail`'s beside the kind's (whose fields a refused `must_fail`
+    // still marks a self-check: the person meant one).
+    let mut refused = Refusals::new();
+    let self_check = common.must_fail.is_some();
+    let must_fail = match &common.must_fail {
+        Some(value) => refused.keep(must_fail_of(&ctx, value)),
+        None => Some((None, None)),
     };
-    let self_check = must_fail.is_some() || must_fail_kind.is_some();
-    let kind = crate::kinds::validate(&ctx, raw, self_check)?;
+    let kind = refused.keep(crate::kinds::validate(&ctx, raw, self_check));
+    let ((must_fail, must_fail_kind), kind) = refused.end(&ctx, must_fail.zip(kind))?;
     let whole_run = common.whole_run.unwrap_or(true);
     Ok(Case { name, file: path, description, whole_run, kind, must_fail, must_fail_kind })
 }
@@ -148,32 +155,44 @@ fn must_fail_of(ctx: &Ctx, value: &toml::Value) -> Result<(Option<Pattern>, Opti
         toml::Value::Table(table) => table,
         other => return Err(ctx.err("must_fail", format!("{} is not accepted: {TAKES}", a_value(other)))),
     };
-    if let Some(unknown) = table.keys().find(|key| *key != "kind" && *key != "reason") {
-        return Err(ctx.err(format!("must_fail.{unknown}"), "not a field of must_fail: kind and reason only"));
-    }
-    let reason = match table.get("reason") {
-        None => None,
-        Some(toml::Value::String(source)) => Some(ctx.regex("must_fail.reason".into(), source)?),
-        Some(other) => {
-            return Err(ctx.err("must_fail.reason", format!("{} is not accepted: a regex, as a string", a_value(other))))
-        }
-    };
+    // Each of the table's refusals: its keys by name (the TOML reader keeps no order
+    // within a table, as for every table below the top level), a missing kind last.
+    let mut refused = Refusals::new();
+    let mut reason = Some(None);
+    let mut kind = None;
     let kinds = quoted(FAILURE_KINDS);
-    let kind = match table.get("kind") {
-        Some(toml::Value::String(kind)) if FAILURE_KINDS.contains(&kind.as_str()) => kind.clone(),
-        Some(toml::Value::String(kind)) => {
-            let near = did_you_mean(&nearest(kind, FAILURE_KINDS.iter().copied()));
-            let message = match near.is_empty() {
-                true => format!("{kind:?} is not accepted: one of {kinds}"),
-                false => format!("{kind:?} is not accepted; {near} One of {kinds}"),
-            };
-            return Err(ctx.err("must_fail.kind", message));
+    for (key, value) in table {
+        match (key.as_str(), value) {
+            ("reason", toml::Value::String(source)) => {
+                reason = refused.keep(ctx.regex("must_fail.reason".into(), source)).map(Some)
+            }
+            ("reason", other) => {
+                reason = None;
+                refused.push(
+                    ctx.err("must_fail.reason", format!("{} is not accepted: a regex, as a string", a_value(other))),
+                );
+            }
+            ("kind", toml::Value::String(name)) if FAILURE_KINDS.contains(&name.as_str()) => kind = Some(name.clone()),
+            ("kind", toml::Value::String(name)) => {
+                let near = did_you_mean(&nearest(name, FAILURE_KINDS.iter().copied()));
+                let message = match near.is_empty() {
+                    true => format!("{name:?} is not accepted: one of {kinds}"),
+                    false => format!("{name:?} is not accepted; {near} One of {kinds}"),
+                };
+                refused.push(ctx.err("must_fail.kind", message));
+            }
+            ("kind", other) => {
+                refused.push(ctx.err("must_fail.kind", format!("{} is not accepted: one of {kinds}", a_value(other))))
+            }
+            (unknown, _) => {
+                refused.push(ctx.err(format!("must_fail.{unknown}"), "not a field of must_fail: kind and reason only"))
+            }
         }
-        Some(other) => {
-            return Err(ctx.err("must_fail.kind", format!("{} is not accepted: one of {kinds}", a_value(other))))
-        }
-        None => return Err(ctx.err("must_fail.kind", format!("required in a must_fail table: one of {kinds}"))),
-    };
+    }
+    if !table.contains_key("kind") {
+        refused.push(ctx.err("must_fail.kind", format!("required in a must_fail table: one of {kinds}")));
+    }
+    let (reason, kind) = refused.end(ctx, reason.zip(kind))?;
     Ok((reason, Some(kind)))
 }
 
@@ -305,6 +324,60 @@ mod toml_errors {
         let fields: Vec<&str> =
             std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect();
         assert_eq!(fields, ["bogus", "input[0].snd", "guest.kernl"], "{error}");
+    }
+
+    /// Each refusal's field, in the order given.
+    fn fields(error: &crate::CaseError) -> Vec<&str> {
+        std::iter::once(error.field.as_str()).chain(error.also.iter().map(|e| e.field.as_str())).collect()
+    }
+
+    #[test]
+    fn every_refusal_of_what_the_fields_mean_comes_in_the_files_order() {
+        // Three mistakes stage two finds, written in the reverse of the order it checks them.
+        let text = "description = \"d\"\nkind = \"boot\"\nexpect = ['(unclosed']\nprograms = [\"logsrv\"]\nqemu_seed = -1\narch = [\"rv64\"]\nmemory_mib = 1\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        assert_eq!(fields(&error), ["expect[0]", "qemu_seed", "memory_mib"], "{error}");
+        let each = error.each();
+        assert!(each[0].starts_with("tests/c.toml: expect[0]: not a valid regex:\n"), "{each:?}");
+        assert_eq!(each[1], "tests/c.toml: qemu_seed: -1 is not accepted: a number from 0");
+        assert_eq!(each[2], "tests/c.toml: memory_mib: 1 is not accepted: 16 to 16384");
+        // Every bad item of a list, and must_fail's beside the kind's, each in its place.
+        let more = "must_fail = { kind = \"nope\", reason = 3 }\ndescription = \"d\"\nkind = \"boot\"\nexpect = ['(', 'ok', '[']\nprograms = [\"logsrv\"]\narch = [\"rv64\"]\ntimeout_secs = 0\n";
+        let error = crate::parse("tests/c.toml", more).unwrap_err();
+        assert_eq!(
+            fields(&error),
+            ["must_fail.kind", "must_fail.reason", "expect[0]", "expect[2]", "timeout_secs"],
+            "{error}"
+        );
+        // Another kind's alike.
+        let gate = "config = \"/etc\"\ndescription = \"d\"\nkind = \"gate\"\ngate = \"nope\"\ntree = \"..\"\n";
+        let error = crate::parse("tests/c.toml", gate).unwrap_err();
+        assert_eq!(fields(&error), ["config", "gate", "tree"], "{error}");
+    }
+
+    #[test]
+    fn every_refusal_of_a_list_of_tables_and_of_a_table_comes_each_in_turn() {
+        let text = "description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [\"logsrv\", \"logsrv\"]\nexpect = ['x']\npost_check = { command = [\"x\", \"\"], timeout_secs = 4000 }\n[[session]]\nsteps = [{ exit = 0 }]\n[[session]]\nuser = \"root\"\nsteps = []\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        assert_eq!(
+            fields(&error),
+            ["programs[1]", "post_check.command[1]", "post_check.timeout_secs", "session[0].user", "session[1].steps"],
+            "{error}"
+        );
+        // [net]: each list's items, each peer; a dial's port is not checked against a
+        // forward list that is refused.
+        let net = "description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nprograms = [\"logsrv\"]\nexpect = ['x']\n[net]\nforward = [0, 22]\ncapture_expect = ['(']\n[[net.peer]]\naddr = \"nope\"\nconnections = 1\n[[net.dial]]\nport = 99\nsend = \"x\"\nexpect = \"y\"\n";
+        let error = crate::parse("tests/c.toml", net).unwrap_err();
+        assert_eq!(fields(&error), ["net.forward[0]", "net.peer[0].addr", "net.capture_expect[0]"], "{error}");
+    }
+
+    #[test]
+    fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
+        // smp names a width arch would have had; idle's window is measured against the
+        // deadline: neither is refused for what the person did not write.
+        let text = "description = \"d\"\nkind = \"boot\"\narch = [\"rv65\"]\nsmp = { rv64 = [2] }\nprograms = [\"logsrv\"]\nexpect = ['x']\ntimeout_secs = 0\n[idle]\nseconds = 10\n";
+        let error = crate::parse("tests/c.toml", text).unwrap_err();
+        assert_eq!(fields(&error), ["arch[0]", "timeout_secs"], "{error}");
     }
 
     #[test]

@@ -239,16 +239,27 @@ fn a_file_almost_a_case_and_a_link_loop_are_refused_in_words() {
 }
 
 /// Every refusal of one file is reported, in the file's order (not only the first, nor
-/// the first by name), as the refusals of different files are.
+/// the first by name), as the refusals of different files are: those of the fields'
+/// names and shapes, and those of what the fields mean (three here, written in the
+/// reverse of the order they are checked).
 #[test]
 fn every_refusal_of_a_file_comes_in_its_order() {
     let two = SMOKE_DONE.replace("kind = \"boot\"\n", "kind = \"boot\"\nzzz = 1\n") + "aaa = 2\n";
-    let dir = cases_dir(&[("two", &two)]);
+    let three = SMOKE_DONE
+        .replace("arch =", "expect_after = ['(unclosed']\narch =")
+        .replace("timeout_secs = 30\n", "qemu_seed = -1\n")
+        + "memory_mib = 1\n";
+    let dir = cases_dir(&[("two", &two), ("three", &three)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(2);
     let zzz = run.stderr.find("two.toml: zzz: not a field of kind \"boot\"");
     let aaa = run.stderr.find("two.toml: aaa: not a field of kind \"boot\"");
     assert!(zzz.is_some() && aaa.is_some() && zzz < aaa, "{}", run.explain());
+    let said: Vec<&str> = run.stderr.lines().filter(|l| l.contains("three.toml: ")).collect();
+    assert_eq!(said.len(), 3, "{}", run.explain());
+    assert!(said[0].ends_with("three.toml: expect_after[0]: not a valid regex:"), "{}", run.explain());
+    assert!(said[1].ends_with("three.toml: qemu_seed: -1 is not accepted: a number from 0"), "{}", run.explain());
+    assert!(said[2].ends_with("three.toml: memory_mib: 1 is not accepted: 16 to 16384"), "{}", run.explain());
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
@@ -1720,33 +1731,53 @@ fn a_prebuilt_directory_boots_without_cargo_and_is_refused_when_it_is_not_this_t
     assert!(stdout.contains("was edited since"), "{stdout}");
 }
 
+/// The fake QEMU (scripts/fake-qemu-console) behind a shell wrapper a test writes, and a
+/// case of a 30 s deadline that boots it and expects its `done`: the probe, QMP and
+/// stderr tests below each put their own lines in the wrapper.
+struct Wrapped {
+    _image: tempfile::TempDir,
+    /// Holds the wrapper; a test may put its own files beside it.
+    tools: tempfile::TempDir,
+    /// The wrapper's path, the QEMU the bench is given.
+    wrapper: PathBuf,
+    case: String,
+}
+
+impl Wrapped {
+    fn new() -> Wrapped {
+        let image = tempfile::tempdir().unwrap();
+        let kernel = image.path().join("kernel");
+        std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
+        let case = format!(
+            "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+            kernel.display()
+        );
+        let tools = tempfile::tempdir().unwrap();
+        let wrapper = tools.path().join("qemu");
+        Wrapped { _image: image, tools, wrapper, case }
+    }
+
+    /// (Re)writes the wrapper: a shell script of `lines`, then the fake QEMU with the
+    /// wrapper's arguments.
+    fn wrap(&self, lines: &str) {
+        let fake = root().join("scripts/fake-qemu-console");
+        std::fs::write(&self.wrapper, format!("#!/bin/sh\n{lines}exec '{}' \"$@\"\n", fake.display())).unwrap();
+        std::fs::set_permissions(&self.wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+}
+
 /// QEMU's probe (`-version`, `-L help`) is kept per width, keyed by the binary's path,
 /// size, time and inode: the next run starts no QEMU to ask again, and a changed binary
 /// is asked again.
 #[test]
 fn the_qemu_probe_is_kept_until_the_binary_changes() {
-    let image = tempfile::tempdir().unwrap();
-    let kernel = image.path().join("kernel");
-    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
-    let case = format!(
-        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
-        kernel.display()
-    );
-    let dir = cases_dir(&[("probed", &case)]);
-    let tools = tempfile::tempdir().unwrap();
-    let calls = tools.path().join("calls");
-    let wrapper = tools.path().join("qemu");
-    let write_wrapper = |marker: &str| {
-        let fake = root().join("scripts/fake-qemu-console");
-        std::fs::write(
-            &wrapper,
-            format!("#!/bin/sh\n# {marker}\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n", calls.display(), fake.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    };
+    let fake = Wrapped::new();
+    let dir = cases_dir(&[("probed", &fake.case)]);
+    let calls = fake.tools.path().join("calls");
+    let write_wrapper = |marker: &str| fake.wrap(&format!("# {marker}\necho \"$1\" >> '{}'\n", calls.display()));
     let probes = || std::fs::read_to_string(&calls).unwrap_or_default().lines().filter(|l| *l == "-version").count();
     write_wrapper("first");
+    let wrapper = &fake.wrapper;
     let env = [("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap())];
     let cases = dir.path().to_str().unwrap();
     bench(&["--cases", cases], &env).expect_status(0);
@@ -1758,8 +1789,8 @@ fn the_qemu_probe_is_kept_until_the_binary_changes() {
     assert_eq!(probes(), 2, "a changed binary must be asked again");
     // A second binary of the width, the two used in turn: each is kept apart, so
     // neither is asked again (one file per width once made them ask each other's turn).
-    let other = tools.path().join("qemu-other");
-    std::fs::copy(&wrapper, &other).unwrap();
+    let other = fake.tools.path().join("qemu-other");
+    std::fs::copy(wrapper, &other).unwrap();
     let env_other = [("TESTBENCH_QEMU_RV64", other.to_str().unwrap())];
     bench(&["--cases", cases], &env_other).expect_status(0);
     assert_eq!(probes(), 3, "another binary is asked once");
@@ -1816,28 +1847,18 @@ fn under_a_shared_q_lease_a_boot_that_timed_out_is_rerun_alone_of_every_bench() 
 /// in human and JSON form alike.
 #[test]
 fn a_qmp_directory_taken_away_mid_run_is_the_benchs_trouble_and_exits_3() {
-    let image = tempfile::tempdir().unwrap();
-    let kernel = image.path().join("kernel");
-    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
-    let case = format!(
-        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
-        kernel.display()
-    );
-    let dir = cases_dir(&[("troubled", &case)]);
-    let cases = dir.path().to_str().unwrap();
     for (format, json) in [("human", false), ("json", true)] {
+        // A wrapper of its own each time: a rewritten one could be taken for the same
+        // binary, whose kept probe would run no -version.
+        let fake = Wrapped::new();
+        let dir = cases_dir(&[("troubled", &fake.case)]);
+        let cases = dir.path().to_str().unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        let tools = tempfile::tempdir().unwrap();
-        let wrapper = tools.path().join("qemu");
-        let fake = root().join("scripts/fake-qemu-console");
-        let script = format!(
-            "#!/bin/sh\nif [ \"$1\" = -version ]; then\n  for d in '{tmp}'/testbench-qmp-*; do rm -rf \"$d\" && : > \"$d\"; done\nfi\nexec '{}' \"$@\"\n",
-            fake.display(),
+        fake.wrap(&format!(
+            "if [ \"$1\" = -version ]; then\n  for d in '{tmp}'/testbench-qmp-*; do rm -rf \"$d\" && : > \"$d\"; done\nfi\n",
             tmp = tmp.path().display()
-        );
-        std::fs::write(&wrapper, script).unwrap();
-        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let env = [("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap()), ("TMPDIR", tmp.path().to_str().unwrap())];
+        ));
+        let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("TMPDIR", tmp.path().to_str().unwrap())];
         let run = bench(&["--cases", cases, "--message-format", format], &env);
         run.expect_status(3);
         assert!(
@@ -1866,27 +1887,13 @@ fn a_qmp_directory_taken_away_mid_run_is_the_benchs_trouble_and_exits_3() {
 /// the same boot's pass would carry no such note.
 #[test]
 fn qemus_last_stderr_line_is_noted_on_a_failure_that_does_not_quote_it() {
-    let image = tempfile::tempdir().unwrap();
-    let kernel = image.path().join("kernel");
-    std::fs::write(&kernel, "not a kernel: the fake QEMU never reads it\n").unwrap();
-    let case = format!(
-        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
-        kernel.display()
-    );
+    let fake = Wrapped::new();
     let waits =
-        case.replace("timeout_secs = 30", "timeout_secs = 3").replace("fake-qemu-console: done", "never printed");
-    let dir = cases_dir(&[("stderr", &case), ("stderr-waits", &waits)]);
-    let tools = tempfile::tempdir().unwrap();
-    let wrapper = tools.path().join("qemu");
-    let fake = root().join("scripts/fake-qemu-console");
-    let script = format!(
-        "#!/bin/sh\ncase \"$1\" in -version|-L) ;; *) echo 'qemu-wrapper: a word the test said on stderr' >&2 ;; esac\nexec '{}' \"$@\"\n",
-        fake.display()
-    );
-    std::fs::write(&wrapper, script).unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fake.case.replace("timeout_secs = 30", "timeout_secs = 3").replace("fake-qemu-console: done", "never printed");
+    let dir = cases_dir(&[("stderr", &fake.case), ("stderr-waits", &waits)]);
+    fake.wrap("case \"$1\" in -version|-L) ;; *) echo 'qemu-wrapper: a word the test said on stderr' >&2 ;; esac\n");
     let cases = dir.path().to_str().unwrap();
-    let qemu = ("TESTBENCH_QEMU_RV64", wrapper.to_str().unwrap());
+    let qemu = ("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap());
     let run = bench(&["--cases", cases, "--exact", "stderr-waits"], &[qemu]);
     run.expect_status(1);
     // The fake QEMU may add its own lines after the wrapper's (a thread's traceback when

@@ -21,7 +21,7 @@ pub(crate) mod raw;
 mod reference;
 mod repeat;
 
-use crate::common::{arch_list, is_feature_name, shown, Ctx};
+use crate::common::{arch_list, is_feature_name, shown, Ctx, Refusals};
 use crate::fields::{check_table, names};
 use crate::{Accel, Arch, BootCase, CaseError, ExternalGuest, Guest, Input, SMP_MAX};
 use raw::{RawBoot, GUEST, INPUT, OVERLAY};
@@ -104,118 +104,137 @@ pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Vec<CaseError> {
 
 /// Stage two of a boot case: every field's meaning checked, the [`BootCase`] made.
 /// `self_check`: the case has `must_fail` (a self-check, which some hostile fields need).
+///
+/// Every refusal is kept, in the file's order. A check that needs a refused field's
+/// value is skipped (it could only refuse what the person did not write): `smp` without
+/// `arch` (and the checks of widths then see none); `idle` without `timeout_secs`; the
+/// reference guest's fields, `ram_forbid` and `memory` without the guest (`programs` or
+/// `[guest]`); what sessions need without `session`, `expect_after` and `[net]`.
 pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<BootCase, CaseError> {
-    let arch = arch_list(ctx, raw.arch.as_ref())?;
-    let smp = smp(ctx, raw.smp.as_ref(), &arch)?;
-    let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
-    let timeout_smp = raw.timeout_secs_smp.map(|secs| ctx.seconds("timeout_secs_smp", secs)).transpose()?;
-    let memory_mib = match raw.memory_mib.unwrap_or(256) {
-        mib @ 16..=MEMORY_MIB_MAX => mib as u32,
-        mib => return Err(ctx.err("memory_mib", format!("{mib} is not accepted: 16 to {MEMORY_MIB_MAX}"))),
-    };
+    let mut refused = Refusals::new();
+    let arch = refused.keep(arch_list(ctx, raw.arch.as_ref()));
+    let widths: &[Arch] = arch.as_deref().unwrap_or(&[]);
+    let smp = arch.as_ref().and_then(|arch| refused.keep(smp(ctx, raw.smp.as_ref(), arch)));
+    let timeout = refused.keep(ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(60.0)));
+    let timeout_smp = refused.keep(raw.timeout_secs_smp.map(|secs| ctx.seconds("timeout_secs_smp", secs)).transpose());
+    let memory_mib = refused.keep(match raw.memory_mib.unwrap_or(256) {
+        mib @ 16..=MEMORY_MIB_MAX => Ok(mib as u32),
+        mib => Err(ctx.err("memory_mib", format!("{mib} is not accepted: 16 to {MEMORY_MIB_MAX}"))),
+    });
     if let Some(icount) = &raw.icount {
         if icount.trim().is_empty() || icount.chars().any(|c| c.is_whitespace()) {
-            return Err(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
+            refused.push(ctx.err("icount", format!("{icount:?} is not accepted: QEMU's -icount option string without spaces, such as \"shift=3,sleep=off\"")));
+        } else {
+            refused.keep(repeat::icount_without_rr(ctx, icount));
         }
-        repeat::icount_without_rr(ctx, icount)?;
     }
-    let accel = accel(ctx, raw.accel.as_deref(), raw.icount.is_some())?;
-    let qemu_seed = match raw.qemu_seed {
-        None => None,
-        Some(seed) if seed >= 0 => Some(seed as u64),
-        Some(seed) => return Err(ctx.err("qemu_seed", format!("{seed} is not accepted: a number from 0"))),
-    };
+    let accel = refused.keep(accel(ctx, raw.accel.as_deref(), raw.icount.is_some()));
+    let qemu_seed = refused.keep(match raw.qemu_seed {
+        None => Ok(None),
+        Some(seed) if seed >= 0 => Ok(Some(seed as u64)),
+        Some(seed) => Err(ctx.err("qemu_seed", format!("{seed} is not accepted: a number from 0"))),
+    });
     let kernel_features = raw.kernel_features.clone().unwrap_or_default();
     for (index, feature) in kernel_features.iter().enumerate() {
         if !is_feature_name(feature) {
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 format!("kernel_features[{index}]"),
                 format!("{feature:?} is not accepted: a Cargo feature name"),
             ));
         }
     }
 
-    let expect = ctx.patterns("expect", raw.expect.as_deref().unwrap_or(&[]))?;
-    let forbid = ctx.patterns("forbid", raw.forbid.as_deref().unwrap_or(&[]))?;
+    let expect = refused.keep(ctx.patterns("expect", raw.expect.as_deref().unwrap_or(&[])));
+    let forbid = refused.keep(ctx.patterns("forbid", raw.forbid.as_deref().unwrap_or(&[])));
     let poweroff = raw.poweroff.unwrap_or(false);
-    let poweroff_status = match (raw.poweroff_status, poweroff) {
-        (None, _) => 0,
+    let poweroff_status = refused.keep(match (raw.poweroff_status, poweroff) {
+        (None, _) => Ok(0),
         (Some(_), false) => {
-            return Err(
-                ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give")
-            )
+            Err(ctx.err("poweroff_status", "only with poweroff = true: it is the status the power-off must give"))
         }
-        (Some(status @ 0..=255), true) => status as i32,
+        (Some(status @ 0..=255), true) => Ok(status as i32),
         (Some(status), true) => {
-            return Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255")))
+            Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255")))
         }
-    };
-    if expect.is_empty() && !poweroff {
-        return Err(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
+    });
+    if raw.expect.as_deref().unwrap_or(&[]).is_empty() && !poweroff {
+        refused.push(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
     }
     let mut inputs = Vec::new();
     for (index, input) in raw.input.as_deref().unwrap_or(&[]).iter().enumerate() {
         if input.send.is_empty() {
-            return Err(
-                ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)")
+            refused.push(
+                ctx.err(format!("input[{index}].send"), "empty: the text to type, as written (add \\n for Enter)"),
             );
         }
-        inputs
-            .push(Input { after: ctx.regex(format!("input[{index}].after"), &input.after)?, send: input.send.clone() });
+        if let Some(after) = refused.keep(ctx.regex(format!("input[{index}].after"), &input.after)) {
+            inputs.push(Input { after, send: input.send.clone() });
+        }
     }
     let guest = match (&raw.guest, &raw.programs) {
-        (Some(_), Some(_)) => return Err(ctx.err("guest", "a boot case has either programs (the bench builds the guest) or a [guest] table (a guest it does not build), not both")),
+        (Some(_), Some(_)) => {
+            refused.push(ctx.err("guest", "a boot case has either programs (the bench builds the guest) or a [guest] table (a guest it does not build), not both"));
+            None
+        }
         (Some(guest), None) => {
             if raw.firmware.is_some() {
-                return Err(ctx.err("firmware", "with a [guest] table the firmware is guest.firmware"));
+                refused.push(ctx.err("firmware", "with a [guest] table the firmware is guest.firmware"));
             }
             if !kernel_features.is_empty() || raw.debug_assertions.is_some() {
                 let field = if kernel_features.is_empty() { "debug_assertions" } else { "kernel_features" };
-                return Err(ctx.err(field, "only for a guest the bench builds: a [guest] kernel is built elsewhere"));
+                refused.push(ctx.err(field, "only for a guest the bench builds: a [guest] kernel is built elsewhere"));
             }
-            Guest::External(guest::external_guest(ctx, guest)?)
+            refused.keep(guest::external_guest(ctx, guest)).map(Guest::External)
         }
         (None, None) => {
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 "programs",
                 "required: the programs the reference guest runs (the first in init's place), or a [guest] table for a guest the bench does not build",
-            ))
+            ));
+            None
         }
-        (None, Some(_)) if arch.iter().any(|a| !a.has_reference_guest()) => {
-            let other: Vec<_> = arch.iter().filter(|a| !a.has_reference_guest()).map(|a| a.name()).collect();
-            return Err(ctx.err(
+        (None, Some(_)) if widths.iter().any(|a| !a.has_reference_guest()) => {
+            let other: Vec<_> = widths.iter().filter(|a| !a.has_reference_guest()).map(|a| a.name()).collect();
+            refused.push(ctx.err(
                 "programs",
                 format!(
                     "the reference guest the bench builds exists for rv64 and rv32 only, and arch names {}: boot a guest the bench does not build there with a [guest] table",
                     other.join(" and ")
                 ),
             ));
+            None
         }
-        (None, Some(_)) => Guest::Built {
-            programs: reference::programs(ctx, &raw)?,
-            firmware: guest::firmware(ctx, "firmware", raw.firmware.as_deref())?,
-        },
+        (None, Some(_)) => {
+            let programs = refused.keep(reference::programs(ctx, &raw));
+            let firmware = refused.keep(guest::firmware(ctx, "firmware", raw.firmware.as_deref()));
+            programs.zip(firmware).map(|(programs, firmware)| Guest::Built { programs, firmware })
+        }
     };
-    if let Guest::External(ExternalGuest { firmware: crate::Firmware::None, .. }) = &guest {
-        if arch.contains(&Arch::X86_64) {
-            return Err(ctx.err(
+    if let Some(Guest::External(ExternalGuest { firmware: crate::Firmware::None, .. })) = &guest {
+        if widths.contains(&Arch::X86_64) {
+            refused.push(ctx.err(
                 "guest.firmware",
                 "\"none\" is not accepted on x86_64: q35 starts in its BIOS, which loads the -kernel; \"default\" (QEMU's SeaBIOS) or a path to an image",
             ));
         }
     }
     let built_programs: &[crate::ProgramEntry] = match &guest {
-        Guest::Built { programs, .. } => programs,
-        Guest::External(_) => &[],
+        Some(Guest::Built { programs, .. }) => programs,
+        Some(Guest::External(_)) | None => &[],
     };
-    if matches!(guest, Guest::External(_)) && (raw.reporter.is_some() || raw.file.is_some()) {
-        let field = if raw.reporter.is_some() { "reporter" } else { "file" };
-        return Err(ctx.err(field, "only with programs: it belongs to the reference guest's signed bundle"));
-    }
-    let (reporter, hostile, files) = reference::reference_fields(ctx, &raw, built_programs)?;
-    let device_tree = reference::device_tree(ctx, &raw)?;
-    if let Some(flat) = arch.iter().find(|a| !a.has_device_tree()).filter(|_| !device_tree.is_empty()) {
-        return Err(ctx.err(
+    let reference = match &guest {
+        Some(Guest::External(_)) if raw.reporter.is_some() || raw.file.is_some() => {
+            let field = if raw.reporter.is_some() { "reporter" } else { "file" };
+            refused.push(ctx.err(field, "only with programs: it belongs to the reference guest's signed bundle"));
+            None
+        }
+        Some(_) => refused.keep(reference::reference_fields(ctx, &raw, built_programs)),
+        None => None,
+    };
+    let device_tree = refused.keep(reference::device_tree(ctx, &raw));
+    let edits = device_tree.as_ref().is_some_and(|edits| !edits.is_empty());
+    if let Some(flat) = widths.iter().find(|a| !a.has_device_tree()).filter(|_| edits) {
+        refused.push(ctx.err(
             "device_tree",
             format!(
                 "no device tree to edit on {flat}: its machine ({}) describes itself to the guest with ACPI tables, not a device tree",
@@ -223,69 +242,77 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             ),
         ));
     }
+    let two_boots = raw.distinct_across_boots.as_deref().is_some_and(|d| !d.is_empty());
     let distinct_across_boots =
-        ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[]))?;
-    let distinct = ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[]))?;
-    let rtc_base = repeat::rtc_base(ctx, raw.rtc_base.as_ref())?;
-    let repeat_exactly = repeat::repeat_exactly(ctx, raw.repeat_exactly, poweroff, !distinct_across_boots.is_empty())?;
-    let disks = disk::disks(
+        refused.keep(ctx.patterns("distinct_across_boots", raw.distinct_across_boots.as_deref().unwrap_or(&[])));
+    let distinct = refused.keep(ctx.patterns("distinct", raw.distinct.as_deref().unwrap_or(&[])));
+    let rtc_base = refused.keep(repeat::rtc_base(ctx, raw.rtc_base.as_ref()));
+    let repeat_exactly = refused.keep(repeat::repeat_exactly(ctx, raw.repeat_exactly, poweroff, two_boots));
+    let disks = refused.keep(disk::disks(
         ctx,
         raw.disk.as_ref(),
         raw.vault.as_ref(),
         raw.userland.as_ref(),
-        !distinct_across_boots.is_empty(),
+        two_boots,
         self_check,
-    )?;
-    let net = net::net(ctx, raw.net.as_ref(), self_check)?;
-    let sessions = crate::session::sessions(ctx, raw.session.as_deref())?;
-    let expect_after = ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[]))?;
-    sessions_need(ctx, &sessions, &expect_after, net.as_ref())?;
-    let ram_forbid = ram_forbid(ctx, raw.ram_forbid.as_deref().unwrap_or(&[]), poweroff, &guest)?;
-    let memory = memory(ctx, &raw, poweroff, &guest)?;
-    let idle = idle::idle(ctx, raw.idle.as_ref(), timeout)?;
-    let post_check = post_check(ctx, raw.post_check.as_ref())?;
-    if idle.is_some() && poweroff {
-        return Err(
-            ctx.err("idle", "not with poweroff = true: the window measures a guest at rest, which must still run")
+    ));
+    let net = refused.keep(net::net(ctx, raw.net.as_ref(), self_check));
+    let sessions = refused.keep(crate::session::sessions(ctx, raw.session.as_deref()));
+    let expect_after = refused.keep(ctx.patterns("expect_after", raw.expect_after.as_deref().unwrap_or(&[])));
+    if let (Some(sessions), Some(expect_after), Some(net)) = (&sessions, &expect_after, &net) {
+        refused.keep(sessions_need(ctx, sessions, expect_after, net.as_ref()));
+    }
+    let ram_forbid = raw.ram_forbid.as_deref().unwrap_or(&[]);
+    let ram_forbid = guest.as_ref().and_then(|guest| refused.keep(ram_forbid_of(ctx, ram_forbid, poweroff, guest)));
+    let memory = guest.as_ref().and_then(|guest| refused.keep(memory(ctx, &raw, poweroff, guest)));
+    let idle = timeout.and_then(|timeout| refused.keep(idle::idle(ctx, raw.idle.as_ref(), timeout)));
+    let post_check = refused.keep(post_check(ctx, raw.post_check.as_ref()));
+    if raw.idle.is_some() && poweroff {
+        refused.push(
+            ctx.err("idle", "not with poweroff = true: the window measures a guest at rest, which must still run"),
         );
     }
 
-    Ok(BootCase {
-        arch,
-        smp,
-        keep_smp: raw.keep_smp.unwrap_or(false),
-        timeout_smp,
-        memory_mib,
-        timeout,
-        icount: raw.icount.clone(),
-        accel,
-        qemu_seed,
-        rtc_base,
-        repeat_exactly,
-        kernel_features,
-        debug_assertions: raw.debug_assertions.unwrap_or(false),
-        expect,
-        forbid,
-        poweroff,
-        poweroff_status,
-        inputs,
-        guest,
-        allow_panic: raw.allow_panic.unwrap_or(false),
-        device_tree,
-        distinct_across_boots,
-        distinct,
-        reporter,
-        hostile,
-        files,
-        disks,
-        net,
-        sessions,
-        expect_after,
-        ram_forbid,
-        memory,
-        idle,
-        post_check,
-    })
+    let made = || {
+        let (reporter, hostile, files) = reference?;
+        Some(BootCase {
+            arch: arch?,
+            smp: smp?,
+            keep_smp: raw.keep_smp.unwrap_or(false),
+            timeout_smp: timeout_smp?,
+            memory_mib: memory_mib?,
+            timeout: timeout?,
+            icount: raw.icount.clone(),
+            accel: accel?,
+            qemu_seed: qemu_seed?,
+            rtc_base: rtc_base?,
+            repeat_exactly: repeat_exactly?,
+            kernel_features,
+            debug_assertions: raw.debug_assertions.unwrap_or(false),
+            expect: expect?,
+            forbid: forbid?,
+            poweroff,
+            poweroff_status: poweroff_status?,
+            inputs,
+            guest: guest?,
+            allow_panic: raw.allow_panic.unwrap_or(false),
+            device_tree: device_tree?,
+            distinct_across_boots: distinct_across_boots?,
+            distinct: distinct?,
+            reporter,
+            hostile,
+            files,
+            disks: disks?,
+            net: net?,
+            sessions: sessions?,
+            expect_after: expect_after?,
+            ram_forbid: ram_forbid?,
+            memory: memory?,
+            idle: idle?,
+            post_check: post_check?,
+        })
+    };
+    refused.end(ctx, made())
 }
 
 /// `accel`: "tcg", "kvm" or "auto" (the default). KVM runs no icount. That KVM runs only
@@ -321,53 +348,51 @@ pub const SCHED_LIMITS: &[&str] = &["pick_p99_us", "pick_max_us", "min_picks"];
 /// limits; the deadline up to an hour.
 fn post_check(ctx: &Ctx, raw: Option<&raw::RawPostCheck>) -> Result<Option<crate::PostCheck>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
-    let (command, oracle) = match (raw.command.as_deref(), raw.oracle.as_deref()) {
-        (Some(_), Some(_)) => {
-            return Err(ctx.err("post_check.oracle", "a command or a built-in oracle, not both"));
-        }
-        (None, Some("sched")) => (Vec::new(), Some("sched".to_string())),
-        (None, Some(other)) => {
-            return Err(ctx.err(
-                "post_check.oracle",
-                format!("{other:?} is not accepted: \"sched\", the reference kernel's scheduler oracle"),
-            ))
-        }
-        (None | Some([]), None) => {
-            return Err(ctx.err(
-                "post_check.command",
-                "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"], or oracle = \"sched\"",
-            ))
-        }
-        (Some(command), None) => (command.to_vec(), None),
-    };
+    // Every refusal of the table; the oracle's limits only when the oracle is accepted.
+    let mut refused = Refusals::new();
+    let chosen = refused.keep(match (raw.command.as_deref(), raw.oracle.as_deref()) {
+        (Some(_), Some(_)) => Err(ctx.err("post_check.oracle", "a command or a built-in oracle, not both")),
+        (None, Some("sched")) => Ok((Vec::new(), Some("sched".to_string()))),
+        (None, Some(other)) => Err(ctx.err(
+            "post_check.oracle",
+            format!("{other:?} is not accepted: \"sched\", the reference kernel's scheduler oracle"),
+        )),
+        (None | Some([]), None) => Err(ctx.err(
+            "post_check.command",
+            "required: the program and its first arguments, such as [\"scripts/oracles/printk-times\"], or oracle = \"sched\"",
+        )),
+        (Some(command), None) => Ok((command.to_vec(), None)),
+    });
     let args = raw.args.clone().unwrap_or_default();
+    let command = raw.command.clone().unwrap_or_default();
     for (field, list) in [("command", &command), ("args", &args)] {
         if let Some(index) = list.iter().position(|word| word.is_empty() || word.contains('\0')) {
-            return Err(
-                ctx.err(format!("post_check.{field}[{index}]"), "empty or holding a NUL: a word of a command line")
+            refused.push(
+                ctx.err(format!("post_check.{field}[{index}]"), "empty or holding a NUL: a word of a command line"),
             );
         }
     }
-    if oracle.is_some() {
+    if chosen.as_ref().is_some_and(|(_, oracle)| oracle.is_some()) {
         for (index, arg) in args.iter().enumerate() {
             let ok = arg.split_once('=').is_some_and(|(name, value)| {
                 SCHED_LIMITS.contains(&name) && value.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
             });
             if !ok {
-                return Err(ctx.err(
+                refused.push(ctx.err(
                     format!("post_check.args[{index}]"),
                     format!("{arg:?} is not accepted: a limit NAME=NUMBER, NAME one of {}", SCHED_LIMITS.join(", ")),
                 ));
             }
         }
     }
-    let timeout = ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0))?;
-    if timeout > std::time::Duration::from_secs(3600) {
-        return Err(
-            ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own")
-        );
+    let timeout = refused.keep(ctx.seconds("post_check.timeout_secs", raw.timeout_secs.unwrap_or(60.0)));
+    if timeout.is_some_and(|timeout| timeout > std::time::Duration::from_secs(3600)) {
+        refused
+            .push(ctx.err("post_check.timeout_secs", "at most 3600: an oracle that runs longer is a bench of its own"));
     }
-    Ok(Some(crate::PostCheck { command, oracle, args, timeout }))
+    let made =
+        chosen.zip(timeout).map(|((command, oracle), timeout)| crate::PostCheck { command, oracle, args, timeout });
+    refused.end(ctx, made.map(Some))
 }
 
 /// `memory = true` and `heap_fits`: the reference guest's stacks and heaps measured in
@@ -402,7 +427,7 @@ const RAM_FORBID_MAX: usize = 16;
 /// `ram_forbid`: byte strings of 8 to 4096 bytes (a shorter one turns up in hundreds of
 /// MiB by chance), named once, read from the virt machine's RAM while the guest still
 /// runs at the verdict (so not with `poweroff = true`).
-fn ram_forbid(
+fn ram_forbid_of(
     ctx: &Ctx,
     strings: &[String],
     poweroff: bool,

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::common::{arch_list, features, is_feature_name, Ctx};
+use crate::common::{arch_list, features, is_feature_name, Ctx, Refusals};
 use crate::fields::{field, Field, Shape, ARCH, FEATURES};
 use crate::{BuildCase, CaseError};
 
@@ -31,36 +31,40 @@ pub(crate) struct RawBuild {
 }
 
 /// Stage two: every field's meaning checked, the typed case made.
+/// Every refusal kept, in the file's order ([`Refusals`]).
 pub(crate) fn validate(ctx: &Ctx, raw: RawBuild) -> Result<BuildCase, CaseError> {
-    let arch = arch_list(ctx, raw.arch.as_ref())?;
-    if let Some(index) = arch.iter().position(|a| !a.has_reference_guest()) {
-        return Err(ctx.err(
+    let mut refused = Refusals::new();
+    let arch = refused.keep(arch_list(ctx, raw.arch.as_ref()));
+    if let Some(index) = arch.as_ref().and_then(|arch| arch.iter().position(|a| !a.has_reference_guest())) {
+        let name = arch.as_ref().map_or("", |arch| arch[index].name());
+        refused.push(ctx.err(
             format!("arch[{index}]"),
-            format!(
-                "{:?} is not accepted here: the guest workspace builds for \"rv64\" and \"rv32\" only",
-                arch[index].name()
-            ),
+            format!("{name:?} is not accepted here: the guest workspace builds for \"rv64\" and \"rv32\" only"),
         ));
     }
-    let package = raw
-        .package
-        .clone()
-        .filter(|p| is_feature_name(p))
-        .ok_or_else(|| ctx.err("package", "required: a package of the guest workspace"))?;
-    let bin = raw
-        .bin
-        .clone()
-        .filter(|b| is_feature_name(b))
-        .ok_or_else(|| ctx.err("bin", "required: the binary to build"))?;
+    let package = refused.keep(
+        raw.package
+            .clone()
+            .filter(|p| is_feature_name(p))
+            .ok_or_else(|| ctx.err("package", "required: a package of the guest workspace")),
+    );
+    let bin = refused.keep(
+        raw.bin.clone().filter(|b| is_feature_name(b)).ok_or_else(|| ctx.err("bin", "required: the binary to build")),
+    );
     let profile = raw.profile.clone().unwrap_or_else(|| "release".into());
     if profile != "release" && profile != "checked" {
-        return Err(ctx.err("profile", format!("{profile:?} is not accepted: \"release\" or \"checked\"")));
+        refused.push(ctx.err("profile", format!("{profile:?} is not accepted: \"release\" or \"checked\"")));
     }
+    let features = refused.keep(features(ctx, raw.features.as_ref()));
     let forbid_in_binary = raw.forbid_in_binary.clone().unwrap_or_default();
     for (index, needle) in forbid_in_binary.iter().enumerate() {
         if needle.is_empty() {
-            return Err(ctx.err(format!("forbid_in_binary[{index}]"), "empty: a byte string the binary must not hold"));
+            refused
+                .push(ctx.err(format!("forbid_in_binary[{index}]"), "empty: a byte string the binary must not hold"));
         }
     }
-    Ok(BuildCase { arch, package, bin, profile, features: features(ctx, raw.features.as_ref())?, forbid_in_binary })
+    let made = || {
+        Some(BuildCase { arch: arch?, package: package?, bin: bin?, profile, features: features?, forbid_in_binary })
+    };
+    refused.end(ctx, made())
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::common::{below_root, Ctx};
+use crate::common::{below_root, Ctx, Refusals};
 use crate::fields::{field, Field, Shape, PATH};
 use crate::{CaseError, Gate, GateCase};
 
@@ -26,17 +26,23 @@ pub(crate) struct RawGate {
 }
 
 /// Stage two: every field's meaning checked, the typed case made.
+/// Every refusal kept, in the file's order ([`Refusals`]).
 pub(crate) fn validate(ctx: &Ctx, raw: RawGate) -> Result<GateCase, CaseError> {
+    let mut refused = Refusals::new();
     let names: Vec<&str> = Gate::ALL.iter().map(|g| g.name()).collect();
-    let name = raw.gate.as_deref().ok_or_else(|| ctx.err("gate", format!("required: one of {}", names.join(", "))))?;
-    let gate = Gate::ALL
-        .into_iter()
-        .find(|g| g.name() == name)
-        .ok_or_else(|| ctx.err("gate", format!("{name:?} is not accepted: one of {}", names.join(", "))))?;
-    let tree = below_root(ctx, "tree", raw.tree.as_deref().unwrap_or("."))?;
+    let gate = refused.keep(match raw.gate.as_deref() {
+        None => Err(ctx.err("gate", format!("required: one of {}", names.join(", ")))),
+        Some(name) => Gate::ALL
+            .into_iter()
+            .find(|g| g.name() == name)
+            .ok_or_else(|| ctx.err("gate", format!("{name:?} is not accepted: one of {}", names.join(", ")))),
+    });
+    let tree = refused.keep(below_root(ctx, "tree", raw.tree.as_deref().unwrap_or(".")));
+    // Without a gate, only a config the case names is checked (the default is the gate's).
     let config = match raw.config.as_deref() {
-        Some(config) => below_root(ctx, "config", config)?,
-        None => Path::new(gate.default_config()).to_path_buf(),
+        Some(config) => refused.keep(below_root(ctx, "config", config)),
+        None => gate.map(|gate| Path::new(gate.default_config()).to_path_buf()),
     };
-    Ok(GateCase { gate, tree, config })
+    let made = || Some(GateCase { gate: gate?, tree: tree?, config: config? });
+    refused.end(ctx, made())
 }

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::common::{below_root, names, Ctx, HOST_TIMEOUT_SECS};
+use crate::common::{below_root, names, Ctx, Refusals, HOST_TIMEOUT_SECS};
 use crate::fields::{field, Field, Shape, TIMEOUT_SECS, TOOLS};
 use crate::{CaseError, ScriptsCase};
 
@@ -27,21 +27,23 @@ pub(crate) struct RawScripts {
 }
 
 /// Stage two: every field's meaning checked, the typed case made.
+/// Every refusal kept, in the file's order ([`Refusals`]).
 pub(crate) fn validate(ctx: &Ctx, raw: RawScripts) -> Result<ScriptsCase, CaseError> {
-    let tools = names(ctx, "tools", raw.tools.as_deref().unwrap_or(&[]), "a program name on the path")?;
+    let mut refused = Refusals::new();
+    let tools = refused.keep(names(ctx, "tools", raw.tools.as_deref().unwrap_or(&[]), "a program name on the path"));
     let build = raw.build.clone().unwrap_or_default();
     for (index, command) in build.iter().enumerate() {
         if command.trim().is_empty() {
-            return Err(ctx.err(format!("build[{index}]"), "empty: a shell command"));
+            refused.push(ctx.err(format!("build[{index}]"), "empty: a shell command"));
         }
     }
     let scripts = raw.scripts.clone().unwrap_or_default();
     if scripts.is_empty() {
-        return Err(ctx.err("scripts", "required: the scripts to run, in order, each judged by its exit status"));
+        refused.push(ctx.err("scripts", "required: the scripts to run, in order, each judged by its exit status"));
     }
     for (index, script) in scripts.iter().enumerate() {
-        below_root(ctx, &format!("scripts[{index}]"), script)?;
+        refused.keep(below_root(ctx, &format!("scripts[{index}]"), script));
     }
-    let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(HOST_TIMEOUT_SECS))?;
-    Ok(ScriptsCase { tools, build, scripts, timeout })
+    let timeout = refused.keep(ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(HOST_TIMEOUT_SECS)));
+    refused.end(ctx, tools.zip(timeout).map(|(tools, timeout)| ScriptsCase { tools, build, scripts, timeout }))
 }

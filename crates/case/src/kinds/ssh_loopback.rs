@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::common::{arch_list, Ctx};
+use crate::common::{arch_list, Ctx, Refusals};
 use crate::fields::{field, Field, Shape, ARCH, REGEXES, SESSIONS, TIMEOUT_SECS};
 use crate::session::{self, RawSession};
 use crate::{Arch, CaseError, Server, SshLoopbackCase};
@@ -44,58 +44,60 @@ pub(crate) fn read(ctx: &Ctx, table: toml::Table) -> Result<RawSshLoopback, Case
 }
 
 /// Stage two: every field's meaning checked, the typed case made.
+/// Every refusal kept, in the file's order ([`Refusals`]).
 pub(crate) fn validate(ctx: &Ctx, raw: RawSshLoopback) -> Result<SshLoopbackCase, CaseError> {
-    let server = match raw.server.as_deref() {
-        None => return Err(ctx.err("server", "required: \"openssh\", the only server this bench runs")),
-        Some("openssh") => Server::OpenSsh,
+    let mut refused = Refusals::new();
+    let server = refused.keep(match raw.server.as_deref() {
+        None => Err(ctx.err("server", "required: \"openssh\", the only server this bench runs")),
+        Some("openssh") => Ok(Server::OpenSsh),
         Some(other) => {
-            return Err(
-                ctx.err("server", format!("{other:?} is not accepted: \"openssh\", the only server this bench runs"))
-            )
+            Err(ctx.err("server", format!("{other:?} is not accepted: \"openssh\", the only server this bench runs")))
         }
-    };
+    });
     let arch = match &raw.arch {
-        None => vec![Arch::Rv64],
-        Some(names) => arch_list(ctx, Some(names))?,
+        None => Some(vec![Arch::Rv64]),
+        Some(names) => refused.keep(arch_list(ctx, Some(names))),
     };
-    if let Some(index) = arch.iter().position(|arch| *arch != Arch::Rv64) {
-        return Err(ctx.err(
+    if let Some(index) = arch.as_ref().and_then(|arch| arch.iter().position(|arch| *arch != Arch::Rv64)) {
+        let name = arch.as_ref().map_or("", |arch| arch[index].name());
+        refused.push(ctx.err(
             format!("arch[{index}]"),
-            format!(
-                "{:?} is not accepted: only \"rv64\": the OpenSSH server is Debian's riscv64 guest",
-                arch[index].name()
-            ),
+            format!("{name:?} is not accepted: only \"rv64\": the OpenSSH server is Debian's riscv64 guest"),
         ));
     }
-    let timeout = ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(TIMEOUT_SECS_DEFAULT))?;
-    let authorized_keys = match raw.authorized_keys.as_deref() {
-        None => {
-            return Err(ctx
-                .err("authorized_keys", "required: the test keys the server authorizes for root, such as [\"alice\"]"))
-        }
-        Some([]) => {
-            return Err(ctx.err("authorized_keys", "empty: name at least one test key, or no login can succeed"))
-        }
-        Some(keys) => keys,
-    };
+    let timeout = refused.keep(ctx.seconds("timeout_secs", raw.timeout_secs.unwrap_or(TIMEOUT_SECS_DEFAULT)));
+    let authorized_keys =
+        match raw.authorized_keys.as_deref() {
+            None => {
+                refused.push(ctx.err(
+                    "authorized_keys",
+                    "required: the test keys the server authorizes for root, such as [\"alice\"]",
+                ));
+                &[][..]
+            }
+            Some([]) => {
+                refused.push(ctx.err("authorized_keys", "empty: name at least one test key, or no login can succeed"));
+                &[][..]
+            }
+            Some(keys) => keys,
+        };
     for (index, key) in authorized_keys.iter().enumerate() {
         let field = format!("authorized_keys[{index}]");
-        session::key_name(ctx, &field, key)?;
-        if authorized_keys[..index].contains(key) {
-            return Err(ctx.err(field, format!("{key:?} is named twice")));
+        if refused.keep(session::key_name(ctx, &field, key)).is_some() && authorized_keys[..index].contains(key) {
+            refused.push(ctx.err(field, format!("{key:?} is named twice")));
         }
     }
-    let server_log = ctx.patterns("server_log", raw.server_log.as_deref().unwrap_or(&[]))?;
-    let server_log_forbid = ctx.patterns("server_log_forbid", raw.server_log_forbid.as_deref().unwrap_or(&[]))?;
-    let sessions = session::sessions(ctx, raw.session.as_deref())?;
-    if sessions.is_empty() {
-        return Err(
-            ctx.err("session", "required: at least one [[session]]: the sessions are what a loopback case runs")
-        );
+    let server_log = refused.keep(ctx.patterns("server_log", raw.server_log.as_deref().unwrap_or(&[])));
+    let server_log_forbid =
+        refused.keep(ctx.patterns("server_log_forbid", raw.server_log_forbid.as_deref().unwrap_or(&[])));
+    let sessions = refused.keep(session::sessions(ctx, raw.session.as_deref()));
+    if sessions.as_ref().is_some_and(Vec::is_empty) {
+        refused
+            .push(ctx.err("session", "required: at least one [[session]]: the sessions are what a loopback case runs"));
     }
-    for (index, one) in sessions.iter().enumerate() {
+    for (index, one) in sessions.iter().flatten().enumerate() {
         if one.user != "root" {
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 format!("session[{index}].user"),
                 format!(
                     "{:?} is not accepted: \"root\": against server = \"openssh\" the guest's sshd logs in only root",
@@ -104,15 +106,18 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawSshLoopback) -> Result<SshLoopbackCase
             ));
         }
     }
-    Ok(SshLoopbackCase {
-        server,
-        arch,
-        timeout,
-        authorized_keys: authorized_keys.to_vec(),
-        server_log,
-        server_log_forbid,
-        sessions,
-    })
+    let made = || {
+        Some(SshLoopbackCase {
+            server: server?,
+            arch: arch?,
+            timeout: timeout?,
+            authorized_keys: authorized_keys.to_vec(),
+            server_log: server_log?,
+            server_log_forbid: server_log_forbid?,
+            sessions: sessions?,
+        })
+    };
+    refused.end(ctx, made())
 }
 
 #[cfg(test)]

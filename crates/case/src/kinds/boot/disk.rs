@@ -7,7 +7,7 @@
 use std::path::{Component, Path};
 
 use super::raw::{RawDisk, DISK, FLIP};
-use crate::common::{path_field, Ctx};
+use crate::common::{path_field, Ctx, Refusals};
 use crate::fields::check_table;
 use crate::{CaseError, DiskLayout, DiskSpec, Disks, FileFlip};
 
@@ -59,12 +59,17 @@ pub(crate) fn disks(
     two_boots: bool,
     self_check: bool,
 ) -> Result<Disks, CaseError> {
+    // Each table's refusals, every table's (each is a top-level key: in the file's order).
+    let mut refused = Refusals::new();
     if vault.is_some() && disk.is_none() {
-        return Err(ctx.err("vault", "only with [disk]: the vault is a second writable disk, beside the first"));
+        refused.push(ctx.err("vault", "only with [disk]: the vault is a second writable disk, beside the first"));
     }
-    let one =
-        |name: &str, raw: Option<&RawDisk>| raw.map(|raw| spec(ctx, name, raw, two_boots, self_check)).transpose();
-    Ok(Disks { disk: one("disk", disk)?, vault: one("vault", vault)?, userland: one("userland", userland)? })
+    let mut one = |name: &str, raw: Option<&RawDisk>| {
+        refused.keep(raw.map(|raw| spec(ctx, name, raw, two_boots, self_check)).transpose())
+    };
+    let (disk, vault, userland) = (one("disk", disk), one("vault", vault), one("userland", userland));
+    let made = || Some(Disks { disk: disk?, vault: vault?, userland: userland? });
+    refused.end(ctx, made())
 }
 
 fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool) -> Result<DiskSpec, CaseError> {
@@ -350,7 +355,7 @@ mod tests {
         );
         assert_eq!(
             refused("", "[vault]\nsize_kib = 40\npartitions = 1\n"),
-            "tests/c.toml: vault: only with [disk]: the vault is a second writable disk, beside the first"
+            "tests/c.toml: vault: only with [disk]: the vault is a second writable disk, beside the first\ntests/c.toml: vault.size_kib: 40 is not accepted with partitions = 1: a GPT of 1 needs at least 44 KiB (the GPT's 34 sectors at each end, 20 KiB each once aligned to 4 KiB, and the partition 4 KiB or more)"
         );
         assert_eq!(
             refused("", "[disk]\nsize_kib = 40\npartitions = 1\n"),

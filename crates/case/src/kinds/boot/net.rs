@@ -6,8 +6,8 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use super::raw::{RawNet, DIAL, NET, PEER, POKE};
-use crate::common::Ctx;
+use super::raw::{RawDial, RawNet, RawPeer, RawPoke, DIAL, NET, PEER, POKE};
+use crate::common::{Ctx, Refusals};
 use crate::fields::check_table;
 use crate::{CaseError, Dial, Ipv4Net, NetSpec, Peer, Poke};
 
@@ -47,152 +47,175 @@ pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Result<(), CaseError> {
 /// needs.
 pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<Option<NetSpec>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
+    // Every refusal of the table, each field's (each item of a list, each peer, each
+    // dial: within one, its first); a check that reads a list (the dials' ports against
+    // forward, the rules on peers) only when that list is accepted whole.
+    let mut refused = Refusals::new();
     let mut forward: Vec<u16> = Vec::new();
+    let mut forward_whole = true;
     for (index, port) in raw.forward.as_deref().unwrap_or(&[]).iter().enumerate() {
         let field = format!("net.forward[{index}]");
-        let port = port_number(ctx, &field, *port, "a guest TCP port")?;
-        if forward.contains(&port) {
-            return Err(ctx.err(field, format!("{port} is named twice")));
+        match refused.keep(port_number(ctx, &field, *port, "a guest TCP port")) {
+            Some(port) if forward.contains(&port) => refused.push(ctx.err(field, format!("{port} is named twice"))),
+            Some(port) => forward.push(port),
+            None => forward_whole = false,
         }
-        forward.push(port);
     }
 
     let mut self_forbidden: Vec<Ipv4Net> = Vec::new();
     for (index, text) in raw.self_forbidden.as_deref().unwrap_or(&[]).iter().enumerate() {
         let field = format!("net.self_forbidden[{index}]");
-        let prefix = ipv4_net(ctx, &field, text)?;
-        if self_forbidden.contains(&prefix) {
-            return Err(ctx.err(field, format!("{text:?} is named twice")));
+        match refused.keep(ipv4_net(ctx, &field, text)) {
+            Some(prefix) if self_forbidden.contains(&prefix) => {
+                refused.push(ctx.err(field, format!("{text:?} is named twice")))
+            }
+            Some(prefix) => self_forbidden.push(prefix),
+            None => {}
         }
-        self_forbidden.push(prefix);
     }
 
     let mut peers: Vec<Peer> = Vec::new();
+    let mut peers_whole = true;
     for (index, raw) in raw.peer.as_deref().unwrap_or(&[]).iter().enumerate() {
-        let field = format!("net.peer[{index}]");
-        let addr = match &raw.addr {
-            None => {
-                return Err(ctx.err(
-                    format!("{field}.addr"),
-                    "required: the peer's IPv4 address and port, such as \"10.0.9.100:7\"",
-                ))
-            }
-            Some(text) => peer_addr(ctx, &format!("{field}.addr"), text)?,
-        };
-        if peers.iter().any(|peer| peer.addr == addr) {
-            return Err(ctx.err(format!("{field}.addr"), format!("\"{addr}\" is named twice")));
+        match refused.keep(peer(ctx, index, raw, &peers)) {
+            Some(peer) => peers.push(peer),
+            None => peers_whole = false,
         }
-        let connections = match raw.connections {
-            None => {
-                return Err(ctx.err(
-                    format!("{field}.connections"),
-                    format!("required: exactly how many connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"),
-                ))
-            }
-            Some(n @ 0..=CONNECTIONS_MAX) => n as u32,
-            Some(n) => {
-                return Err(ctx.err(
-                    format!("{field}.connections"),
-                    format!("{n} is not accepted: the number of connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"),
-                ))
-            }
-        };
-        peers.push(Peer { addr, connections });
     }
-    if !peers.is_empty() && peers.iter().all(|peer| peer.connections == 0) {
-        return Err(ctx.err(
+    if peers_whole && !peers.is_empty() && peers.iter().all(|peer| peer.connections == 0) {
+        refused.push(ctx.err(
             "net.peer",
             "every peer expects 0 connections: a case with peers needs one that expects a connection, whose SYN in the capture shows the capture was live",
         ));
     }
-    if !self_forbidden.is_empty() && peers.is_empty() {
-        return Err(ctx.err(
+    if peers_whole && !raw.self_forbidden.as_deref().unwrap_or(&[]).is_empty() && peers.is_empty() {
+        refused.push(ctx.err(
             "net.self_forbidden",
             "only with [[net.peer]]: the capture it is checked on is judged in a case with peers",
         ));
     }
     let truncate_capture = raw.truncate_capture.unwrap_or(false);
     if truncate_capture && !self_check {
-        return Err(ctx.err(
+        refused.push(ctx.err(
             "net.truncate_capture",
             "only with must_fail: it cuts the capture on purpose, so the case is a self-check that expects the bench to fail it",
         ));
     }
-    if truncate_capture && peers.is_empty() {
-        return Err(ctx.err(
-            "net.truncate_capture",
-            "only with [[net.peer]]: the capture it cuts is judged in a case with peers",
-        ));
+    if truncate_capture && peers_whole && peers.is_empty() {
+        refused.push(
+            ctx.err(
+                "net.truncate_capture",
+                "only with [[net.peer]]: the capture it cuts is judged in a case with peers",
+            ),
+        );
     }
 
-    let mut capture_expect = Vec::new();
-    for (index, source) in raw.capture_expect.as_deref().unwrap_or(&[]).iter().enumerate() {
-        capture_expect.push(ctx.regex(format!("net.capture_expect[{index}]"), source)?);
-    }
+    let capture_expect = refused.keep(ctx.patterns("net.capture_expect", raw.capture_expect.as_deref().unwrap_or(&[])));
 
     let mut dials = Vec::new();
     for (index, raw) in raw.dial.as_deref().unwrap_or(&[]).iter().enumerate() {
-        let field = format!("net.dial[{index}]");
-        let port = match raw.port {
-            None => return Err(ctx.err(format!("{field}.port"), "required: a port of net.forward")),
-            Some(port) => port_number(ctx, &format!("{field}.port"), port, "a port of net.forward")?,
-        };
-        if !forward.contains(&port) {
-            let ports = match forward.as_slice() {
-                [] => "and net.forward is empty".to_string(),
-                ports => {
-                    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-                    format!("one of net.forward ({})", ports.join(", "))
-                }
-            };
-            return Err(ctx.err(
-                format!("{field}.port"),
-                format!("{port} is not accepted: a dial connects through a forwarded port, {ports}"),
-            ));
+        if let Some(dial) = refused.keep(dial(ctx, index, raw, forward_whole.then_some(&forward[..]))) {
+            dials.push(dial);
         }
-        let send = dial_text(ctx, &format!("{field}.send"), raw.send.as_deref(), "the text to send, as written")?;
-        let expect = dial_text(ctx, &format!("{field}.expect"), raw.expect.as_deref(), "the text that must come back")?;
-        let after = raw.after.as_deref().map(|source| ctx.regex(format!("{field}.after"), source)).transpose()?;
-        dials.push(Dial { port, send, expect, after, until_closed: raw.until_closed.unwrap_or(false) });
     }
 
-    let poke = match &raw.poke {
-        None => None,
-        Some(raw) => {
-            let port = match raw.port {
-                None => return Err(ctx.err("net.poke.port", "required: the guest's UDP port, 1 to 65535")),
-                // UDP: a TCP port of forward is another port, and may have the same number.
-                Some(port) => port_number(ctx, "net.poke.port", port, "the guest's UDP port")?,
-            };
-            let payload = match raw.payload.as_deref() {
-                None => return Err(ctx.err("net.poke.payload", "required: the datagram's bytes, as a string")),
-                Some("") => {
-                    return Err(ctx.err("net.poke.payload", format!("empty: the datagram's bytes, 1 to {POKE_BYTES_MAX}")))
-                }
-                Some(payload) if payload.len() > POKE_BYTES_MAX => {
-                    return Err(ctx.err(
-                        "net.poke.payload",
-                        format!("{} bytes is not accepted: at most {POKE_BYTES_MAX}, so the datagram reaches the guest in one frame, unfragmented", payload.len()),
-                    ))
-                }
-                Some(payload) => payload.to_string(),
-            };
-            let after = match raw.after.as_deref() {
-                None => {
-                    return Err(ctx.err(
-                        "net.poke.after",
-                        "required: a regex a shown console line must match; the poke is sent when one first does",
-                    ))
-                }
-                Some(source) => ctx.regex("net.poke.after".into(), source)?,
-            };
-            Some(Poke { port, payload, after })
+    let poke = raw.poke.as_ref().and_then(|raw| refused.keep(poke(ctx, raw)));
+    let host_key = refused.keep(raw.host_key.as_deref().map(|text| super::host_key::host_key(ctx, text)).transpose());
+    let made = capture_expect.zip(host_key).map(|(capture_expect, host_key)| {
+        Some(NetSpec { forward, self_forbidden, truncate_capture, capture_expect, peers, dials, poke, host_key })
+    });
+    refused.end(ctx, made)
+}
+
+/// `net.peer[index]`, one of `peers` before it accepted.
+fn peer(ctx: &Ctx, index: usize, raw: &RawPeer, peers: &[Peer]) -> Result<Peer, CaseError> {
+    let field = format!("net.peer[{index}]");
+    let addr = match &raw.addr {
+        None => {
+            return Err(ctx
+                .err(format!("{field}.addr"), "required: the peer's IPv4 address and port, such as \"10.0.9.100:7\""))
+        }
+        Some(text) => peer_addr(ctx, &format!("{field}.addr"), text)?,
+    };
+    if peers.iter().any(|peer| peer.addr == addr) {
+        return Err(ctx.err(format!("{field}.addr"), format!("\"{addr}\" is named twice")));
+    }
+    let connections = match raw.connections {
+        None => {
+            return Err(ctx.err(
+                format!("{field}.connections"),
+                format!("required: exactly how many connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"),
+            ))
+        }
+        Some(n @ 0..=CONNECTIONS_MAX) => n as u32,
+        Some(n) => {
+            return Err(ctx.err(
+                format!("{field}.connections"),
+                format!(
+                "{n} is not accepted: the number of connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"
+            ),
+            ))
         }
     };
+    Ok(Peer { addr, connections })
+}
 
-    let host_key = raw.host_key.as_deref().map(|text| super::host_key::host_key(ctx, text)).transpose()?;
+/// `net.dial[index]`; its port is checked against `forward` when that is accepted whole.
+fn dial(ctx: &Ctx, index: usize, raw: &RawDial, forward: Option<&[u16]>) -> Result<Dial, CaseError> {
+    let field = format!("net.dial[{index}]");
+    let port = match raw.port {
+        None => return Err(ctx.err(format!("{field}.port"), "required: a port of net.forward")),
+        Some(port) => port_number(ctx, &format!("{field}.port"), port, "a port of net.forward")?,
+    };
+    if let Some(forward) = forward.filter(|forward| !forward.contains(&port)) {
+        let ports = match forward {
+            [] => "and net.forward is empty".to_string(),
+            ports => {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+                format!("one of net.forward ({})", ports.join(", "))
+            }
+        };
+        return Err(ctx.err(
+            format!("{field}.port"),
+            format!("{port} is not accepted: a dial connects through a forwarded port, {ports}"),
+        ));
+    }
+    let send = dial_text(ctx, &format!("{field}.send"), raw.send.as_deref(), "the text to send, as written")?;
+    let expect = dial_text(ctx, &format!("{field}.expect"), raw.expect.as_deref(), "the text that must come back")?;
+    let after = raw.after.as_deref().map(|source| ctx.regex(format!("{field}.after"), source)).transpose()?;
+    Ok(Dial { port, send, expect, after, until_closed: raw.until_closed.unwrap_or(false) })
+}
 
-    Ok(Some(NetSpec { forward, self_forbidden, truncate_capture, capture_expect, peers, dials, poke, host_key }))
+/// `[net.poke]`.
+fn poke(ctx: &Ctx, raw: &RawPoke) -> Result<Poke, CaseError> {
+    let port = match raw.port {
+        None => return Err(ctx.err("net.poke.port", "required: the guest's UDP port, 1 to 65535")),
+        // UDP: a TCP port of forward is another port, and may have the same number.
+        Some(port) => port_number(ctx, "net.poke.port", port, "the guest's UDP port")?,
+    };
+    let payload = match raw.payload.as_deref() {
+        None => return Err(ctx.err("net.poke.payload", "required: the datagram's bytes, as a string")),
+        Some("") => {
+            return Err(ctx.err("net.poke.payload", format!("empty: the datagram's bytes, 1 to {POKE_BYTES_MAX}")))
+        }
+        Some(payload) if payload.len() > POKE_BYTES_MAX => {
+            return Err(ctx.err(
+                "net.poke.payload",
+                format!("{} bytes is not accepted: at most {POKE_BYTES_MAX}, so the datagram reaches the guest in one frame, unfragmented", payload.len()),
+            ))
+        }
+        Some(payload) => payload.to_string(),
+    };
+    let after = match raw.after.as_deref() {
+        None => {
+            return Err(ctx.err(
+                "net.poke.after",
+                "required: a regex a shown console line must match; the poke is sent when one first does",
+            ))
+        }
+        Some(source) => ctx.regex("net.poke.after".into(), source)?,
+    };
+    Ok(Poke { port, payload, after })
 }
 
 fn port_number(ctx: &Ctx, field: &str, port: i64, what: &str) -> Result<u16, CaseError> {

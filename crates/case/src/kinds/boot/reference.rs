@@ -3,7 +3,7 @@
 //! tampering, device-tree edits and distinctness.
 
 use super::raw::RawBoot;
-use crate::common::{did_you_mean, is_feature_name, nearest, path_field, shown, Ctx};
+use crate::common::{did_you_mean, is_feature_name, nearest, path_field, shown, Ctx, Refusals};
 use crate::{BundleFile, CaseError, Corruption, DtEdit, FileSource, Hostile, Program, ProgramEntry};
 
 /// The most bytes of an entry name (the bundle's name field).
@@ -125,42 +125,44 @@ pub(crate) fn program_entry(ctx: &Ctx, field: &str, value: &toml::Value) -> Resu
     }
 }
 
+/// `programs`: every refusal of its entries, each entry's in turn (within one entry, its
+/// first); the checks of entry names only once every entry is accepted.
 pub(crate) fn programs(ctx: &Ctx, raw: &RawBoot) -> Result<Vec<ProgramEntry>, CaseError> {
-    let entries: Vec<ProgramEntry> = raw
+    let mut refused = Refusals::new();
+    let entries: Vec<Option<ProgramEntry>> = raw
         .programs
         .as_deref()
         .unwrap_or(&[])
         .iter()
         .enumerate()
-        .map(|(index, value)| program_entry(ctx, &format!("programs[{index}]"), value))
-        .collect::<Result<_, _>>()?;
+        .map(|(index, value)| refused.keep(program_entry(ctx, &format!("programs[{index}]"), value)))
+        .collect();
+    let Some(entries) = entries.into_iter().collect::<Option<Vec<ProgramEntry>>>() else {
+        return refused.end(ctx, None);
+    };
     for (index, entry) in entries.iter().enumerate() {
         let name = entry.program.entry_name();
         if !valid_entry_name(&name) {
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 format!("programs[{index}]"),
                 format!("the entry name {name:?} is not accepted: printable ASCII without spaces, at most {ENTRY_NAME_MAX} bytes"),
             ));
-        }
-        if entries[..index].iter().any(|e| e.program.entry_name() == name) {
-            return Err(ctx.err(format!("programs[{index}]"), format!("the entry name {name:?} is packed twice")));
-        }
-        if name == "kernel" || name == "programs" {
-            return Err(ctx.err(format!("programs[{index}]"), format!("{name:?} is the bench's own entry name")));
+        } else if entries[..index].iter().any(|e| e.program.entry_name() == name) {
+            refused.push(ctx.err(format!("programs[{index}]"), format!("the entry name {name:?} is packed twice")));
+        } else if name == "kernel" || name == "programs" {
+            refused.push(ctx.err(format!("programs[{index}]"), format!("{name:?} is the bench's own entry name")));
         }
     }
     if entries.is_empty() {
-        return Err(ctx.err("programs", "empty: name at least the first program, which runs in init's place"));
+        refused.push(ctx.err("programs", "empty: name at least the first program, which runs in init's place"));
     }
-    if let Some(first) = entries.first() {
-        if !first.budgets.is_empty() {
-            return Err(ctx.err(
-                "programs[0].budgets",
-                "the first program runs in init's place with every budget; budgets are for the programs it starts",
-            ));
-        }
+    if entries.first().is_some_and(|first| !first.budgets.is_empty()) {
+        refused.push(ctx.err(
+            "programs[0].budgets",
+            "the first program runs in init's place with every budget; budgets are for the programs it starts",
+        ));
     }
-    Ok(entries)
+    refused.end(ctx, Some(entries))
 }
 
 fn valid_entry_name(name: &str) -> bool {
