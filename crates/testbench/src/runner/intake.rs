@@ -485,14 +485,14 @@ fn parse_env_seed() -> Result<Option<u64>, String> {
 }
 
 /// What the intake took: the cases to run, in name order, and the environment's seed.
-pub struct Taken<'a> {
+pub struct Selection<'a> {
     pub selected: Vec<&'a Case>,
     pub env_seed: Option<u64>,
 }
 
 /// Select the cases to run and check them; every refusal of the run is gathered here,
 /// together: every file that does not parse, and what the cases that parsed name.
-pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Taken<'a>, BenchError> {
+pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result<Selection<'a>, BenchError> {
     let mut refusals: Vec<String> = loaded.refusals.clone();
     let selected = match select(&loaded.cases, &options.filter, &ws.cases_dir) {
         Ok(selected) => selected,
@@ -536,7 +536,7 @@ pub fn take<'a>(loaded: &'a Loaded, ws: &Workspace, options: &Options) -> Result
         }
     }
     if refusals.is_empty() {
-        Ok(Taken { selected, env_seed })
+        Ok(Selection { selected, env_seed })
     } else {
         Err(BenchError::Refused(refusals))
     }

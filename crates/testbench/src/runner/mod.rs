@@ -144,7 +144,7 @@ impl<'a> Intake<'a> {
             }
             None => (None, None),
         };
-        let intake::Taken { selected, env_seed } = intake::take(loaded, ws, options)?;
+        let intake::Selection { selected, env_seed } = intake::take(loaded, ws, options)?;
         if let Some(why) = why_empty(loaded, &selected, options, &ws.cases_dir) {
             return match options.no_tests {
                 NoTests::Fail => Err(BenchError::NoCases(why)),
