@@ -1910,3 +1910,24 @@ fn qemus_last_stderr_line_is_noted_on_a_failure_that_does_not_quote_it() {
     run.expect_status(0);
     assert!(!run.stdout.contains("QEMU said on stderr"), "{}", run.explain());
 }
+
+/// A failure made by one console line names it in the JSON events: its kind, its number
+/// in `console.log` (counted here from the log itself) and its text as quoted.
+#[test]
+fn a_forbidden_lines_place_in_the_console_is_in_the_json_verdict() {
+    let fake = Wrapped::new();
+    let forbids = fake.case.replace("[guest]", "forbid = ['Kernel panic']\n[guest]");
+    let dir = cases_dir(&[("forbids", &forbids)]);
+    fake.wrap("");
+    let cases = dir.path().to_str().unwrap();
+    let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", "forbidden:300")];
+    let run = bench(&["--cases", cases, "--message-format", "json"], &env);
+    run.expect_status(1);
+    let finished = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("a boot-finished event");
+    assert_eq!(finished["failure_kind"], "forbidden", "{}", run.explain());
+    let log = std::fs::read(run.run_dir().join("forbids/rv64-smp1/console.log")).unwrap();
+    let at = log.split(|&b| b == b'\n').position(|line| line.ends_with(b"Kernel panic here")).unwrap() + 1;
+    assert_eq!(finished["failure_line"], at as u64, "{}", run.explain());
+    let quote = finished["failure_quote"].as_str().unwrap();
+    assert!(quote.contains("Kernel panic here") && quote.len() < 400, "{quote:?}");
+}
