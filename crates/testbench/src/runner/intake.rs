@@ -431,32 +431,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         }
     }
     let Some(boot) = case.as_boot() else { return errors };
-    match &boot.guest {
-        Guest::External(guest) => {
-            if let GuestImage::Recipe(recipe) = &guest.image {
-                let full = root.join(recipe);
-                // Read only a regular file: anything else is refused above.
-                if full.is_file() {
-                    match testbench_recipe::load(&full) {
-                        Err(error) => errors.push(format!("{file}: guest.recipe: {error}")),
-                        Ok(recipe) => {
-                            for arch in &boot.arch {
-                                if arch.name() != recipe.arch.to_string() {
-                                    errors.push(format!(
-                                        "{file}: arch: the recipe {} boots {} only, not {arch}",
-                                        full.display(),
-                                        recipe.arch
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // Entry names are checked by the case parser (one entry per name).
-        Guest::Built { .. } => {}
-    }
+    errors.extend(recipe_widths(case, boot, root));
     if let Guest::External(guest) = &boot.guest {
         errors.extend(qemu_arg_files(&guest.qemu_args, root).into_iter().map(|e| format!("{file}: {e}")));
     }
@@ -469,6 +444,28 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         }
     }
     errors
+}
+
+/// A recipe the case boots, read (only a regular file: anything else is refused with the
+/// paths), and each width the case asks for checked against the one the recipe boots.
+fn recipe_widths(case: &Case, boot: &testbench_case::BootCase, root: &Path) -> Vec<String> {
+    let file = case.file.display();
+    // Entry names of a built guest are checked by the case parser (one entry per name).
+    let Guest::External(guest) = &boot.guest else { return Vec::new() };
+    let GuestImage::Recipe(recipe) = &guest.image else { return Vec::new() };
+    let full = root.join(recipe);
+    if !full.is_file() {
+        return Vec::new();
+    }
+    match testbench_recipe::load(&full) {
+        Err(error) => vec![format!("{file}: guest.recipe: {error}")],
+        Ok(recipe) => boot
+            .arch
+            .iter()
+            .filter(|arch| arch.name() != recipe.arch.to_string())
+            .map(|arch| format!("{file}: arch: the recipe {} boots {} only, not {arch}", full.display(), recipe.arch))
+            .collect(),
+    }
 }
 
 /// `TESTBENCH_QEMU_SEED`: a seed that replaces every pinned one, when set.
