@@ -603,6 +603,26 @@ mod tests {
         );
     }
 
+    /// A case that asks a recipe for a width it does not boot is refused naming both; a
+    /// width the recipe boots is not.
+    #[test]
+    fn a_width_the_recipe_does_not_boot_is_refused_naming_it() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let text = |arch: &str| {
+            format!("description = \"x\"\nkind = \"boot\"\narch = [{arch}]\nexpect = ['x']\n[guest]\nrecipe = \"guests/debian-busybox.toml\"\n")
+        };
+        let both = testbench_case::parse("tests/r.toml", &text("\"rv64\", \"rv32\"")).unwrap();
+        let refused = recipe_widths(&both, both.as_boot().unwrap(), &root);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with("tests/r.toml: arch: the recipe ")
+                && refused[0].ends_with(" boots rv64 only, not rv32"),
+            "{refused:?}"
+        );
+        let one = testbench_case::parse("tests/r.toml", &text("\"rv64\"")).unwrap();
+        assert!(recipe_widths(&one, one.as_boot().unwrap(), &root).is_empty());
+    }
+
     /// The names like it and the suggestion are one list: never a suggestion of one name
     /// beside a list that names another.
     #[test]
