@@ -28,7 +28,10 @@ pub enum RunEvent<'a> {
         whole_run: bool,
         file: &'a Path,
         cores: u32,
+        /// Whether it runs on q's quiet set: it measures the host's clock.
         quiet: bool,
+        /// What it measures on the host's clock, when it is quiet.
+        quiet_because: Option<&'a str>,
         ports: usize,
     },
     /// The run has its directory and its plan: how many boots and host runs it holds.
@@ -180,7 +183,8 @@ mod tests {
                 whole_run: true,
                 file: Path::new("tests/bench-boot.toml"),
                 cores: 2,
-                quiet: false,
+                quiet: true,
+                quiet_because: Some("an idle window: trap counts and host CPU over host seconds"),
                 ports: 0,
             },
             RunEvent::RunStarted { run_dir: dir, boots: 3 },

@@ -35,7 +35,8 @@ impl Sink for Json {
                 whole_run: case.whole_run,
                 file: &case.file,
                 cores: class.cores,
-                quiet: class.quiet,
+                quiet: class.quiet.is_some(),
+                quiet_because: class.quiet,
                 ports: class.ports,
             })
         }

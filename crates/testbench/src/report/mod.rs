@@ -164,34 +164,61 @@ pub struct JobClass {
     /// whose harness runs tests on threads; one for the rest. Never more than the machine
     /// has (a lease q could never grant is refused).
     pub cores: u32,
-    /// Host-clock work, run on q's quiet set: a boot without icount held to a bound on a
-    /// time (a session's `within`), or a self-check whose evidence is a deadline.
-    pub quiet: bool,
+    /// Why it runs on q's quiet set, when it does: what it measures on the host's clock
+    /// ([`host_clock_measure`]).
+    pub quiet: Option<&'static str>,
     /// Host ports one boot forwards (its lease's size).
     pub ports: usize,
 }
 
+/// What a case measures on the host's clock, the one rule of the quiet class: a verdict
+/// that other work on the machine can change. An idle window (its trap counts and host
+/// CPU are read over host seconds, whatever the guest's clock); and, for a boot not in
+/// guest time (no icount), a post-check bound in host time (an oracle argument in `_us`,
+/// `_ms` or `_ns`), a session's `within`; and for any case on the host's clock, a
+/// self-check whose evidence is a deadline (its `must_fail` kind `timed-out` or
+/// `no-power-off`, or its pattern speaking of one).
+pub fn host_clock_measure(case: &testbench_case::Case) -> Option<&'static str> {
+    use testbench_case::{Kind, Step};
+    let deadline_is_evidence = matches!(case.must_fail_kind.as_deref(), Some("timed-out" | "no-power-off"))
+        || case.must_fail.as_ref().is_some_and(|p| {
+            let text = p.source();
+            text.contains("timed out") || text.contains("deadline") || text.contains("within")
+        });
+    let Kind::Boot(boot) = &case.kind else {
+        return deadline_is_evidence.then_some("a self-check whose evidence is a deadline");
+    };
+    if boot.idle.is_some() {
+        return Some("an idle window: trap counts and host CPU over host seconds");
+    }
+    if boot.icount.is_some() {
+        return None;
+    }
+    let time_bound = |arg: &String| {
+        arg.split_once('=').is_some_and(|(name, _)| ["_us", "_ms", "_ns"].iter().any(|unit| name.ends_with(unit)))
+    };
+    if boot.post_check.as_ref().is_some_and(|check| check.oracle.is_some() && check.args.iter().any(time_bound)) {
+        return Some("a post-check bound in host time");
+    }
+    if boot.sessions.iter().any(|s| s.steps.iter().any(|step| matches!(step, Step::Within(_)))) {
+        return Some("a session's within on the host's clock");
+    }
+    deadline_is_evidence.then_some("a self-check whose evidence is a deadline")
+}
+
 /// A case's class on a machine of `machine_cores` cores ([`machine_cores`]).
 pub fn job_class(case: &testbench_case::Case, machine_cores: u32) -> JobClass {
-    use testbench_case::{Kind, Step};
-    let deadline_is_evidence = case.must_fail.as_ref().is_some_and(|p| {
-        let text = p.source();
-        text.contains("timed out") || text.contains("deadline") || text.contains("within")
-    });
-    let class = match &case.kind {
-        Kind::Boot(boot) => {
-            let bounded = boot.sessions.iter().any(|s| s.steps.iter().any(|step| matches!(step, Step::Within(_))));
-            JobClass {
-                cores: boot.smp.iter().flat_map(|(_, counts)| counts.iter().copied()).max().unwrap_or(1),
-                quiet: boot.icount.is_none() && (bounded || deadline_is_evidence),
-                ports: crate::boot::parts::host_ports(boot),
-            }
-        }
-        Kind::HostTests(_) => JobClass { cores: 2, quiet: deadline_is_evidence, ports: 0 },
-        Kind::SshLoopback(_) => JobClass { cores: 1, quiet: deadline_is_evidence, ports: 0 },
-        Kind::Build(_) | Kind::Scripts(_) | Kind::Gate(_) => JobClass { cores: 1, quiet: false, ports: 0 },
+    use testbench_case::Kind;
+    let quiet = host_clock_measure(case);
+    let (cores, ports) = match &case.kind {
+        Kind::Boot(boot) => (
+            boot.smp.iter().flat_map(|(_, counts)| counts.iter().copied()).max().unwrap_or(1),
+            crate::boot::parts::host_ports(boot),
+        ),
+        Kind::HostTests(_) => (2, 0),
+        Kind::SshLoopback(_) | Kind::Build(_) | Kind::Scripts(_) | Kind::Gate(_) => (1, 0),
     };
-    JobClass { cores: class.cores.clamp(1, machine_cores.max(1)), ..class }
+    JobClass { cores: cores.clamp(1, machine_cores.max(1)), quiet, ports }
 }
 
 /// The cores this process may run on (its affinity and its cgroup's quota, as
@@ -435,16 +462,46 @@ mod tests {
         let class = |text: &str| job_class(&testbench_case::parse("tests/c.toml", text).unwrap(), 64);
         let boot = "description = \"d\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\n";
         let plain = class(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\nicount = \"shift=3\"\n"));
-        assert_eq!((plain.cores, plain.quiet, plain.ports), (4, false, 0));
+        assert_eq!((plain.cores, plain.quiet, plain.ports), (4, None, 0));
         let deadline = format!("{boot}must_fail = '^timed out after'\n");
-        assert!(class(&deadline).quiet, "a host-clock self-check whose evidence is its deadline");
-        assert!(!class(&format!("{deadline}icount = \"shift=3\"\n")).quiet, "under icount it measures guest time");
+        assert!(class(&deadline).quiet.is_some(), "a host-clock self-check whose evidence is its deadline");
+        let by_kind = format!("{boot}must_fail = {{ kind = \"timed-out\" }}\n");
+        assert!(class(&by_kind).quiet.is_some(), "a deadline named by the failure's kind");
+        assert!(
+            class(&format!("{deadline}icount = \"shift=3\"\n")).quiet.is_none(),
+            "under icount it measures guest time"
+        );
         let host = class("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n");
-        assert_eq!((host.cores, host.quiet), (2, false));
+        assert_eq!((host.cores, host.quiet), (2, None));
         // On a machine of fewer cores, never more than it has.
         let small = |text: &str, cores| job_class(&testbench_case::parse("tests/c.toml", text).unwrap(), cores).cores;
         assert_eq!(small(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\n"), 3), 3);
         assert_eq!(small("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n", 1), 1);
+    }
+
+    /// The cases that measure the host's clock are each in the quiet class, for what they
+    /// measure: idle windows (on Linux and the reference guest, under icount or not) and
+    /// a scheduler oracle's p99 bound in host microseconds; the same oracle's case under
+    /// icount would measure guest time.
+    #[test]
+    fn every_case_that_measures_the_hosts_clock_is_quiet() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let case = |name: &str| {
+            let file = format!("tests/{name}.toml");
+            testbench_case::parse(&file, &std::fs::read_to_string(root.join(&file)).unwrap()).unwrap()
+        };
+        for (name, why) in [
+            ("linux-idle", "an idle window: trap counts and host CPU over host seconds"),
+            ("bench-idle", "an idle window: trap counts and host CPU over host seconds"),
+            ("reference-sched-oracle", "a post-check bound in host time"),
+        ] {
+            assert_eq!(job_class(&case(name), 64).quiet, Some(why), "{name}");
+        }
+        let mut sched = case("reference-sched-oracle");
+        if let testbench_case::Kind::Boot(boot) = &mut sched.kind {
+            boot.icount = Some("shift=3".into());
+        }
+        assert_eq!(job_class(&sched, 64).quiet, None, "under icount its microseconds are the guest's");
     }
 
     #[test]
