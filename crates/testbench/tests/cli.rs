@@ -457,6 +457,23 @@ fn a_failing_boots_logs_are_kept_under_its_jobs_name() {
     assert!(xml.contains("<testcase name=\"doomed rv64 smp1\"") && xml.contains("<failure"), "{xml}");
 }
 
+/// A case booted twice that fails keeps both boots' logs: the second as
+/// `<stem>.second-boot.<file>`.
+#[test]
+fn a_failing_case_booted_twice_keeps_both_boots_logs() {
+    // The same line captured in both boots: a failure only the second boot can show.
+    let twice = SMOKE_DONE.replace("poweroff = true", "poweroff = true\ndistinct_across_boots = ['^smoke: (done)$']");
+    let dir = cases_dir(&[("twice", &twice)]);
+    let keep = tempfile::tempdir().unwrap();
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--keep-failed", keep.path().to_str().unwrap()], &[]);
+    run.expect_status(1);
+    assert!(run.stdout.contains("captured 'done' in both boots"), "{}", run.explain());
+    for name in ["rv64-twice.smp1.log", "rv64-twice.smp1.second-boot.log", "rv64-twice.smp1.second-boot.command-line"] {
+        let kept = std::fs::read_to_string(keep.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(name.ends_with("command-line") || kept.contains("smoke: done"), "{name}: {kept}");
+    }
+}
+
 #[test]
 fn a_build_asked_for_again_in_a_run_is_not_run_again_and_a_build_error_shows_cargos_message() {
     let same = smoke_with("\"status-3\"").replace("poweroff = true", "poweroff = true\npoweroff_status = 3");

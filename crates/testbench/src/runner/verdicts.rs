@@ -279,17 +279,27 @@ fn verdict_result(verdict: ConsoleVerdict) -> Result<(), Failed> {
 
 /// `--keep-failed DIR`: a failed boot's logs copied where they outlive pruning (a copy
 /// that fails is said when the run ends: [`KeepFailed::trouble`]).
+/// A case booted twice keeps its second boot's too, as `<stem>.second-boot.<file>`.
 fn keep_failed(keep: &KeepFailed, case: &Case, boot: &PlannedBoot) {
     let mut stem = format!("{}-{}.smp{}", boot.arch, case.name, boot.smp);
     if boot.seed_from == SeedFrom::Sweep {
         stem.push_str(&format!(".seed{}", boot.seed.unwrap_or(0)));
     }
-    keep.copy(&boot.dir.join("console.log"), &format!("{stem}.log"));
-    keep.copy(&boot.dir.join("qemu-stderr.log"), &format!("{stem}.qemu-stderr.log"));
-    keep.copy(&boot.dir.join("command-line"), &format!("{stem}.command-line"));
-    keep.copy(&boot.dir.join("devices.log"), &format!("{stem}.devices.log"));
+    keep_boot(keep, &boot.dir, &stem);
+    let second = boot.dir.join("second-boot");
+    if second.is_dir() {
+        keep_boot(keep, &second, &format!("{stem}.second-boot"));
+    }
+}
+
+/// One boot's logs in `dir`, each as `<stem>.<file>`.
+fn keep_boot(keep: &KeepFailed, dir: &Path, stem: &str) {
+    keep.copy(&dir.join("console.log"), &format!("{stem}.log"));
+    keep.copy(&dir.join("qemu-stderr.log"), &format!("{stem}.qemu-stderr.log"));
+    keep.copy(&dir.join("command-line"), &format!("{stem}.command-line"));
+    keep.copy(&dir.join("devices.log"), &format!("{stem}.devices.log"));
     // Each session's transcript (sessions/<name>.log), as <stem>.session-<name>.log.
-    keep_sessions(keep, &boot.dir, &stem);
+    keep_sessions(keep, dir, stem);
 }
 
 /// Each session's transcript in `dir` (sessions/<name>.log), as `<stem>.session-<name>.log`.
