@@ -106,7 +106,7 @@ fn main() -> ExitCode {
     let dir = place::dir();
     let result = match cli.command {
         Command::Daemon { cores, quiet, ports } => {
-            machine(cores, quiet, &ports).and_then(|m| daemon::serve(&dir, m)).map(|()| 0)
+            machine(cores, quiet, &ports).and_then(|m| daemon::serve(&dir, m).map_err(|e| e.to_string())).map(|()| 0)
         }
         Command::Run { cores, quiet, ports, locks, shares, name, wait, timeout, command } => {
             let name = name.unwrap_or_else(|| command.join(" "));
@@ -118,17 +118,17 @@ fn main() -> ExitCode {
                 wait: Duration::from_secs(wait),
                 timeout: Duration::from_secs(timeout),
             };
-            client::run(&dir, args)
+            client::run(&dir, args).map_err(|e| e.to_string())
         }
-        Command::Ls => client::ask_text(&dir, Request::Ls).map(|t| {
+        Command::Ls => client::ask_text(&dir, Request::Ls).map_err(|e| e.to_string()).map(|t| {
             print!("{t}");
             0
         }),
-        Command::Log => client::ask_text(&dir, Request::Log).map(|t| {
+        Command::Log => client::ask_text(&dir, Request::Log).map_err(|e| e.to_string()).map(|t| {
             print!("{t}");
             0
         }),
-        Command::Stop => client::stop(&dir).map(|t| {
+        Command::Stop => client::stop(&dir).map_err(|e| e.to_string()).map(|t| {
             print!("{t}");
             0
         }),
