@@ -138,7 +138,7 @@ pub use client::INITIAL_SIZE;
 pub use engine::EXIT_GRACE;
 pub use marks::{Marks, WaitEnd};
 pub use output::{escape, LINE_KEEP, UNMATCHED_KEEP, UNMATCHED_LIMIT};
-pub use pattern::Pattern;
+pub use pattern::{Pattern, PatternError};
 pub use transcript::TRANSCRIPT_LIMIT;
 
 /// One step of a session. See the crate's documentation for what each does.
@@ -298,9 +298,20 @@ fn references(text: &str) -> Vec<usize> {
     refs
 }
 
+/// A `$n` in a send that names no text ([`substitute`]); `pattern` is the last expect's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SubstituteError {
+    #[error("${n}, but no expect has matched before it")]
+    NoExpect { n: usize },
+    #[error("${n}, but group {n} of the last expect ('{pattern}') took no part in its match")]
+    Unmatched { n: usize, pattern: String },
+    #[error("${n}, but the last expect ('{pattern}') has no group {n}")]
+    NoGroup { n: usize, pattern: String },
+}
+
 /// `text` with `$1`..`$9` replaced by `groups` (the last expect's, and its pattern's
 /// source for messages) and `$$` by `$`.
-pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>) -> Result<Vec<u8>, String> {
+pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>) -> Result<Vec<u8>, SubstituteError> {
     let mut out = Vec::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -318,16 +329,12 @@ pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>)
                 chars.next();
                 let n = d as usize - '0' as usize;
                 let Some((groups, source)) = groups else {
-                    return Err(format!("${n}, but no expect has matched before it"));
+                    return Err(SubstituteError::NoExpect { n });
                 };
                 match groups.get(n) {
                     Some(Some(bytes)) => out.extend_from_slice(bytes),
-                    Some(None) => {
-                        return Err(format!(
-                            "${n}, but group {n} of the last expect ('{source}') took no part in its match"
-                        ))
-                    }
-                    None => return Err(format!("${n}, but the last expect ('{source}') has no group {n}")),
+                    Some(None) => return Err(SubstituteError::Unmatched { n, pattern: source.to_string() }),
+                    None => return Err(SubstituteError::NoGroup { n, pattern: source.to_string() }),
                 }
             }
             _ => out.push(b'$'),
@@ -372,9 +379,15 @@ mod tests {
         let groups = vec![Some(b"id 4f".to_vec()), Some(b"4f".to_vec()), None];
         let g = Some((groups.as_slice(), "id (..)(x)?"));
         assert_eq!(substitute("approve $1 for $$5 $x $", g).unwrap(), b"approve 4f for $5 $x $");
-        assert!(substitute("$2", g).unwrap_err().contains("group 2"));
-        assert!(substitute("$3", g).unwrap_err().contains("no group 3"));
-        assert!(substitute("$1", None).unwrap_err().contains("no expect"));
+        let unmatched = substitute("$2", g).unwrap_err();
+        assert!(matches!(unmatched, SubstituteError::Unmatched { n: 2, .. }), "{unmatched}");
+        assert!(unmatched.to_string().contains("group 2"));
+        let absent = substitute("$3", g).unwrap_err();
+        assert!(matches!(absent, SubstituteError::NoGroup { n: 3, .. }), "{absent}");
+        assert!(absent.to_string().contains("no group 3"));
+        let first = substitute("$1", None).unwrap_err();
+        assert_eq!(first, SubstituteError::NoExpect { n: 1 });
+        assert!(first.to_string().contains("no expect"));
         assert_eq!(substitute("no dollars: é", None).unwrap(), "no dollars: é".as_bytes());
     }
 
