@@ -137,7 +137,7 @@ pub(crate) fn run_measured(
     };
     transcript.note(Instant::now(), &format!("session {}", spec.name));
     if let Err(problems) = spec.check() {
-        let reason = problems.join("; ");
+        let reason = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         transcript.note(Instant::now(), &format!("FAILED: {reason}"));
         transcript.close(Instant::now());
         fail_the_case(marks, stop, &spec.name);

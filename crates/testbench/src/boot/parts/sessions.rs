@@ -48,8 +48,8 @@ pub enum SpecError {
     #[error("session {session}: {label}: {source}")]
     Pattern { session: String, label: String, source: testbench_session::PatternError },
     /// Steps that do not hold together (each problem the engine found).
-    #[error("session {session}: {}", .problems.join("; "))]
-    Check { session: String, problems: Vec<String> },
+    #[error("session {session}: {}", .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Check { session: String, problems: Vec<testbench_session::StepProblem> },
 }
 
 /// A case's sessions, planned once for all its boots.
