@@ -226,15 +226,25 @@ pub(crate) fn expected_layout(image: &Path, spec: &DiskSpec) -> Result<(u64, Opt
     }
 }
 
+/// Why a kept disk's GPT could not be read ([`read_entries`]); a difference of
+/// [`check_kept`] says it after "its partition table: ".
+#[derive(Debug, thiserror::Error)]
+enum TableReadError {
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("no valid GPT (both headers checked): {0}")]
+    NoGpt(#[source] gpt::GptError),
+}
+
 /// The entries of the GPT on `image`, both headers valid, or why not.
-fn read_entries(image: &Path) -> Result<Vec<Entry>, String> {
-    let file = File::open(image).map_err(|e| format!("cannot open: {e}"))?;
+fn read_entries(image: &Path) -> Result<Vec<Entry>, TableReadError> {
+    let file = File::open(image).map_err(TableReadError::Open)?;
     let disk = GptConfig::new()
         .writable(false)
         .only_valid_headers(true)
         .logical_block_size(LogicalBlockSize::Lb512)
         .open_from_device(file)
-        .map_err(|e| format!("no valid GPT (both headers checked): {e}"))?;
+        .map_err(TableReadError::NoGpt)?;
     Ok(disk
         .partitions()
         .values()
@@ -293,6 +303,20 @@ pub fn check_kept(image: &Path, expected: &DiskSpec) -> Result<(), DiskError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_that_cannot_be_read_says_which_way() {
+        let dir = std::env::temp_dir().join(format!("testbench-disk-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = read_entries(&dir.join("missing.img")).unwrap_err();
+        assert!(matches!(&missing, TableReadError::Open(e) if e.kind() == std::io::ErrorKind::NotFound), "{missing}");
+        let blank = dir.join("blank.img");
+        std::fs::write(&blank, vec![0u8; 64 * 1024]).unwrap();
+        let none = read_entries(&blank).unwrap_err();
+        assert!(matches!(none, TableReadError::NoGpt(_)), "{none}");
+        assert!(none.to_string().starts_with("no valid GPT (both headers checked): "), "{none}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn partitions_are_wide_aligned_when_each_gets_a_mebibyte() {

@@ -246,37 +246,53 @@ impl fmt::Display for TestRef {
     }
 }
 
+/// The forms a status line may take, as its errors say them.
+const FORMS: &str =
+    "expected \"Status: planned\", \"Status: built · tested: <ref>, ...\" or \"Status: built · partly tested: <what is not> · tested: <ref>, ...\"";
+
+/// What is wrong with a status line (the finding's message is its text).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum StatusError {
+    /// Not one of the [`FORMS`].
+    #[error("malformed status line: {FORMS}")]
+    Malformed,
+    /// `partly tested:` with nothing after it.
+    #[error("malformed status line: \"partly tested:\" says what is not tested; {FORMS}")]
+    PartlyUnsaid,
+    /// A reference that is neither `bench:<case>` nor `host:<package>::<test>`.
+    #[error("{0:?} is not a test reference: write bench:<case> or host:<package>::<test>")]
+    NotAReference(String),
+}
+
 /// Reads a status line (without its line end): the references it names, or what is wrong.
-fn parse_status(line: &str) -> Result<Vec<TestRef>, String> {
-    const FORMS: &str =
-        "expected \"Status: planned\", \"Status: built · tested: <ref>, ...\" or \"Status: built · partly tested: <what is not> · tested: <ref>, ...\"";
+fn parse_status(line: &str) -> Result<Vec<TestRef>, StatusError> {
     let line = line.trim_end();
     let Some(rest) = line.strip_prefix("Status: ") else {
-        return Err(format!("malformed status line: {FORMS}"));
+        return Err(StatusError::Malformed);
     };
     if rest == "planned" {
         return Ok(Vec::new());
     }
     let Some(rest) = rest.strip_prefix("built") else {
-        return Err(format!("malformed status line: {FORMS}"));
+        return Err(StatusError::Malformed);
     };
     let parts: Vec<&str> = rest.split(SEP).collect();
     let list = match parts.as_slice() {
         ["", tested] => tested.strip_prefix("tested: "),
         ["", partly, tested] => match partly.strip_prefix("partly tested: ") {
             Some(why) if !why.trim().is_empty() => tested.strip_prefix("tested: "),
-            _ => return Err(format!("malformed status line: \"partly tested:\" says what is not tested; {FORMS}")),
+            _ => return Err(StatusError::PartlyUnsaid),
         },
         _ => None,
     };
     let Some(list) = list else {
-        return Err(format!("malformed status line: {FORMS}"));
+        return Err(StatusError::Malformed);
     };
     list.split(", ").map(parse_ref).collect()
 }
 
-fn parse_ref(text: &str) -> Result<TestRef, String> {
-    let refused = || format!("{text:?} is not a test reference: write bench:<case> or host:<package>::<test>");
+fn parse_ref(text: &str) -> Result<TestRef, StatusError> {
+    let refused = || StatusError::NotAReference(text.to_owned());
     let is_name = |s: &str, extra: &[char]| {
         !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(&c))
     };
@@ -703,8 +719,8 @@ fn check_statuses(tree: &Path, path: &Path, page: &Page, exempt: bool, tests: &T
     for (text, line) in &page.statuses {
         let references = match parse_status(text) {
             Ok(references) => references,
-            Err(message) => {
-                push(*line, "C1", message);
+            Err(error) => {
+                push(*line, "C1", error.to_string());
                 continue;
             }
         };
@@ -816,29 +832,30 @@ mod tests {
             parse_status("Status: built · partly tested: the fallback · tested: bench:a"),
             Ok(vec![TestRef::Bench("a".into())])
         );
-        for bad in [
-            "Status: built",
-            "Status: built · tested:",
-            "Status: built · tested: ",
-            "Status: built - tested: bench:a",
-            "Status: built · partly tested:  · tested: bench:a",
-            "Status: done",
-            "Status:planned",
-            "status: planned",
-            "Status: built · tested: bench:a,bench:b",
-            "Status: built · tested: ./test",
-            "Status: built · tested: host:testbench",
-            "Status: built · tested: host:testbench::",
-            "Status: built · tested: bench:a b",
+        use StatusError::{Malformed, NotAReference, PartlyUnsaid};
+        let refused = |text: &str| NotAReference(text.to_owned());
+        for (bad, expected) in [
+            ("Status: built", Malformed),
+            ("Status: built · tested:", Malformed),
+            ("Status: built · tested: ", Malformed),
+            ("Status: built - tested: bench:a", Malformed),
+            ("Status: built · partly tested:  · tested: bench:a", PartlyUnsaid),
+            ("Status: done", Malformed),
+            ("Status:planned", Malformed),
+            ("status: planned", Malformed),
+            ("Status: built · tested: bench:a,bench:b", refused("bench:a,bench:b")),
+            ("Status: built · tested: ./test", refused("./test")),
+            ("Status: built · tested: host:testbench", refused("host:testbench")),
+            ("Status: built · tested: host:testbench::", refused("host:testbench::")),
+            ("Status: built · tested: bench:a b", refused("bench:a b")),
         ] {
-            let error = parse_status(bad).expect_err(bad);
-            assert!(
-                error.starts_with("malformed status line: ")
-                    || error.ends_with(" is not a test reference: write bench:<case> or host:<package>::<test>"),
-                "{bad:?}: {error}"
-            );
+            assert_eq!(parse_status(bad), Err(expected), "{bad:?}");
         }
-        assert!(parse_status("Status: built · tested: ./test (always)").unwrap_err().contains("\"./test (always)\""));
+        assert_eq!(
+            parse_status("Status: built · tested: ./test (always)").unwrap_err().to_string(),
+            "\"./test (always)\" is not a test reference: write bench:<case> or host:<package>::<test>"
+        );
+        assert!(Malformed.to_string().starts_with("malformed status line: expected \"Status: planned\""));
     }
 
     #[test]

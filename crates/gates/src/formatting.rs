@@ -56,7 +56,8 @@ use serde::Deserialize;
 use testbench_process::{Cmd, CmdError};
 use toml::Spanned;
 
-use crate::nocruft::{considered_files, is_under, line_at, one_line, tree_path, ConfigFile};
+use crate::nocruft::{considered_files, is_under, line_at, one_line, parse_config, tree_path, ConfigFile};
+use crate::skip::{parse_skips, skip_findings, RawSkip, Skip};
 use crate::{ConfigError, Finding};
 
 /// How long one `cargo fmt` may take when the file does not say.
@@ -78,18 +79,10 @@ struct RawWorkspace {
     root: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSkip {
-    root: String,
-    #[serde(default)]
-    reason: String,
-}
-
-struct Entry {
+/// One `[[workspace]]`, its root checked.
+struct Workspace {
     root: String,
     line: usize,
-    reason: String,
 }
 
 /// Run the gate on `tree` with the configuration at `config` (relative to `tree` or
@@ -128,22 +121,13 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
         }
     }
 
-    for (index, skip) in skips.iter().enumerate() {
-        if skip.reason.trim().is_empty() {
-            findings.push(file.finding(
-                skip.line,
-                "skip-without-reason",
-                format!("skip[{index}] ({}) gives no reason: say why its workspaces are not formatted", skip.root),
-            ));
-        }
-        if !workspaces.iter().any(|w| is_under(w, &skip.root)) {
-            findings.push(file.finding(
-                skip.line,
-                "stale-skip",
-                format!("skip[{index}] ({}) holds no Cargo.toml with a [workspace] table: delete it", skip.root),
-            ));
-        }
-    }
+    findings.extend(skip_findings(
+        &file,
+        &skips,
+        &workspaces,
+        "its workspaces are not formatted",
+        "Cargo.toml with a [workspace] table",
+    ));
     for (index, root) in roots.iter().enumerate() {
         if !workspaces.contains(&root.root) {
             findings.push(file.finding(
@@ -194,15 +178,9 @@ fn manifest_of(dir: &str) -> String {
     }
 }
 
-fn parse(shown: &str, text: &str) -> Result<(Duration, Vec<Entry>, Vec<Entry>), ConfigError> {
+fn parse(shown: &str, text: &str) -> Result<(Duration, Vec<Workspace>, Vec<Skip>), ConfigError> {
     let err = |field: String, message: String| ConfigError { file: shown.to_string(), field, message };
-    let raw: RawConfig = toml::from_str(text).map_err(|error| {
-        let field = match error.span() {
-            Some(span) => format!("line {}", line_at(text, span.start)),
-            None => "toml".to_string(),
-        };
-        err(field, one_line(error.message()))
-    })?;
+    let raw: RawConfig = parse_config(shown, text)?;
     let timeout = match raw.timeout_secs {
         None => DEFAULT_TIMEOUT_SECS,
         Some(secs @ 1..=86_400) => secs,
@@ -219,36 +197,23 @@ fn parse(shown: &str, text: &str) -> Result<(Duration, Vec<Entry>, Vec<Entry>), 
             "none is not accepted: at least one [[workspace]] root = \"<dir>\" to format".into(),
         ));
     }
-    let mut roots: Vec<Entry> = Vec::new();
+    let mut roots: Vec<Workspace> = Vec::new();
     for (index, entry) in raw.workspace.into_iter().enumerate() {
         let line = line_at(text, entry.span().start);
         let field = format!("workspace[{index}].root");
-        let root = tree_path(&entry.into_inner().root).map_err(|message| err(field.clone(), message))?;
+        let root = tree_path(&entry.into_inner().root).map_err(|refused| err(field.clone(), refused.to_string()))?;
         if roots.iter().any(|r| r.root == root) {
             return Err(err(field, format!("{root:?} is named twice: one [[workspace]] per root")));
         }
-        roots.push(Entry { root, line, reason: String::new() });
+        roots.push(Workspace { root, line });
     }
-    let mut skips: Vec<Entry> = Vec::new();
-    for (index, entry) in raw.skip.into_iter().enumerate() {
-        let line = line_at(text, entry.span().start);
-        let field = format!("skip[{index}].root");
-        let entry = entry.into_inner();
-        let root = tree_path(&entry.root).map_err(|message| err(field.clone(), message))?;
-        if let Some(checked) = roots.iter().position(|r| is_under(&r.root, &root)) {
-            return Err(err(
-                field,
-                format!(
-                    "{root:?} holds workspace[{checked}] ({:?}): a directory is either checked or skipped, not both",
-                    roots[checked].root
-                ),
-            ));
-        }
-        if skips.iter().any(|s| s.root == root) {
-            return Err(err(field, format!("{root:?} is named twice: one [[skip]] per directory")));
-        }
-        skips.push(Entry { root, line, reason: entry.reason });
-    }
+    let skips = parse_skips(shown, text, raw.skip, |root| {
+        let checked = roots.iter().position(|r| is_under(&r.root, root))?;
+        Some(format!(
+            "{root:?} holds workspace[{checked}] ({:?}): a directory is either checked or skipped, not both",
+            roots[checked].root
+        ))
+    })?;
     Ok((Duration::from_secs(timeout), roots, skips))
 }
 

@@ -139,7 +139,7 @@ pub fn check_history<B: BudgetFile>(tree: &Path, config: &Path) -> Result<Vec<Fi
 pub fn judge<B: BudgetFile>(tree: &Path, config: &Path, current: &B) -> Vec<Finding> {
     let git = Git { tree, trouble: RefCell::new(Vec::new()) };
     let name = config.display().to_string();
-    let parse = |text: &str| B::parse(&name, text).map_err(|e| e.to_string());
+    let parse = |text: &str| B::parse(&name, text);
     let ratchet = Ratchet { label: B::LABEL, parse: &parse, loosenings: &loosenings::<B> };
     let mut findings = judge_with(&git, config, current, &ratchet);
     for message in git.trouble.into_inner() {
@@ -153,7 +153,7 @@ struct Ratchet<'a, C> {
     /// The line prefix: `Size budget` or `Unsafe budget`.
     label: &'a str,
     /// Parses one version of the file.
-    parse: &'a dyn Fn(&str) -> Result<C, String>,
+    parse: &'a dyn Fn(&str) -> Result<C, ConfigError>,
     /// What makes `new` looser than `old` (`None`: no earlier version).
     loosenings: &'a dyn Fn(Option<&C>, &C) -> Vec<Loosening>,
 }

@@ -62,8 +62,9 @@ use syn::ext::IdentExt;
 use syn::visit::{self, Visit};
 use toml::Spanned;
 
-use crate::nocruft::{considered_files, is_under, line_at, one_line, tree_path, ConfigFile};
+use crate::nocruft::{self, considered_files, is_under, ConfigFile};
 use crate::size_budget::{is_cfg_test, item_attrs};
+use crate::skip::{parse_skips, skip_findings, RawSkip, Skip};
 use crate::{ConfigError, Finding};
 
 #[derive(Deserialize)]
@@ -73,41 +74,9 @@ struct RawConfig {
     skip: Vec<Spanned<RawSkip>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSkip {
-    root: String,
-    #[serde(default)]
-    reason: String,
-}
-
-struct Skip {
-    root: String,
-    line: usize,
-    reason: String,
-}
-
 fn parse_config(shown: &str, text: &str) -> Result<Vec<Skip>, ConfigError> {
-    let err = |field: String, message: String| ConfigError { file: shown.to_string(), field, message };
-    let raw: RawConfig = toml::from_str(text).map_err(|error| {
-        let field = match error.span() {
-            Some(span) => format!("line {}", line_at(text, span.start)),
-            None => "toml".to_string(),
-        };
-        err(field, one_line(error.message()))
-    })?;
-    let mut skips: Vec<Skip> = Vec::new();
-    for (index, entry) in raw.skip.into_iter().enumerate() {
-        let line = line_at(text, entry.span().start);
-        let field = format!("skip[{index}].root");
-        let entry = entry.into_inner();
-        let root = tree_path(&entry.root).map_err(|message| err(field.clone(), message))?;
-        if skips.iter().any(|s| s.root == root) {
-            return Err(err(field, format!("{root:?} is named twice: one [[skip]] per directory")));
-        }
-        skips.push(Skip { root, line, reason: entry.reason });
-    }
-    Ok(skips)
+    let raw: RawConfig = nocruft::parse_config(shown, text)?;
+    parse_skips(shown, text, raw.skip, |_| None)
 }
 
 /// Run the gate on `tree` with the configuration at `config` (relative to `tree` or
@@ -122,26 +91,13 @@ pub fn check(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigError> {
     };
     let roots: Vec<String> = considered.into_iter().filter(|f| is_crate_root(f)).collect();
 
-    let mut findings = Vec::new();
-    for (index, skip) in skips.iter().enumerate() {
-        if skip.reason.trim().is_empty() {
-            findings.push(file.finding(
-                skip.line,
-                "skip-without-reason",
-                format!("skip[{index}] ({}) gives no reason: say why its crates are not checked", skip.root),
-            ));
-        }
-        if !roots.iter().any(|r| is_under(r, &skip.root)) {
-            findings.push(file.finding(
-                skip.line,
-                "stale-skip",
-                format!(
-                    "skip[{index}] ({}) holds no crate root (src/lib.rs, src/main.rs, src/bin/*): delete it",
-                    skip.root
-                ),
-            ));
-        }
-    }
+    let mut findings = skip_findings(
+        &file,
+        &skips,
+        &roots,
+        "its crates are not checked",
+        "crate root (src/lib.rs, src/main.rs, src/bin/*)",
+    );
     let mut seen = BTreeSet::new();
     for root in roots.iter().filter(|r| !skips.iter().any(|s| is_under(r, &s.root))) {
         for finding in check_crate(tree, Path::new(root)) {

@@ -17,6 +17,7 @@ pub mod history;
 pub mod import_cycles;
 pub mod nocruft;
 pub mod size_budget;
+mod skip;
 pub mod unsafe_budget;
 pub mod vendor;
 

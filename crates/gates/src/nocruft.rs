@@ -74,6 +74,7 @@ use std::time::Duration;
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use regex::Regex;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use syn::punctuated::Punctuated;
 use syn::visit::{self, Visit};
@@ -449,19 +450,13 @@ fn feature_lines(text: &str) -> BTreeMap<String, usize> {
 
 fn parse(shown: &str, text: &str) -> Result<Config, ConfigError> {
     let err = |field: String, message: String| ConfigError { file: shown.to_string(), field, message };
-    let raw: RawConfig = toml::from_str(text).map_err(|error| {
-        let field = match error.span() {
-            Some(span) => format!("line {}", line_at(text, span.start)),
-            None => "toml".to_string(),
-        };
-        err(field, one_line(error.message()))
-    })?;
+    let raw: RawConfig = parse_config(shown, text)?;
     let scoped = |field: &str, list: &[Spanned<String>]| -> Result<Vec<Scoped>, ConfigError> {
         list.iter()
             .enumerate()
             .map(|(index, entry)| {
                 let field = format!("{field}[{index}]");
-                let path = tree_path(entry.get_ref()).map_err(|message| err(field.clone(), message))?;
+                let path = tree_path(entry.get_ref()).map_err(|refused| err(field.clone(), refused.to_string()))?;
                 Ok(Scoped { field, path, line: line_at(text, entry.span().start) })
             })
             .collect()
@@ -529,7 +524,7 @@ fn parse(shown: &str, text: &str) -> Result<Config, ConfigError> {
         let field = format!("allow[{index}]");
         let line = line_at(text, entry.span().start);
         let entry = entry.into_inner();
-        let path = tree_path(&entry.path).map_err(|message| err(format!("{field}.path"), message))?;
+        let path = tree_path(&entry.path).map_err(|refused| err(format!("{field}.path"), refused.to_string()))?;
         let known = match entry.rule.split_once(':') {
             None => entry.rule == "dead-code" && !dead_code.is_empty(),
             Some(("forbid", pattern)) => forbid.iter().any(|f| f.pattern == pattern),
@@ -562,17 +557,39 @@ fn parse(shown: &str, text: &str) -> Result<Config, ConfigError> {
     Ok(Config { paths, exclude, forbid, dead_code, features, constants, allows })
 }
 
+/// A gate's configuration file as its raw serde form; a TOML or serde error is a
+/// `ConfigError` on the line it points at (`toml` when it points nowhere), its message on
+/// one line. Every gate with a `ConfigFile` reads its file through this.
+pub(crate) fn parse_config<R: DeserializeOwned>(shown: &str, text: &str) -> Result<R, ConfigError> {
+    toml::from_str(text).map_err(|error| {
+        let field = match error.span() {
+            Some(span) => format!("line {}", line_at(text, span.start)),
+            None => "toml".to_string(),
+        };
+        ConfigError { file: shown.to_string(), field, message: one_line(error.message()) }
+    })
+}
+
+/// A configured path [`tree_path`] refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{value:?} is not accepted: a relative path inside the tree, '/'-separated, without '..' ('.' is the whole tree)"
+)]
+pub(crate) struct TreePathError {
+    pub(crate) value: String,
+}
+
 /// A configuration's path to a place in the tree: relative, `/`-separated, no `..`;
 /// `.` is the whole tree. Returned without a trailing `/` or `./`.
-pub(crate) fn tree_path(value: &str) -> Result<String, String> {
-    let accepted = "a relative path inside the tree, '/'-separated, without '..' ('.' is the whole tree)";
+pub(crate) fn tree_path(value: &str) -> Result<String, TreePathError> {
+    let refused = || TreePathError { value: value.to_string() };
     let trimmed = value.trim_end_matches('/');
     let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
     if value.is_empty() || value.starts_with('/') || value.contains('\\') || Path::new(value).is_absolute() {
-        return Err(format!("{value:?} is not accepted: {accepted}"));
+        return Err(refused());
     }
     if trimmed.split('/').any(|part| part == ".." || part.is_empty() || (part == "." && trimmed != ".")) {
-        return Err(format!("{value:?} is not accepted: {accepted}"));
+        return Err(refused());
     }
     Ok(if trimmed.is_empty() { ".".into() } else { trimmed.into() })
 }
@@ -910,8 +927,10 @@ mod tests {
         assert_eq!(tree_path("./guest").unwrap(), "guest");
         assert_eq!(tree_path(".").unwrap(), ".");
         for bad in ["", "/abs", "a/../b", "..", "a//b", "a\\b"] {
+            let refused = tree_path(bad).unwrap_err();
+            assert_eq!(refused, TreePathError { value: bad.to_string() });
             assert_eq!(
-                tree_path(bad).unwrap_err(),
+                refused.to_string(),
                 format!("{bad:?} is not accepted: a relative path inside the tree, '/'-separated, without '..' ('.' is the whole tree)")
             );
         }

@@ -365,10 +365,10 @@ pub fn check_tree(tree: &Path, config: &Path) -> Result<Vec<Finding>, ConfigErro
         }
     }
 
-    let ws = workspace_members(tree, &cfg.workspace).map_err(|message| ConfigError {
+    let ws = workspace_members(tree, &cfg.workspace).map_err(|error| ConfigError {
         file: rel.display().to_string(),
         field: "workspace".into(),
-        message,
+        message: error.to_string(),
     })?;
     for m in &ws {
         if !m.no_std || cfg.uncounted.iter().any(|u| u.member == m.dir) {
@@ -443,17 +443,29 @@ pub struct Member {
     pub sources: Vec<PathBuf>,
 }
 
+/// Why the cargo workspace a budget file names cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("cannot read `{}` ({source}); expected a cargo workspace's directory", manifest.display())]
+    Unreadable { manifest: PathBuf, source: std::io::Error },
+    #[error("`{}` is not TOML: {}", manifest.display(), source.message())]
+    NotToml { manifest: PathBuf, source: toml::de::Error },
+    #[error("`{}` has no [workspace] table; expected a cargo workspace's directory", manifest.display())]
+    NoWorkspace { manifest: PathBuf },
+}
+
 /// The members of the cargo workspace at `workspace` (relative to `tree`): `members`
 /// (globs `*`, `?` in a component), less `exclude`, plus the root package if there is one.
-pub fn workspace_members(tree: &Path, workspace: &Path) -> Result<Vec<Member>, String> {
+pub fn workspace_members(tree: &Path, workspace: &Path) -> Result<Vec<Member>, WorkspaceError> {
     let manifest = workspace.join("Cargo.toml");
     let text = fs::read_to_string(tree.join(&manifest))
-        .map_err(|e| format!("cannot read `{}` ({e}); expected a cargo workspace's directory", manifest.display()))?;
+        .map_err(|source| WorkspaceError::Unreadable { manifest: manifest.clone(), source })?;
     let value: toml::Value =
-        toml::from_str(&text).map_err(|e| format!("`{}` is not TOML: {}", manifest.display(), e.message()))?;
-    let ws = value.get("workspace").and_then(|w| w.as_table()).ok_or_else(|| {
-        format!("`{}` has no [workspace] table; expected a cargo workspace's directory", manifest.display())
-    })?;
+        toml::from_str(&text).map_err(|source| WorkspaceError::NotToml { manifest: manifest.clone(), source })?;
+    let ws = value
+        .get("workspace")
+        .and_then(|w| w.as_table())
+        .ok_or_else(|| WorkspaceError::NoWorkspace { manifest: manifest.clone() })?;
     let strings = |key: &str| -> Vec<String> {
         ws.get(key)
             .and_then(|v| v.as_array())

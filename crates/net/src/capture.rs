@@ -91,7 +91,7 @@ pub enum CaptureError {
     #[error("the capture {path}: its pcap header is cut: {len} of {FILE_HEADER} bytes")]
     CutFileHeader { path: PathBuf, len: usize },
     #[error("the capture {path}: its pcap header is malformed: {reason}")]
-    BadFileHeader { path: PathBuf, reason: String },
+    BadFileHeader { path: PathBuf, reason: HeaderFault },
     #[error("the capture {path} holds no frame (its header only)")]
     NoFrames { path: PathBuf },
     #[error(
@@ -103,16 +103,57 @@ pub enum CaptureError {
     #[error("the capture {path}: frame {index}'s record at byte {offset} is malformed: {reason}")]
     BadRecord { path: PathBuf, index: usize, offset: usize, reason: String },
     #[error("the capture {path}: frame {index} (at unix time {}) is not a well-formed Ethernet frame: {reason}", secs(*time))]
-    BadFrame { path: PathBuf, index: usize, time: Duration, reason: String },
+    BadFrame { path: PathBuf, index: usize, time: Duration, reason: FrameFault },
     #[error("the capture {path} could not be cut (self-check): {reason}")]
     Truncate { path: PathBuf, reason: String },
+    /// A capture path QEMU's option list cannot carry ([`filter_dump_arg`]).
+    #[error("the capture path {} is not UTF-8", path.display())]
+    PathNotUtf8 { path: PathBuf },
+}
+
+/// What is wrong with a capture's pcap file header.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderFault {
+    #[error("{}", pcap_reason(.0))]
+    Pcap(#[source] PcapError),
+    #[error("version {major}.{minor}, not 2.x")]
+    Version { major: u16, minor: u16 },
+    #[error("link type {0:?}, not Ethernet (1)")]
+    LinkType(DataLink),
+}
+
+/// Why a recorded frame is not a well-formed Ethernet frame.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameFault {
+    #[error("{0}")]
+    Unparsable(#[source] etherparse::err::packet::SliceError),
+    #[error("no Ethernet II header")]
+    NotEthernet2,
+}
+
+/// Why the guest's frames fail the capture's rules ([`judge`]), or the rules cannot be
+/// used. `at` is a frame's place: its number, its time since the first and its unix time.
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error("self_forbidden prefix {addr}/{len}: a prefix length is at most 32")]
+    PrefixTooLong { addr: Ipv4Addr, len: u8 },
+    #[error("a case with peers needs one that expects a connection: its SYN shows the capture was live")]
+    NoLivePeer,
+    #[error("{at}: does not parse: {source}")]
+    Unparsable { at: String, source: etherparse::err::packet::SliceError },
+    #[error("{at}: no Ethernet II header")]
+    NotEthernet2 { at: String },
+    /// The rules the guest broke: the first [`MAX_LISTED`] said a line each, and how many
+    /// more were not listed.
+    #[error("{}{}", listed.join("\n"), if *unlisted > 0 { format!("\n(and {unlisted} more rule breaks)") } else { String::new() })]
+    Broken { listed: Vec<String>, unlisted: usize },
 }
 
 /// QEMU's `-object` argument that records every frame of the netdev `netdev` into
 /// `file` (both directions, full frames up to 65536 bytes), commas in the path doubled.
 /// A path that is not UTF-8 is refused.
-pub fn filter_dump_arg(id: &str, netdev: &str, file: &Path) -> Result<String, String> {
-    let Some(file) = file.to_str() else { return Err(format!("the capture path {} is not UTF-8", file.display())) };
+pub fn filter_dump_arg(id: &str, netdev: &str, file: &Path) -> Result<String, CaptureError> {
+    let Some(file) = file.to_str() else { return Err(CaptureError::PathNotUtf8 { path: file.to_path_buf() }) };
     let v = crate::ports::qemu_opt_value;
     Ok(format!("filter-dump,id={},netdev={},file={}", v(id), v(netdev), v(file)))
 }
@@ -150,7 +191,7 @@ fn parse(path: &Path, data: &[u8]) -> Result<Frames, CaptureError> {
         return Err(CaptureError::CutFileHeader { path: p(), len: data.len() });
     }
     let (mut rest, parser) =
-        PcapParser::new(data).map_err(|e| CaptureError::BadFileHeader { path: p(), reason: pcap_reason(&e) })?;
+        PcapParser::new(data).map_err(|e| CaptureError::BadFileHeader { path: p(), reason: HeaderFault::Pcap(e) })?;
     let header = parser.header();
     check_header(&header).map_err(|reason| CaptureError::BadFileHeader { path: p(), reason })?;
     let mut frames = Vec::new();
@@ -199,12 +240,12 @@ fn parse(path: &Path, data: &[u8]) -> Result<Frames, CaptureError> {
     Ok(Frames { snaplen: header.snaplen, frames })
 }
 
-fn check_header(h: &PcapHeader) -> Result<(), String> {
+fn check_header(h: &PcapHeader) -> Result<(), HeaderFault> {
     if h.version_major != 2 {
-        return Err(format!("version {}.{}, not 2.x", h.version_major, h.version_minor));
+        return Err(HeaderFault::Version { major: h.version_major, minor: h.version_minor });
     }
     if h.datalink != DataLink::ETHERNET {
-        return Err(format!("link type {:?}, not Ethernet (1)", h.datalink));
+        return Err(HeaderFault::LinkType(h.datalink));
     }
     Ok(())
 }
@@ -226,11 +267,11 @@ fn u32_at(rest: &[u8], at: usize, endianness: pcap_file::Endianness) -> u32 {
 
 /// A frame is well-formed when etherparse slices it without error from its Ethernet
 /// header down to what it carries (ARP, IPv4 and TCP headers within their stated lengths).
-fn check_frame(data: &[u8]) -> Result<(), String> {
-    let sliced = SlicedPacket::from_ethernet(data).map_err(|e| e.to_string())?;
+fn check_frame(data: &[u8]) -> Result<(), FrameFault> {
+    let sliced = SlicedPacket::from_ethernet(data).map_err(FrameFault::Unparsable)?;
     match sliced.link {
         Some(LinkSlice::Ethernet2(_)) => Ok(()),
-        _ => Err("no Ethernet II header".to_string()),
+        _ => Err(FrameFault::NotEthernet2),
     }
 }
 
@@ -302,16 +343,14 @@ const MAX_LISTED: usize = 3;
 
 /// Judges the guest's frames against `rules` (see the module's docs). A failure names
 /// each broken rule with the frame's number, its time and a one-line decoding of it.
-pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
+pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, JudgeError> {
     for &(addr, len) in &rules.self_forbidden {
         if len > 32 {
-            return Err(format!("self_forbidden prefix {addr}/{len}: a prefix length is at most 32"));
+            return Err(JudgeError::PrefixTooLong { addr, len });
         }
     }
     if !rules.peers.is_empty() && rules.peers.iter().all(|&(_, n)| n == 0) {
-        return Err(
-            "a case with peers needs one that expects a connection: its SYN shows the capture was live".to_string()
-        );
+        return Err(JudgeError::NoLivePeer);
     }
     let first = frames.frames.first().map(|f| f.time).unwrap_or_default();
     let mut broken: Vec<String> = Vec::new();
@@ -321,9 +360,9 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
     let mut peer_syns: Vec<PeerSyns> = vec![PeerSyns::default(); rules.peers.len()];
     for frame in &frames.frames {
         let sliced = SlicedPacket::from_ethernet(&frame.data)
-            .map_err(|e| format!("{}: does not parse: {e}", at(frame, first)))?;
+            .map_err(|source| JudgeError::Unparsable { at: at(frame, first), source })?;
         let Some(LinkSlice::Ethernet2(eth)) = &sliced.link else {
-            return Err(format!("{}: no Ethernet II header", at(frame, first)));
+            return Err(JudgeError::NotEthernet2 { at: at(frame, first) });
         };
         if is_slirp_mac(eth.source()) {
             continue;
@@ -443,11 +482,8 @@ pub fn judge(frames: &Frames, rules: &Rules) -> Result<Summary, String> {
         }
     }
     if broken_count > 0 {
-        let mut m = broken.join("\n");
-        if broken_count > broken.len() {
-            let _ = write!(m, "\n(and {} more rule breaks)", broken_count - broken.len());
-        }
-        return Err(m);
+        let unlisted = broken_count - broken.len();
+        return Err(JudgeError::Broken { listed: broken, unlisted });
     }
     Ok(Summary {
         frames: frames.frames.len(),

@@ -23,7 +23,7 @@ pub mod poke;
 pub mod ports;
 mod text;
 
-pub use capture::{CaptureError, Frame, Frames, Rules, Summary};
+pub use capture::{CaptureError, Frame, Frames, JudgeError, Rules, Summary};
 pub use dial::DialOutcome;
-pub use ports::{check_peers, netdev_arg, pick_free, ForwardPlan, Lease, PortSource, Slice};
+pub use ports::{check_peers, netdev_arg, pick_free, ForwardPlan, Lease, PortSource, PortsError, Slice};
 pub use text::quoted;

@@ -16,8 +16,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::net::SocketAddrV4;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -34,17 +35,41 @@ pub const MAX_NAME: usize = 64;
 
 /// A peer's name as it appears in the names of its records: 1 to 64 of `A-Za-z0-9._`.
 /// (`-` is kept out so a name and its record number never blur.)
-pub fn check_name(peer_name: &str) -> Result<(), String> {
+pub fn check_name(peer_name: &str) -> Result<(), PeerNameError> {
     if peer_name.is_empty()
         || peer_name.len() > MAX_NAME
         || !peer_name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
     {
-        return Err(format!(
-            "peer name {:?}: it takes 1 to {MAX_NAME} of the characters A-Z a-z 0-9 . _",
-            testbench_judge::quote(peer_name)
-        ));
+        return Err(PeerNameError { name: peer_name.to_string() });
     }
     Ok(())
+}
+
+/// A peer name [`check_name`] refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("peer name {:?}: it takes 1 to {MAX_NAME} of the characters A-Z a-z 0-9 . _", testbench_judge::quote(name))]
+pub struct PeerNameError {
+    pub name: String,
+}
+
+/// The peers' connections not as the case says ([`check_counts`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PeerCountError {
+    /// A peer's records could not be counted.
+    #[error("peer {addr}: its records in {} could not be counted: {source}", dir.display())]
+    Uncountable { addr: SocketAddrV4, dir: PathBuf, source: io::Error },
+    /// Peers whose records are not as many as their connections: every one, a line each.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Mismatch(Vec<CountMismatch>),
+}
+
+/// One peer whose records are not as many as the connections it expects.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("peer {addr} expects {want} connection{}; the helper recorded {got}", if *want == 1 { "" } else { "s" })]
+pub struct CountMismatch {
+    pub addr: SocketAddrV4,
+    pub want: u32,
+    pub got: usize,
 }
 
 /// A peer's name made from its address, e.g. `10.0.9.100_7`.
@@ -163,22 +188,22 @@ pub fn count(record_dir: &Path, peer_name: &str) -> io::Result<usize> {
 /// After the boot: each peer's records against its `connections`, every mismatch named
 /// (`peer 10.0.9.100:7 expects 1 connection; the helper recorded 2`). Records are
 /// counted under [`name_for`] of the peer's address.
-pub fn check_counts(record_dir: &Path, peers: &[(std::net::SocketAddrV4, u32)]) -> Result<(), String> {
+pub fn check_counts(record_dir: &Path, peers: &[(SocketAddrV4, u32)]) -> Result<(), PeerCountError> {
     let mut wrong = Vec::new();
     for &(addr, want) in peers {
-        let got = count(record_dir, &name_for(addr))
-            .map_err(|e| format!("peer {addr}: its records in {} could not be counted: {e}", record_dir.display()))?;
+        let got = count(record_dir, &name_for(addr)).map_err(|source| PeerCountError::Uncountable {
+            addr,
+            dir: record_dir.to_path_buf(),
+            source,
+        })?;
         if got as u64 != u64::from(want) {
-            wrong.push(format!(
-                "peer {addr} expects {want} connection{}; the helper recorded {got}",
-                if want == 1 { "" } else { "s" }
-            ));
+            wrong.push(CountMismatch { addr, want, got });
         }
     }
     if wrong.is_empty() {
         Ok(())
     } else {
-        Err(wrong.join("\n"))
+        Err(PeerCountError::Mismatch(wrong))
     }
 }
 
@@ -201,6 +226,8 @@ mod tests {
         assert_eq!(name_for("10.0.9.100:7".parse().unwrap()), "10.0.9.100_7");
         for bad in ["", "a-b", "a/b", "..\u{e9}", &"x".repeat(65)] {
             let error = check_name(bad).unwrap_err();
+            assert_eq!(error, PeerNameError { name: bad.to_string() });
+            let error = error.to_string();
             assert!(error.ends_with("it takes 1 to 64 of the characters A-Z a-z 0-9 . _"), "{bad}: {error}");
         }
     }
@@ -272,14 +299,23 @@ mod tests {
             drop(guest);
             serve(&dir, &name_for(a), helper, io::sink()).unwrap();
         }
-        assert_eq!(check_counts(&dir, &[(a, 2), (b, 0)]), Ok(()));
+        assert!(check_counts(&dir, &[(a, 2), (b, 0)]).is_ok());
+        let wrong = check_counts(&dir, &[(a, 1), (b, 1)]).unwrap_err();
+        let PeerCountError::Mismatch(mismatches) = &wrong else { panic!("not a mismatch: {wrong}") };
         assert_eq!(
-            check_counts(&dir, &[(a, 1), (b, 1)]).unwrap_err(),
+            mismatches,
+            &[CountMismatch { addr: a, want: 1, got: 2 }, CountMismatch { addr: b, want: 1, got: 0 }]
+        );
+        assert_eq!(
+            wrong.to_string(),
             "peer 10.0.9.100:7 expects 1 connection; the helper recorded 2\n\
              peer 10.0.9.101:7 expects 1 connection; the helper recorded 0"
         );
         let err = check_counts(&dir.join("gone"), &[(a, 0)]).unwrap_err();
-        assert!(err.starts_with("peer 10.0.9.100:7: its records in "), "{err}");
+        assert!(
+            matches!(&err, PeerCountError::Uncountable { addr, source, .. } if *addr == a && source.kind() == io::ErrorKind::NotFound)
+        );
+        assert!(err.to_string().starts_with("peer 10.0.9.100:7: its records in "), "{err}");
     }
 
     #[test]

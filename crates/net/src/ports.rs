@@ -22,6 +22,68 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, UdpSocket};
 /// The environment variable a scheduler sets to lease a range of host ports.
 pub const PORTS_VAR: &str = "TESTBENCH_PORTS";
 
+/// A lease, a slice or a peer address this module refuses, in words naming the variable
+/// or the address and what is accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortsError {
+    /// [`PORTS_VAR`]'s value is not `lo-hi`.
+    #[error(
+        "{PORTS_VAR}={text:?}: {why}; it takes lo-hi, two port numbers from 1 to 65535 with lo <= hi (e.g. 40000-40099)"
+    )]
+    BadLease { text: String, why: LeaseFault },
+    /// A lease cut for no boot at all.
+    #[error("a lease is cut for at least one boot (0 jobs asked)")]
+    NoJobs,
+    /// The lease holds fewer ports than the boots' forwards.
+    #[error(
+        "{PORTS_VAR}={}-{} holds {} ports; {n_jobs} boots of {per_boot} forwards need {}",
+        lease.lo,
+        lease.hi,
+        lease.len(),
+        match n_jobs.checked_mul(*per_boot) { Some(need) => need.to_string(), None => "more than there are".to_string() }
+    )]
+    LeaseShort { lease: Lease, n_jobs: usize, per_boot: usize },
+    /// A boot's slice holds fewer ports than it forwards.
+    #[error("the slice {}-{} holds {} ports; the boot forwards {need}", slice.lo, u32::from(slice.lo) + u32::from(slice.len) - 1, slice.len)]
+    SliceShort { slice: Slice, need: usize },
+    /// A peer's address QEMU or the capture's rules would not take.
+    #[error("peer {peer}: {why}")]
+    Peer { peer: SocketAddrV4, why: PeerFault },
+}
+
+/// What is wrong with a [`PORTS_VAR`] value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseFault {
+    #[error("no `-` between two ports")]
+    NoDash,
+    /// `which` is `lo` or `hi`.
+    #[error("{which} {text:?} is not a decimal number")]
+    NotANumber { which: &'static str, text: String },
+    #[error("{which} is 0, which is no port")]
+    Zero { which: &'static str },
+    #[error("{which} {n} is above 65535")]
+    AboveMax { which: &'static str, n: u32 },
+    #[error("lo {lo} is above hi {hi}")]
+    Reversed { lo: u16, hi: u16 },
+}
+
+/// Why a peer's address is refused ([`check_peers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PeerFault {
+    #[error("outside 10.0.0.0/16, the network a case with peers has (QEMU refuses a guestfwd outside it)")]
+    OutsideNet,
+    #[error(
+        "inside 10.0.2.0/24, the guest's own network: it would ask ARP for it instead of going through its gateway"
+    )]
+    GuestNet,
+    #[error("the network's own or broadcast address")]
+    NetworkOrBroadcast,
+    #[error("port 0")]
+    PortZero,
+    #[error("named twice")]
+    Twice,
+}
+
 /// Where a boot's host ports come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortSource {
@@ -35,26 +97,25 @@ impl PortSource {
     /// From the value of [`PORTS_VAR`] (`None` when it is not set): `lo-hi`, two decimal
     /// port numbers from 1 to 65535 with `lo <= hi`. Anything else is refused, in words
     /// naming the variable and the form it takes.
-    pub fn from_env(var: Option<&str>) -> Result<PortSource, String> {
+    pub fn from_env(var: Option<&str>) -> Result<PortSource, PortsError> {
         let Some(text) = var else { return Ok(PortSource::Free) };
-        let refuse = |why: &str| {
-            format!("{PORTS_VAR}={text:?}: {why}; it takes lo-hi, two port numbers from 1 to 65535 with lo <= hi (e.g. 40000-40099)")
-        };
-        let Some((lo, hi)) = text.split_once('-') else { return Err(refuse("no `-` between two ports")) };
-        let port = |s: &str, which: &str| -> Result<u16, String> {
+        let refuse = |why: LeaseFault| PortsError::BadLease { text: text.to_string(), why };
+        let Some((lo, hi)) = text.split_once('-') else { return Err(refuse(LeaseFault::NoDash)) };
+        let port = |s: &str, which: &'static str| -> Result<u16, PortsError> {
+            let not_a_number = || refuse(LeaseFault::NotANumber { which, text: s.to_string() });
             if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(refuse(&format!("{which} {s:?} is not a decimal number")));
+                return Err(not_a_number());
             }
             match s.parse::<u32>() {
-                Ok(0) => Err(refuse(&format!("{which} is 0, which is no port"))),
-                Ok(n) if n > 65535 => Err(refuse(&format!("{which} {n} is above 65535"))),
+                Ok(0) => Err(refuse(LeaseFault::Zero { which })),
+                Ok(n) if n > 65535 => Err(refuse(LeaseFault::AboveMax { which, n })),
                 Ok(n) => Ok(n as u16),
-                Err(_) => Err(refuse(&format!("{which} {s:?} is not a decimal number"))),
+                Err(_) => Err(not_a_number()),
             }
         };
         let (lo, hi) = (port(lo, "lo")?, port(hi, "hi")?);
         if lo > hi {
-            return Err(refuse(&format!("lo {lo} is above hi {hi}")));
+            return Err(refuse(LeaseFault::Reversed { lo, hi }));
         }
         Ok(PortSource::Lease(Lease { lo, hi }))
     }
@@ -80,19 +141,13 @@ impl Lease {
 
     /// `n_jobs` disjoint slices of `per_boot` ports each, from the lease's start, or a
     /// refusal when the lease is too short (or `n_jobs` is 0).
-    pub fn slices(&self, n_jobs: usize, per_boot: usize) -> Result<Vec<Slice>, String> {
+    pub fn slices(&self, n_jobs: usize, per_boot: usize) -> Result<Vec<Slice>, PortsError> {
         if n_jobs == 0 {
-            return Err("a lease is cut for at least one boot (0 jobs asked)".to_string());
+            return Err(PortsError::NoJobs);
         }
         let need = n_jobs.saturating_mul(per_boot);
         if need > self.len() as usize {
-            return Err(format!(
-                "{PORTS_VAR}={}-{} holds {} ports; {n_jobs} boots of {per_boot} forwards need {}",
-                self.lo,
-                self.hi,
-                self.len(),
-                if need == usize::MAX { "more than there are".to_string() } else { need.to_string() }
-            ));
+            return Err(PortsError::LeaseShort { lease: *self, n_jobs, per_boot });
         }
         // need <= len <= 65535, so every start and length fits a u16.
         Ok((0..n_jobs).map(|j| Slice { lo: self.lo + (j * per_boot) as u16, len: per_boot as u16 }).collect())
@@ -137,15 +192,10 @@ pub struct ForwardPlan {
 impl ForwardPlan {
     /// The plan on a lease's slice: the TCP forwards take its ports in order, then the
     /// poke the next one. Refused when the slice is shorter than that.
-    pub fn from_slice(slice: &Slice, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<ForwardPlan, String> {
+    pub fn from_slice(slice: &Slice, tcp_guest: &[u16], udp_guest: Option<u16>) -> Result<ForwardPlan, PortsError> {
         let need = tcp_guest.len() + usize::from(udp_guest.is_some());
         if need > usize::from(slice.len) {
-            return Err(format!(
-                "the slice {}-{} holds {} ports; the boot forwards {need}",
-                slice.lo,
-                u32::from(slice.lo) + u32::from(slice.len) - 1,
-                slice.len
-            ));
+            return Err(PortsError::SliceShort { slice: *slice, need });
         }
         let mut ports = slice.ports();
         let tcp = tcp_guest.iter().map(|&g| (g, ports.next().unwrap_or(0))).collect();
@@ -184,24 +234,24 @@ pub const WIDE_NET: &str = "net=10.0.0.0/16,host=10.0.2.2,dns=10.0.2.3,dhcpstart
 /// invalid host:port in guest forwarding rule", seen on QEMU 10.0), outside the guest's
 /// own 10.0.2.0/24 (the guest reaches it through its gateway, never by ARP), not the
 /// /16's network or broadcast address, with a port other than 0, and no two alike.
-pub fn check_peers(peers: &[SocketAddrV4]) -> Result<(), String> {
+pub fn check_peers(peers: &[SocketAddrV4]) -> Result<(), PortsError> {
     for (i, p) in peers.iter().enumerate() {
         let [a, b, c, d] = p.ip().octets();
         let why = if (a, b) != (10, 0) {
-            Some("outside 10.0.0.0/16, the network a case with peers has (QEMU refuses a guestfwd outside it)")
+            Some(PeerFault::OutsideNet)
         } else if c == 2 {
-            Some("inside 10.0.2.0/24, the guest's own network: it would ask ARP for it instead of going through its gateway")
+            Some(PeerFault::GuestNet)
         } else if (c, d) == (0, 0) || (c, d) == (255, 255) {
-            Some("the network's own or broadcast address")
+            Some(PeerFault::NetworkOrBroadcast)
         } else if p.port() == 0 {
-            Some("port 0")
+            Some(PeerFault::PortZero)
         } else if peers[..i].contains(p) {
-            Some("named twice")
+            Some(PeerFault::Twice)
         } else {
             None
         };
         if let Some(why) = why {
-            return Err(format!("peer {p}: {why}"));
+            return Err(PortsError::Peer { peer: *p, why });
         }
     }
     Ok(())
@@ -253,22 +303,26 @@ mod tests {
 
     #[test]
     fn malformed_leases_are_refused_in_words() {
-        for (text, why) in [
-            ("", "no `-`"),
-            ("40000", "no `-`"),
-            ("40000-", "hi \"\" is not a decimal number"),
-            ("-40000", "lo \"\" is not a decimal number"),
-            ("a-b", "lo \"a\" is not"),
-            (" 1-2", "lo \" 1\" is not"),
-            ("+1-2", "lo \"+1\" is not"),
-            ("1-2-3", "hi \"2-3\" is not"),
-            ("0-10", "lo is 0"),
-            ("10-0", "hi is 0"),
-            ("1-65536", "hi 65536 is above 65535"),
-            ("1-999999", "hi \"999999\" is not"),
-            ("200-100", "lo 200 is above hi 100"),
+        use LeaseFault::*;
+        let nan = |which, text: &str| NotANumber { which, text: text.to_string() };
+        for (text, fault, why) in [
+            ("", NoDash, "no `-`"),
+            ("40000", NoDash, "no `-`"),
+            ("40000-", nan("hi", ""), "hi \"\" is not a decimal number"),
+            ("-40000", nan("lo", ""), "lo \"\" is not a decimal number"),
+            ("a-b", nan("lo", "a"), "lo \"a\" is not"),
+            (" 1-2", nan("lo", " 1"), "lo \" 1\" is not"),
+            ("+1-2", nan("lo", "+1"), "lo \"+1\" is not"),
+            ("1-2-3", nan("hi", "2-3"), "hi \"2-3\" is not"),
+            ("0-10", Zero { which: "lo" }, "lo is 0"),
+            ("10-0", Zero { which: "hi" }, "hi is 0"),
+            ("1-65536", AboveMax { which: "hi", n: 65536 }, "hi 65536 is above 65535"),
+            ("1-999999", nan("hi", "999999"), "hi \"999999\" is not"),
+            ("200-100", Reversed { lo: 200, hi: 100 }, "lo 200 is above hi 100"),
         ] {
             let err = PortSource::from_env(Some(text)).unwrap_err();
+            assert_eq!(err, PortsError::BadLease { text: text.to_string(), why: fault });
+            let err = err.to_string();
             assert!(err.starts_with(&format!("TESTBENCH_PORTS={text:?}: ")), "{err}");
             assert!(err.contains(why), "{text}: {err}");
             assert!(
@@ -296,12 +350,15 @@ mod tests {
     #[test]
     fn a_short_lease_is_refused() {
         let lease = Lease { lo: 40000, hi: 40009 };
-        assert_eq!(
-            lease.slices(4, 3).unwrap_err(),
-            "TESTBENCH_PORTS=40000-40009 holds 10 ports; 4 boots of 3 forwards need 12"
-        );
-        assert!(lease.slices(usize::MAX, 2).unwrap_err().ends_with("need more than there are"));
-        assert_eq!(lease.slices(0, 1).unwrap_err(), "a lease is cut for at least one boot (0 jobs asked)");
+        let short = lease.slices(4, 3).unwrap_err();
+        assert_eq!(short, PortsError::LeaseShort { lease, n_jobs: 4, per_boot: 3 });
+        assert_eq!(short.to_string(), "TESTBENCH_PORTS=40000-40009 holds 10 ports; 4 boots of 3 forwards need 12");
+        let huge = lease.slices(usize::MAX, 2).unwrap_err();
+        assert!(matches!(huge, PortsError::LeaseShort { n_jobs: usize::MAX, .. }));
+        assert!(huge.to_string().ends_with("need more than there are"));
+        let none = lease.slices(0, 1).unwrap_err();
+        assert_eq!(none, PortsError::NoJobs);
+        assert_eq!(none.to_string(), "a lease is cut for at least one boot (0 jobs asked)");
     }
 
     #[test]
@@ -312,7 +369,8 @@ mod tests {
         assert_eq!(plan.host_port(22), Some(40011));
         assert_eq!(plan.host_port(23), None);
         let err = ForwardPlan::from_slice(&slice, &[1, 2, 3], Some(4)).unwrap_err();
-        assert_eq!(err, "the slice 40010-40012 holds 3 ports; the boot forwards 4");
+        assert_eq!(err, PortsError::SliceShort { slice, need: 4 });
+        assert_eq!(err.to_string(), "the slice 40010-40012 holds 3 ports; the boot forwards 4");
     }
 
     #[test]
@@ -361,15 +419,17 @@ mod tests {
     fn peer_addresses() {
         let p = |s: &str| s.parse::<SocketAddrV4>().unwrap();
         assert_eq!(check_peers(&[p("10.0.9.100:7"), p("10.0.9.100:8"), p("10.0.255.254:1")]), Ok(()));
-        for (peers, why) in [
-            (vec![p("10.1.0.1:7")], "peer 10.1.0.1:7: outside 10.0.0.0/16"),
-            (vec![p("192.168.1.1:7")], "outside 10.0.0.0/16"),
-            (vec![p("10.0.2.50:7")], "peer 10.0.2.50:7: inside 10.0.2.0/24"),
-            (vec![p("10.0.255.255:7")], "broadcast"),
-            (vec![p("10.0.9.1:0")], "port 0"),
-            (vec![p("10.0.9.1:7"), p("10.0.9.1:7")], "named twice"),
+        for (peers, fault, why) in [
+            (vec![p("10.1.0.1:7")], PeerFault::OutsideNet, "peer 10.1.0.1:7: outside 10.0.0.0/16"),
+            (vec![p("192.168.1.1:7")], PeerFault::OutsideNet, "outside 10.0.0.0/16"),
+            (vec![p("10.0.2.50:7")], PeerFault::GuestNet, "peer 10.0.2.50:7: inside 10.0.2.0/24"),
+            (vec![p("10.0.255.255:7")], PeerFault::NetworkOrBroadcast, "broadcast"),
+            (vec![p("10.0.9.1:0")], PeerFault::PortZero, "port 0"),
+            (vec![p("10.0.9.1:7"), p("10.0.9.1:7")], PeerFault::Twice, "named twice"),
         ] {
             let err = check_peers(&peers).unwrap_err();
+            assert!(matches!(err, PortsError::Peer { why, .. } if why == fault), "{err}");
+            let err = err.to_string();
             assert!(err.contains(why), "{err}");
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use etherparse::{ArpEthIpv4Packet, ArpOperation, PacketBuilder};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter, RawPcapPacket};
 use pcap_file::{DataLink, Endianness};
-use testbench_net::capture::{self, CaptureError, Rules};
+use testbench_net::capture::{self, CaptureError, JudgeError, Rules};
 
 const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 const GW_MAC: [u8; 6] = [0x52, 0x55, 0x0a, 0x00, 0x02, 0x02];
@@ -104,12 +104,18 @@ fn rules(connections: u32) -> Rules {
     }
 }
 
-fn judged(name: &str, frames: &[Vec<u8>], rules: &Rules) -> Result<capture::Summary, String> {
+fn judged(name: &str, frames: &[Vec<u8>], rules: &Rules) -> Result<capture::Summary, JudgeError> {
     let path = scratch(name);
     write_pcap(&path, qemu_header(), frames);
-    let read = capture::read(&path, false).map_err(|e| format!("read: {e}"))?;
+    let read = capture::read(&path, false).unwrap_or_else(|e| panic!("read: {e}"));
     assert_eq!(read.frames.len(), frames.len());
     capture::judge(&read, rules)
+}
+
+/// The rule breaks a judge found, as the failure says them; any other error fails the test.
+fn broken(error: JudgeError) -> String {
+    assert!(matches!(error, JudgeError::Broken { .. }), "not a rule break: {error}");
+    error.to_string()
 }
 
 #[test]
@@ -265,7 +271,7 @@ fn malformed_frames_fail() {
 fn an_arp_request_for_another_address_fails() {
     let mut frames = good_frames();
     frames.insert(1, arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, [10, 0, 2, 3]));
-    let e = judged("arp", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("arp", &frames, &rules(1)).unwrap_err());
     assert_eq!(
         e,
         "frame 2 (+0.010000 s, unix 1764800000.010000): the guest asked ARP for 10.0.2.3; it may ask only for the gateway 10.0.2.2 or a peer: \
@@ -283,7 +289,7 @@ fn an_arp_request_for_a_peer_passes_and_for_its_neighbour_fails() {
     let mut neighbour = PEER;
     neighbour[3] ^= 1;
     frames[1] = arp(GUEST_MAC, [0xff; 6], ArpOperation::REQUEST, GUEST, neighbour);
-    let e = judged("arp-peer-neighbour", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("arp-peer-neighbour", &frames, &rules(1)).unwrap_err());
     assert!(
         e.contains("the guest asked ARP for 10.0.9.101; it may ask only for the gateway 10.0.2.2 or a peer"),
         "{e}"
@@ -308,7 +314,7 @@ fn udp_from_the_guest_fails_unless_a_dhcp_clients() {
     {
         let mut frames = good_frames();
         frames.push(udp(from, to));
-        let e = judged(&format!("udp{n}"), &frames, &rules(1)).unwrap_err();
+        let e = broken(judged(&format!("udp{n}"), &frames, &rules(1)).unwrap_err());
         assert!(
             e.starts_with(
                 "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent IPv4 that is neither TCP nor a DHCP client's UDP; \
@@ -329,7 +335,7 @@ fn a_guest_sending_as_another_address_fails_quoting_the_frame() {
     };
     let mut frames = good_frames();
     frames.push(from_card(tcp(([10, 0, 2, 16], 40000), (PEER, 7), 5, false, Some(1), b"x")));
-    let e = judged("spoof-tcp", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("spoof-tcp", &frames, &rules(1)).unwrap_err());
     assert!(
         e.starts_with(
             "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent IPv4 as 10.0.2.16; \
@@ -340,18 +346,18 @@ fn a_guest_sending_as_another_address_fails_quoting_the_frame() {
     assert!(e.ends_with("IPv4 TCP 10.0.2.16:40000 > 10.0.9.100:7 [ACK] seq 5 len 1"), "{e}");
     let mut frames = good_frames();
     frames.push(udp(([10, 0, 2, 16], 68), (GW, 67)));
-    let e = judged("spoof-dhcp", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("spoof-dhcp", &frames, &rules(1)).unwrap_err());
     assert!(e.contains("the guest sent IPv4 as 10.0.2.16;"), "{e}");
     // 0.0.0.0 is a DHCP client's only: TCP from it fails.
     let mut frames = good_frames();
     frames.push(from_card(tcp(([0, 0, 0, 0], 40000), (PEER, 7), 5, false, Some(1), b"x")));
-    let e = judged("spoof-zero", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("spoof-zero", &frames, &rules(1)).unwrap_err());
     assert!(e.contains("the guest sent IPv4 as 0.0.0.0;"), "{e}");
     // Another MAC (not slirp's): the frame is the guest's, and fails, whatever it holds.
     let other = [0x52, 0x54, 0x00, 0x12, 0x34, 0x57];
     let mut frames = good_frames();
     frames.push(udp_from(other, ([0, 0, 0, 0], 68), ([255, 255, 255, 255], 67)));
-    let e = judged("spoof-mac", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("spoof-mac", &frames, &rules(1)).unwrap_err());
     assert!(
         e.starts_with(
             "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent as MAC 52:54:00:12:34:57; \
@@ -362,7 +368,7 @@ fn a_guest_sending_as_another_address_fails_quoting_the_frame() {
     // ARP as another address: a reply claiming the gateway's address.
     let mut frames = good_frames();
     frames.push(arp(GUEST_MAC, GW_MAC, ArpOperation::REPLY, GW, GUEST));
-    let e = judged("spoof-arp", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("spoof-arp", &frames, &rules(1)).unwrap_err());
     assert!(
         e.contains(
             "the guest sent ARP as 10.0.2.2 at 52:54:00:12:34:56; it may speak only as 10.0.2.15 at 52:54:00:12:34:56"
@@ -382,7 +388,7 @@ fn a_fragment_fails() {
     frag[14 + 6] |= 0x20; // MF
                           // The IPv4 checksum is not checked (nor is it by the rules): the flag is what counts.
     frames.push(frag);
-    let e = judged("frag", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("frag", &frames, &rules(1)).unwrap_err());
     assert!(e.contains("the guest sent an IPv4 fragment: "), "{e}");
     assert!(e.ends_with("IPv4 fragment 10.0.2.15 > 10.0.9.100 proto 6 (TCP) id 0 offset 0 MF"), "{e}");
 }
@@ -391,7 +397,7 @@ fn a_fragment_fails() {
 fn a_syn_into_a_forbidden_prefix_fails() {
     let mut frames = good_frames();
     frames.push(tcp((GUEST, 40002), (GW, 22), 77, true, None, b""));
-    let e = judged("forbidden", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("forbidden", &frames, &rules(1)).unwrap_err());
     assert_eq!(
         e,
         "frame 10 (+0.090000 s, unix 1764800000.090000): the guest sent a SYN into 10.0.2.0/24, which it must never: \
@@ -408,7 +414,7 @@ fn a_peer_count_off_by_one_fails() {
     // One connection expected, two opened (distinct source ports).
     let mut frames = good_frames();
     frames.push(tcp((GUEST, 40003), (PEER, 7), 2000, true, None, b""));
-    let e = judged("two", &frames, &rules(1)).unwrap_err();
+    let e = broken(judged("two", &frames, &rules(1)).unwrap_err());
     assert!(
         e.starts_with(
             "peer 10.0.9.100:7 expects 1 connection; the capture shows 2 distinct SYNs to it: frame 5 (+0.040000 s"
@@ -417,19 +423,21 @@ fn a_peer_count_off_by_one_fails() {
     );
     assert!(e.contains("; frame 10 (+0.090000 s, unix 1764800000.090000): 52:54:00:12:34:56 > 52:55:0a:00:02:02 IPv4 TCP 10.0.2.15:40003 > 10.0.9.100:7 [SYN] seq 2000 len 0"), "{e}");
     // Two expected, one opened (the retransmitted SYN counts once).
-    let e = judged("one", &good_frames(), &rules(2)).unwrap_err();
+    let e = broken(judged("one", &good_frames(), &rules(2)).unwrap_err());
     assert!(
         e.starts_with("peer 10.0.9.100:7 expects 2 connections; the capture shows 1 distinct SYN to it: frame 5"),
         "{e}"
     );
     // One expected, none seen.
-    let e = judged("none", &good_frames()[..4], &rules(1)).unwrap_err();
+    let e = broken(judged("none", &good_frames()[..4], &rules(1)).unwrap_err());
     assert_eq!(e, "peer 10.0.9.100:7 expects 1 connection; the capture shows 0 distinct SYNs to it");
 }
 
 #[test]
 fn a_case_with_peers_needs_a_live_one() {
     let e = judged("dead", &good_frames()[..4], &rules(0)).unwrap_err();
+    assert!(matches!(e, JudgeError::NoLivePeer), "{e}");
+    let e = e.to_string();
     assert!(e.starts_with("a case with peers needs one that expects a connection"), "{e}");
     // No peers at all: the frame rules alone.
     let no_peers = Rules { peers: vec![], ..rules(0) };
@@ -450,6 +458,8 @@ fn other_protocols_fail_and_many_breaks_are_counted() {
         frames.push(v6.clone());
     }
     let e = judged("v6", &frames, &rules(1)).unwrap_err();
+    assert!(matches!(&e, JudgeError::Broken { listed, unlisted: 2 } if listed.len() == 3), "{e}");
+    let e = e.to_string();
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(lines.len(), 4, "{e}");
     assert!(lines[0].contains("the guest sent a frame that is neither ARP nor IPv4"), "{e}");
@@ -519,7 +529,9 @@ fn the_filter_dump_argument() {
     );
     use std::os::unix::ffi::OsStrExt;
     let bad = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\xff.pcap"));
-    assert!(capture::filter_dump_arg("cap0", "net0", bad).unwrap_err().ends_with("is not UTF-8"));
+    let e = capture::filter_dump_arg("cap0", "net0", bad).unwrap_err();
+    assert!(matches!(&e, CaptureError::PathNotUtf8 { path } if path == bad), "{e}");
+    assert!(e.to_string().ends_with("is not UTF-8"));
 }
 
 /// A real filter-dump with a guest on the card: Debian's U-Boot 2023.01 for riscv64
@@ -543,7 +555,7 @@ fn a_real_guest_ping_is_refused() {
     );
     assert_eq!(frames.frames[1].data.len(), 64);
     let no_peers = Rules { peers: vec![], ..rules(0) };
-    let e = capture::judge(&frames, &no_peers).unwrap_err();
+    let e = broken(capture::judge(&frames, &no_peers).unwrap_err());
     assert!(
         e.starts_with(
             "frame 3 (+0.000587 s, unix 1796416701.332528): the guest sent IPv4 that is neither TCP nor a DHCP"

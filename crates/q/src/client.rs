@@ -5,13 +5,61 @@
 
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::sched::{cores_text, Ask, Grant, JobId};
 use crate::{place, read_line, Answer, Report, Request};
 
-/// The environment a job gets, beside its own.
+/// Why `q run`, `q ls`, `q log` or `q stop` could not do what it was asked, in the words
+/// `q` prints after `q: `.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Place(#[from] place::PlaceError),
+    #[error("no q daemon answers at {} ({source}): start one with `q daemon &` (same Q_DIR)", socket.display())]
+    NoDaemon { socket: PathBuf, source: std::io::Error },
+    /// The daemon's socket could not be set up (a read deadline, a second handle).
+    #[error("{0}")]
+    Socket(#[source] std::io::Error),
+    #[error("cannot ask the daemon: {0}")]
+    Ask(#[source] std::io::Error),
+    /// The daemon refused a question, in its words.
+    #[error("{0}")]
+    Refused(String),
+    /// The daemon refused the lease, in its words.
+    #[error("refused: {0}")]
+    LeaseRefused(String),
+    #[error("the daemon answered what q does not read: {0}")]
+    Unreadable(String),
+    #[error("the daemon closed the connection without an answer")]
+    Closed,
+    #[error("no answer from the daemon within 10 s: {0}")]
+    NoAnswer(#[source] std::io::Error),
+    #[error("cannot learn the daemon's pid from its socket: {0}")]
+    PeerPid(#[source] rustix::io::Errno),
+    #[error("the daemon (pid {pid}) said it stopped, and still runs after {}s", STOP_DEADLINE.as_secs())]
+    StillRuns { pid: i32 },
+    /// An exclusive lock the enclosing lease holds only shared ([`inherit_locks`]).
+    #[error("--lock {0}: this job runs under a lease that holds {0} shared, so it can never take it exclusively")]
+    SharedOnly(String),
+    #[error("no lease within {secs}s (--wait); it waited for {waited_for}")]
+    NoLease { secs: u64, waited_for: String },
+    #[error("the daemon went away before granting the lease; run again")]
+    WentAway,
+    #[error("reading the daemon's answer: {0}")]
+    Reading(#[source] std::io::Error),
+    #[error("cannot pin to cores {}: {source}", cores_text(cores))]
+    Pin { cores: Vec<usize>, source: rustix::io::Errno },
+    #[error("no command to run")]
+    NoCommand,
+    /// This process's working directory, for the command.
+    #[error("{0}")]
+    Cwd(#[source] std::io::Error),
+    #[error("{0}")]
+    Command(#[source] testbench_process::CmdError),
+}
+
 /// The locks of a lease, as its job sees them: its own and those it inherited from an
 /// enclosing lease ([`inherit_locks`]), exclusive and shared.
 pub struct HeldLocks<'a> {
@@ -52,24 +100,20 @@ fn held_locks() -> (Vec<String>, Vec<String>) {
 /// Drop from `ask` the locks the enclosing lease already holds: a whole bench holding
 /// `qemu` runs its cases under it, and they must not wait for their own holder. An
 /// exclusive ask of a lock the enclosing lease only shares can never be granted.
-pub fn inherit_locks(ask: &mut Ask, held: (&[String], &[String])) -> Result<(), String> {
+pub fn inherit_locks(ask: &mut Ask, held: (&[String], &[String])) -> Result<(), ClientError> {
     let (held_excl, held_shared) = held;
     if let Some(name) = ask.locks.iter().find(|l| held_shared.contains(l) && !held_excl.contains(l)) {
-        return Err(format!(
-            "--lock {name}: this job runs under a lease that holds {name} shared, so it can never take it exclusively"
-        ));
+        return Err(ClientError::SharedOnly(name.clone()));
     }
     ask.locks.retain(|l| !held_excl.contains(l));
     ask.shares.retain(|l| !held_excl.contains(l) && !held_shared.contains(l));
     Ok(())
 }
 
-fn connect(dir: &Path) -> Result<UnixStream, String> {
+fn connect(dir: &Path) -> Result<UnixStream, ClientError> {
     place::private(dir)?;
     let socket = place::socket(dir);
-    UnixStream::connect(&socket).map_err(|e| {
-        format!("no q daemon answers at {} ({e}): start one with `q daemon &` (same Q_DIR)", socket.display())
-    })
+    UnixStream::connect(&socket).map_err(|source| ClientError::NoDaemon { socket, source })
 }
 
 fn say(stream: &mut UnixStream, line: &impl serde::Serialize) -> std::io::Result<()> {
@@ -79,7 +123,7 @@ fn say(stream: &mut UnixStream, line: &impl serde::Serialize) -> std::io::Result
 }
 
 /// `q ls` and `q log`: the daemon's text.
-pub fn ask_text(dir: &Path, request: Request) -> Result<String, String> {
+pub fn ask_text(dir: &Path, request: Request) -> Result<String, ClientError> {
     ask_on(connect(dir)?, request)
 }
 
@@ -89,40 +133,33 @@ const STOP_DEADLINE: Duration = Duration::from_secs(10);
 /// `q stop`: the daemon saves its state, removes its socket, says what it leaves and
 /// exits; this waits (up to [`STOP_DEADLINE`]) until its process has ended, so that a
 /// daemon started next finds its lock free.
-pub fn stop(dir: &Path) -> Result<String, String> {
+pub fn stop(dir: &Path) -> Result<String, ClientError> {
     let stream = connect(dir)?;
-    let pid = rustix::net::sockopt::socket_peercred(&stream)
-        .map_err(|e| format!("cannot learn the daemon's pid from its socket: {e}"))?
-        .pid
-        .as_raw_nonzero()
-        .get();
+    let pid = rustix::net::sockopt::socket_peercred(&stream).map_err(ClientError::PeerPid)?.pid.as_raw_nonzero().get();
     let start = place::start_time(pid);
     let text = ask_on(stream, Request::Stop)?;
     let asked = Instant::now();
     while start.is_some_and(|start| place::alive(pid, start)) {
         if asked.elapsed() > STOP_DEADLINE {
-            return Err(format!(
-                "the daemon (pid {pid}) said it stopped, and still runs after {}s",
-                STOP_DEADLINE.as_secs()
-            ));
+            return Err(ClientError::StillRuns { pid });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(text)
 }
 
-fn ask_on(mut stream: UnixStream, request: Request) -> Result<String, String> {
-    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
-    say(&mut stream, &request).map_err(|e| format!("cannot ask the daemon: {e}"))?;
+fn ask_on(mut stream: UnixStream, request: Request) -> Result<String, ClientError> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(ClientError::Socket)?;
+    say(&mut stream, &request).map_err(ClientError::Ask)?;
     let mut reader = BufReader::new(stream);
     match read_line(&mut reader) {
         Ok(Some(line)) => match serde_json::from_str(&line) {
             Ok(Answer::Text(text)) => Ok(text),
-            Ok(Answer::Refused(why)) => Err(why),
-            _ => Err(format!("the daemon answered what q does not read: {line}")),
+            Ok(Answer::Refused(why)) => Err(ClientError::Refused(why)),
+            _ => Err(ClientError::Unreadable(line)),
         },
-        Ok(None) => Err("the daemon closed the connection without an answer".into()),
-        Err(e) => Err(format!("no answer from the daemon within 10 s: {e}")),
+        Ok(None) => Err(ClientError::Closed),
+        Err(e) => Err(ClientError::NoAnswer(e)),
     }
 }
 
@@ -137,27 +174,27 @@ pub struct RunArgs {
 }
 
 /// `q run`: the command's exit code, or why there is none.
-pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
+pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, ClientError> {
     let (held_excl, held_shared) = held_locks();
     inherit_locks(&mut args.ask, (&held_excl, &held_shared))?;
     let mut stream = connect(dir)?;
     let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
     let request = Request::Run { name: args.name.clone(), cwd, ask: args.ask.clone() };
-    say(&mut stream, &request).map_err(|e| format!("cannot ask the daemon: {e}"))?;
-    let mut reader = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+    say(&mut stream, &request).map_err(ClientError::Ask)?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(ClientError::Socket)?);
     let asked = Instant::now();
     let mut last_wait = String::new();
     let (job, grant) = loop {
         let left = args.wait.checked_sub(asked.elapsed()).unwrap_or_default();
         if left.is_zero() {
-            return Err(format!("no lease within {}s (--wait); it waited for {last_wait}", args.wait.as_secs()));
+            return Err(ClientError::NoLease { secs: args.wait.as_secs(), waited_for: last_wait });
         }
-        stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(left)).map_err(ClientError::Socket)?;
         let line = match read_line(&mut reader) {
             Ok(Some(line)) => line,
-            Ok(None) => return Err("the daemon went away before granting the lease; run again".into()),
+            Ok(None) => return Err(ClientError::WentAway),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
-            Err(e) => return Err(format!("reading the daemon's answer: {e}")),
+            Err(e) => return Err(ClientError::Reading(e)),
         };
         match serde_json::from_str(&line) {
             Ok(Answer::Wait(why)) => {
@@ -170,8 +207,8 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
                 }
                 break (job, grant);
             }
-            Ok(Answer::Refused(why)) => return Err(format!("refused: {why}")),
-            _ => return Err(format!("the daemon answered what q does not read: {line}")),
+            Ok(Answer::Refused(why)) => return Err(ClientError::LeaseRefused(why)),
+            _ => return Err(ClientError::Unreadable(line)),
         }
     };
     if !grant.cores.is_empty() {
@@ -180,15 +217,15 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
             set.set(core);
         }
         rustix::thread::sched_setaffinity(None, &set)
-            .map_err(|e| format!("cannot pin to cores {}: {e}", cores_text(&grant.cores)))?;
+            .map_err(|source| ClientError::Pin { cores: grant.cores.clone(), source })?;
     }
     let locks: Vec<String> = args.ask.locks.iter().chain(&held_excl).cloned().collect();
     let shares: Vec<String> = args.ask.shares.iter().chain(&held_shared).cloned().collect();
     let inherited: Vec<String> = held_excl.iter().chain(&held_shared).cloned().collect();
-    let (program, rest) = args.command.split_first().ok_or("no command to run")?;
+    let (program, rest) = args.command.split_first().ok_or(ClientError::NoCommand)?;
     let mut cmd = testbench_process::Cmd::new(program, format!("the command of q's job {job}"), args.timeout)
         .args(rest)
-        .cwd(std::env::current_dir().map_err(|e| e.to_string())?)
+        .cwd(std::env::current_dir().map_err(ClientError::Cwd)?)
         .process_group();
     let held = HeldLocks { locks: &locks, shares: &shares, inherited: &inherited };
     for (key, value) in lease_env(job, &grant, held, dir) {
@@ -198,7 +235,7 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, String> {
         .status_inherit_told(|pid| {
             let _ = say(&mut stream, &Report::Started(pid as i32));
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(ClientError::Command)?;
     let code =
         status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
     let _ = say(&mut stream, &Report::Exit(code));
@@ -220,9 +257,9 @@ mod tests {
         inherit_locks(&mut ask, (&held.0, &held.1)).unwrap();
         assert_eq!((ask.locks, ask.shares), (vec!["disk".to_string()], vec!["x".to_string()]));
         let mut exclusive = Ask { locks: vec!["net".into()], ..Ask::default() };
-        assert!(inherit_locks(&mut exclusive, (&held.0, &held.1))
-            .unwrap_err()
-            .contains("can never take it exclusively"));
+        let refused = inherit_locks(&mut exclusive, (&held.0, &held.1)).unwrap_err();
+        assert!(matches!(&refused, ClientError::SharedOnly(name) if name == "net"), "{refused}");
+        assert!(refused.to_string().contains("can never take it exclusively"));
     }
 
     #[test]

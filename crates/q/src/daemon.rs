@@ -140,9 +140,25 @@ fn send(stream: &mut UnixStream, answer: &Answer) -> std::io::Result<()> {
     stream.write_all(line.as_bytes())
 }
 
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Place(#[from] place::PlaceError),
+    #[error("cannot open {}: {source}", path.display())]
+    OpenLock { path: PathBuf, source: std::io::Error },
+    /// Another daemon holds the directory's lock.
+    #[error("a q daemon already runs on {} (it holds {})", dir.display(), lock.display())]
+    Running { dir: PathBuf, lock: PathBuf },
+    #[error("cannot listen on {}: {source}", socket.display())]
+    Listen { socket: PathBuf, source: std::io::Error },
+    #[error("cannot catch SIGTERM, SIGINT and SIGHUP: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
 /// Run the daemon on `dir` for `machine` until killed. Returns only when it cannot
 /// start, saying why.
-pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
+pub fn serve(dir: &Path, machine: Machine) -> Result<(), DaemonError> {
     place::private(dir)?;
     let lock_path = dir.join("daemon.lock");
     let lock_file = std::fs::OpenOptions::new()
@@ -150,9 +166,9 @@ pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        .map_err(|source| DaemonError::OpenLock { path: lock_path.clone(), source })?;
     rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-        .map_err(|_| format!("a q daemon already runs on {} (it holds {})", dir.display(), lock_path.display()))?;
+        .map_err(|_| DaemonError::Running { dir: dir.to_path_buf(), lock: lock_path.clone() })?;
     let path = dir.join("state.json");
     let mut saved: Saved =
         std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
@@ -171,7 +187,8 @@ pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
     }
     let socket = place::socket(dir);
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    let listener =
+        UnixListener::bind(&socket).map_err(|source| DaemonError::Listen { socket: socket.clone(), source })?;
     let shared: Shared = Arc::new(Mutex::new(State {
         machine,
         saved,
@@ -186,7 +203,7 @@ pub fn serve(dir: &Path, machine: Machine) -> Result<(), String> {
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGHUP,
     ])
-    .map_err(|e| format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"))?;
+    .map_err(DaemonError::Signals)?;
     let on_signal = shared.clone();
     std::thread::spawn(move || on_signals(on_signal, signals));
     {
@@ -297,7 +314,7 @@ fn connection(shared: &Shared, mut stream: UnixStream) -> std::io::Result<()> {
     let id = {
         let mut state = lock(shared);
         if let Err(why) = state.machine.check(&ask) {
-            return send(&mut stream, &Answer::Refused(why));
+            return send(&mut stream, &Answer::Refused(why.to_string()));
         }
         let job = Job {
             id: 0,

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use testbench_q::sched::{parse_cores, Ask, Machine};
+use testbench_q::sched::{cores_text, parse_cores, Ask, CoresError, Machine};
 use testbench_q::{client, daemon, place, Request};
 
 #[derive(Parser)]
@@ -68,31 +68,48 @@ enum Command {
     Stop,
 }
 
-fn machine(cores: Option<String>, quiet: Option<String>, ports: &str) -> Result<Machine, String> {
-    let online =
-        rustix::thread::sched_getaffinity(None).map_err(|e| format!("cannot read this process's cores: {e}"))?;
+/// Why `q` did not do what it was asked: what `main` prints after `q: `.
+#[derive(Debug, thiserror::Error)]
+enum QError {
+    #[error("cannot read this process's cores: {0}")]
+    OwnCores(#[source] rustix::io::Errno),
+    #[error("--cores: {0}")]
+    Cores(#[source] CoresError),
+    #[error("--cores: core {core} is not one this process may run on ({})", cores_text(mine))]
+    NotMine { core: usize, mine: Vec<usize> },
+    #[error("--quiet: {0}")]
+    Quiet(#[source] CoresError),
+    #[error("--quiet: core {0} is not one of --cores")]
+    QuietOutside(usize),
+    #[error("--ports {0:?}: it takes LO-HI, two ports from 1 to 65535 with LO <= HI")]
+    Ports(String),
+    #[error(transparent)]
+    Daemon(#[from] daemon::DaemonError),
+    #[error(transparent)]
+    Client(#[from] client::ClientError),
+}
+
+fn machine(cores: Option<String>, quiet: Option<String>, ports: &str) -> Result<Machine, QError> {
+    let online = rustix::thread::sched_getaffinity(None).map_err(QError::OwnCores)?;
     let limit = rustix::thread::CpuSet::MAX_CPU;
     let mine: Vec<usize> = (0..limit).filter(|&c| online.is_set(c)).collect();
     let all = match cores {
-        Some(text) => parse_cores(&text, limit).map_err(|e| format!("--cores: {e}"))?,
+        Some(text) => parse_cores(&text, limit).map_err(QError::Cores)?,
         None => mine.clone(),
     };
-    if let Some(c) = all.iter().find(|c| !mine.contains(c)) {
-        return Err(format!(
-            "--cores: core {c} is not one this process may run on ({})",
-            testbench_q::sched::cores_text(&mine)
-        ));
+    if let Some(&core) = all.iter().find(|c| !mine.contains(c)) {
+        return Err(QError::NotMine { core, mine });
     }
     let quiet = match quiet {
-        Some(text) => parse_cores(&text, limit).map_err(|e| format!("--quiet: {e}"))?,
+        Some(text) => parse_cores(&text, limit).map_err(QError::Quiet)?,
         None if all.len() >= 8 => all[all.len() - 4..].to_vec(),
         None => Vec::new(),
     };
-    if let Some(c) = quiet.iter().find(|c| !all.contains(c)) {
-        return Err(format!("--quiet: core {c} is not one of --cores"));
+    if let Some(&c) = quiet.iter().find(|c| !all.contains(c)) {
+        return Err(QError::QuietOutside(c));
     }
     let general: Vec<usize> = all.iter().copied().filter(|c| !quiet.contains(c)).collect();
-    let bad = || format!("--ports {ports:?}: it takes LO-HI, two ports from 1 to 65535 with LO <= HI");
+    let bad = || QError::Ports(ports.to_string());
     let (lo, hi) = ports.split_once('-').ok_or_else(bad)?;
     let (lo, hi): (u16, u16) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
     if lo == 0 || lo > hi {
@@ -106,7 +123,7 @@ fn main() -> ExitCode {
     let dir = place::dir();
     let result = match cli.command {
         Command::Daemon { cores, quiet, ports } => {
-            machine(cores, quiet, &ports).and_then(|m| daemon::serve(&dir, m)).map(|()| 0)
+            machine(cores, quiet, &ports).and_then(|m| Ok(daemon::serve(&dir, m)?)).map(|()| 0)
         }
         Command::Run { cores, quiet, ports, locks, shares, name, wait, timeout, command } => {
             let name = name.unwrap_or_else(|| command.join(" "));
@@ -118,17 +135,17 @@ fn main() -> ExitCode {
                 wait: Duration::from_secs(wait),
                 timeout: Duration::from_secs(timeout),
             };
-            client::run(&dir, args)
+            client::run(&dir, args).map_err(QError::from)
         }
-        Command::Ls => client::ask_text(&dir, Request::Ls).map(|t| {
+        Command::Ls => client::ask_text(&dir, Request::Ls).map_err(QError::from).map(|t| {
             print!("{t}");
             0
         }),
-        Command::Log => client::ask_text(&dir, Request::Log).map(|t| {
+        Command::Log => client::ask_text(&dir, Request::Log).map_err(QError::from).map(|t| {
             print!("{t}");
             0
         }),
-        Command::Stop => client::stop(&dir).map(|t| {
+        Command::Stop => client::stop(&dir).map_err(QError::from).map(|t| {
             print!("{t}");
             0
         }),

@@ -24,30 +24,40 @@ pub fn dir() -> PathBuf {
 
 /// Make `dir` if it is missing (0700), and refuse it unless it is a directory of this
 /// user's that nobody else may enter.
-pub fn private(dir: &Path) -> Result<(), String> {
+pub fn private(dir: &Path) -> Result<(), PlaceError> {
+    let at = || dir.to_path_buf();
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot make q's directory {}: {e}", dir.display())),
+        Err(source) => return Err(PlaceError::Make { dir: at(), source }),
     }
-    let meta =
-        std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read q's directory {}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|source| PlaceError::Read { dir: at(), source })?;
     let me = rustix::process::getuid().as_raw();
     if !meta.is_dir() {
-        return Err(format!("q's directory {} is not a directory (a link or a file is never followed)", dir.display()));
+        return Err(PlaceError::NotADirectory { dir: at() });
     }
     if meta.uid() != me {
-        return Err(format!("q's directory {} belongs to uid {}, not to you (uid {me})", dir.display(), meta.uid()));
+        return Err(PlaceError::NotYours { dir: at(), owner: meta.uid(), me });
     }
     if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "q's directory {} has mode {:o}: others may enter it; it must be 0700 (chmod 700 {})",
-            dir.display(),
-            meta.mode() & 0o777,
-            dir.display()
-        ));
+        return Err(PlaceError::Open { dir: at(), mode: meta.mode() & 0o777 });
     }
     Ok(())
+}
+
+/// q's directory that is not private to this user ([`private`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    #[error("cannot make q's directory {}: {source}", dir.display())]
+    Make { dir: PathBuf, source: std::io::Error },
+    #[error("cannot read q's directory {}: {source}", dir.display())]
+    Read { dir: PathBuf, source: std::io::Error },
+    #[error("q's directory {} is not a directory (a link or a file is never followed)", dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error("q's directory {} belongs to uid {owner}, not to you (uid {me})", dir.display())]
+    NotYours { dir: PathBuf, owner: u32, me: u32 },
+    #[error("q's directory {} has mode {mode:o}: others may enter it; it must be 0700 (chmod 700 {})", dir.display(), dir.display())]
+    Open { dir: PathBuf, mode: u32 },
 }
 
 pub fn socket(dir: &Path) -> PathBuf {
@@ -89,10 +99,14 @@ mod tests {
         private(&dir).unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(private(&dir).unwrap_err().contains("has mode 755: others may enter it"));
+        let open = private(&dir).unwrap_err();
+        assert!(matches!(open, PlaceError::Open { mode: 0o755, .. }), "{open}");
+        assert!(open.to_string().contains("has mode 755: others may enter it"));
         let link = top.path().join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
-        assert!(private(&link).unwrap_err().contains("is not a directory"));
+        let linked = private(&link).unwrap_err();
+        assert!(matches!(&linked, PlaceError::NotADirectory { dir } if *dir == link), "{linked}");
+        assert!(linked.to_string().contains("is not a directory"));
     }
 
     #[test]

@@ -87,33 +87,69 @@ pub fn valid_lock_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
+/// An ask the daemon's machine can never grant ([`Machine::check`]), in the words the
+/// refused client prints.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// More cores than the set (`quiet` or `general`) it would take them from.
+    #[error("asks {asked} cores; the daemon's {which} set has {} ({})", set.len(), cores_text(set))]
+    Cores { asked: usize, which: &'static str, set: Vec<usize> },
+    #[error("asks {asked} ports; the daemon's pool {}-{} has {}", pool.0, pool.1, u32::from(pool.1) - u32::from(pool.0) + 1)]
+    Ports { asked: u16, pool: (u16, u16) },
+    #[error("lock name {0:?}: a lock is named by 1 to 64 of A-Z a-z 0-9 _ . -")]
+    LockName(String),
+    #[error("lock {0:?} is asked both exclusively (--lock) and shared (--share)")]
+    LockBothWays(String),
+}
+
+/// What a job waits for besides locks, as `q ls` and the waiting client say it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Wait {
+    /// An earlier job waits for cores of the same set (`quiet` or `general`).
+    #[error("{set} cores: job {ahead} waits ahead for them")]
+    CoresBehind { set: &'static str, ahead: JobId },
+    #[error("ports: job {ahead} waits ahead for them")]
+    PortsBehind { ahead: JobId },
+    #[error("the {set} set, held by quiet job {job} ({name})")]
+    QuietSetHeld { set: &'static str, job: JobId, name: String },
+    #[error("the whole {set} set for a quiet job ({busy} of its {size} cores busy)")]
+    QuietSetBusy { set: &'static str, busy: usize, size: usize },
+    #[error("{asked} general cores ({free} free)")]
+    GeneralCores { asked: usize, free: usize },
+    #[error("{n} contiguous free ports of the pool {lo}-{hi}")]
+    Ports { n: u32, lo: u16, hi: u16 },
+}
+
+/// Cores a person wrote ([`parse_cores`]) that are not cores of this machine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoresError {
+    #[error("{0:?} is not a core or a range of cores (such as 0-3)")]
+    NotCores(String),
+    #[error("{part:?}: {lo} is above {hi}")]
+    Reversed { part: String, lo: usize, hi: usize },
+    #[error("{part:?}: core {hi} is not on this machine (it has {limit})")]
+    Absent { part: String, hi: usize, limit: usize },
+}
+
 impl Machine {
     /// Whether `ask` can ever be granted here; if not, the words that say why.
-    pub fn check(&self, ask: &Ask) -> Result<(), String> {
+    pub fn check(&self, ask: &Ask) -> Result<(), AskError> {
         let set = if ask.quiet && !self.quiet.is_empty() { &self.quiet } else { &self.general };
         if ask.cores > set.len() {
             let which = if ask.quiet && !self.quiet.is_empty() { "quiet" } else { "general" };
-            return Err(format!(
-                "asks {} cores; the daemon's {which} set has {} ({})",
-                ask.cores,
-                set.len(),
-                cores_text(set)
-            ));
+            return Err(AskError::Cores { asked: ask.cores, which, set: set.clone() });
         }
         let pool = u32::from(self.ports.1) - u32::from(self.ports.0) + 1;
         if u32::from(ask.ports) > pool {
-            return Err(format!(
-                "asks {} ports; the daemon's pool {}-{} has {pool}",
-                ask.ports, self.ports.0, self.ports.1
-            ));
+            return Err(AskError::Ports { asked: ask.ports, pool: self.ports });
         }
         for name in ask.locks.iter().chain(&ask.shares) {
             if !valid_lock_name(name) {
-                return Err(format!("lock name {name:?}: a lock is named by 1 to 64 of A-Z a-z 0-9 _ . -"));
+                return Err(AskError::LockName(name.clone()));
             }
         }
         if let Some(both) = ask.locks.iter().find(|name| ask.shares.contains(name)) {
-            return Err(format!("lock {both:?} is asked both exclusively (--lock) and shared (--share)"));
+            return Err(AskError::LockBothWays(both.clone()));
         }
         Ok(())
     }
@@ -172,12 +208,12 @@ impl Sched {
             let pool = self.pool_of(machine, &ask);
             let cores = match (ask.cores, cores_blocked.get(pool.0)) {
                 (0, _) if !ask.quiet => Ok(Vec::new()),
-                (_, Some(ahead)) => Err(format!("{} cores: job {ahead} waits ahead for them", pool.0)),
+                (_, Some(ahead)) => Err(Wait::CoresBehind { set: pool.0, ahead: *ahead }),
                 _ => self.free_cores(machine, &ask),
             };
             let ports = match (ask.ports, ports_blocked) {
                 (0, _) => Ok(None),
-                (_, Some(ahead)) => Err(format!("ports: job {ahead} waits ahead for them")),
+                (_, Some(ahead)) => Err(Wait::PortsBehind { ahead }),
                 (n, None) => self.free_ports(machine, n, port_free).map(Some),
             };
             match (lock_wait, cores, ports) {
@@ -201,13 +237,13 @@ impl Sched {
                         why
                     } else {
                         let mut why = Vec::new();
-                        if let Err(text) = cores {
+                        if let Err(wait) = cores {
                             cores_blocked.entry(pool.0).or_insert(id);
-                            why.push(text);
+                            why.push(wait.to_string());
                         }
-                        if let Err(text) = ports {
+                        if let Err(wait) = ports {
                             ports_blocked.get_or_insert(id);
-                            why.push(text);
+                            why.push(wait.to_string());
                         }
                         why.join("; ")
                     };
@@ -241,29 +277,29 @@ impl Sched {
         })
     }
 
-    fn free_cores(&self, machine: &Machine, ask: &Ask) -> Result<Vec<usize>, String> {
+    fn free_cores(&self, machine: &Machine, ask: &Ask) -> Result<Vec<usize>, Wait> {
         let held: BTreeSet<usize> = self.running().flat_map(|(_, grant)| grant.cores.iter().copied()).collect();
         if ask.quiet {
             let (name, set) = self.pool_of(machine, ask);
             if let Some((job, _)) =
                 self.running().find(|(job, g)| g.cores.iter().any(|c| set.contains(c)) && job.ask.quiet)
             {
-                return Err(format!("the {name} set, held by quiet job {} ({})", job.id, job.name));
+                return Err(Wait::QuietSetHeld { set: name, job: job.id, name: job.name.clone() });
             }
             if set.iter().any(|c| held.contains(c)) {
                 let busy = set.iter().filter(|c| held.contains(c)).count();
-                return Err(format!("the whole {name} set for a quiet job ({busy} of its {} cores busy)", set.len()));
+                return Err(Wait::QuietSetBusy { set: name, busy, size: set.len() });
             }
             return Ok(set.to_vec());
         }
         let free: Vec<usize> = machine.general.iter().copied().filter(|c| !held.contains(c)).collect();
         if free.len() < ask.cores {
-            return Err(format!("{} general cores ({} free)", ask.cores, free.len()));
+            return Err(Wait::GeneralCores { asked: ask.cores, free: free.len() });
         }
         Ok(free[..ask.cores].to_vec())
     }
 
-    fn free_ports(&self, machine: &Machine, n: u16, port_free: &dyn Fn(u16) -> bool) -> Result<(u16, u16), String> {
+    fn free_ports(&self, machine: &Machine, n: u16, port_free: &dyn Fn(u16) -> bool) -> Result<(u16, u16), Wait> {
         let held: Vec<(u16, u16)> = self.running().filter_map(|(_, grant)| grant.ports).collect();
         let (lo, hi) = machine.ports;
         let mut start = u32::from(lo);
@@ -280,7 +316,7 @@ impl Sched {
             }
             return Ok((start as u16, end as u16));
         }
-        Err(format!("{n} contiguous free ports of the pool {lo}-{hi}"))
+        Err(Wait::Ports { n, lo, hi })
     }
 }
 
@@ -303,19 +339,17 @@ pub fn cores_text(cores: &[usize]) -> String {
 }
 
 /// Cores as a person writes them (`0-3,6`, or empty for none), each below `limit`.
-pub fn parse_cores(text: &str, limit: usize) -> Result<Vec<usize>, String> {
+pub fn parse_cores(text: &str, limit: usize) -> Result<Vec<usize>, CoresError> {
     let mut cores = BTreeSet::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let number = |s: &str| {
-            s.trim().parse::<usize>().map_err(|_| format!("{part:?} is not a core or a range of cores (such as 0-3)"))
-        };
+        let number = |s: &str| s.trim().parse::<usize>().map_err(|_| CoresError::NotCores(part.to_string()));
         let (lo, hi) = (number(lo)?, number(hi)?);
         if lo > hi {
-            return Err(format!("{part:?}: {lo} is above {hi}"));
+            return Err(CoresError::Reversed { part: part.to_string(), lo, hi });
         }
         if hi >= limit {
-            return Err(format!("{part:?}: core {hi} is not on this machine (it has {limit})"));
+            return Err(CoresError::Absent { part: part.to_string(), hi, limit });
         }
         cores.extend(lo..=hi);
     }
@@ -463,20 +497,22 @@ mod tests {
     #[test]
     fn an_ask_the_machine_can_never_grant_is_refused_in_words() {
         let m = machine();
-        assert_eq!(m.check(&ask(5)).unwrap_err(), "asks 5 cores; the daemon's general set has 4 (0-3)");
-        assert_eq!(
-            m.check(&Ask { cores: 3, quiet: true, ..Ask::default() }).unwrap_err(),
-            "asks 3 cores; the daemon's quiet set has 2 (4-5)"
-        );
-        assert_eq!(
-            m.check(&Ask { ports: 11, ..Ask::default() }).unwrap_err(),
-            "asks 11 ports; the daemon's pool 23000-23009 has 10"
-        );
-        assert!(m.check(&Ask { locks: vec!["a b".into()], ..Ask::default() }).unwrap_err().contains("1 to 64"));
-        assert!(m
-            .check(&Ask { locks: vec!["x".into()], shares: vec!["x".into()], ..Ask::default() })
-            .unwrap_err()
-            .contains("both"));
+        let refused = |ask: Ask| m.check(&ask).unwrap_err();
+        let cores = refused(ask(5));
+        assert_eq!(cores, AskError::Cores { asked: 5, which: "general", set: vec![0, 1, 2, 3] });
+        assert_eq!(cores.to_string(), "asks 5 cores; the daemon's general set has 4 (0-3)");
+        let quiet = refused(Ask { cores: 3, quiet: true, ..Ask::default() });
+        assert!(matches!(quiet, AskError::Cores { asked: 3, which: "quiet", .. }));
+        assert_eq!(quiet.to_string(), "asks 3 cores; the daemon's quiet set has 2 (4-5)");
+        let ports = refused(Ask { ports: 11, ..Ask::default() });
+        assert_eq!(ports, AskError::Ports { asked: 11, pool: (23000, 23009) });
+        assert_eq!(ports.to_string(), "asks 11 ports; the daemon's pool 23000-23009 has 10");
+        let name = refused(Ask { locks: vec!["a b".into()], ..Ask::default() });
+        assert_eq!(name, AskError::LockName("a b".into()));
+        assert!(name.to_string().contains("1 to 64"));
+        let both = refused(Ask { locks: vec!["x".into()], shares: vec!["x".into()], ..Ask::default() });
+        assert_eq!(both, AskError::LockBothWays("x".into()));
+        assert!(both.to_string().contains("both"));
         assert_eq!(m.check(&ask(4)), Ok(()));
     }
 
@@ -484,8 +520,13 @@ mod tests {
     fn cores_read_and_print_as_ranges() {
         assert_eq!(parse_cores("0-2,5", 8), Ok(vec![0, 1, 2, 5]));
         assert_eq!(parse_cores("", 8), Ok(vec![]));
-        assert!(parse_cores("9", 8).unwrap_err().contains("not on this machine"));
-        assert!(parse_cores("3-1", 8).unwrap_err().contains("above"));
+        let absent = parse_cores("9", 8).unwrap_err();
+        assert_eq!(absent, CoresError::Absent { part: "9".into(), hi: 9, limit: 8 });
+        assert!(absent.to_string().contains("not on this machine"));
+        let reversed = parse_cores("3-1", 8).unwrap_err();
+        assert_eq!(reversed, CoresError::Reversed { part: "3-1".into(), lo: 3, hi: 1 });
+        assert!(reversed.to_string().contains("above"));
+        assert_eq!(parse_cores("x", 8), Err(CoresError::NotCores("x".into())));
         assert_eq!(cores_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     }
 }

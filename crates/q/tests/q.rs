@@ -418,3 +418,28 @@ exit 0
     let log = std::fs::read_to_string(top.join("logs/rv64-b.log")).unwrap();
     assert!(log.contains("was refused (exit 2); running the case as usual"), "{log}");
 }
+
+/// What `q daemon` refuses before it serves anything is said once, after `q: `, and
+/// exits 125: each refusal of its machine's flags.
+#[test]
+fn a_daemon_with_bad_flags_says_which_and_serves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str]| {
+        let out = Command::new(Q).args(args).env("Q_DIR", dir.path().join("q")).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert_eq!(
+        refused(&["daemon", "--ports", "5-1"]),
+        "q: --ports \"5-1\": it takes LO-HI, two ports from 1 to 65535 with LO <= HI\n"
+    );
+    assert_eq!(
+        refused(&["daemon", "--cores", "x", "--ports", "40000-40009"]),
+        "q: --cores: \"x\" is not a core or a range of cores (such as 0-3)\n"
+    );
+    assert_eq!(
+        refused(&["daemon", "--cores", "0", "--quiet", "1-0", "--ports", "40000-40009"]),
+        "q: --quiet: \"1-0\": 1 is above 0\n"
+    );
+    assert!(!dir.path().join("q").join("sock").exists());
+}

@@ -11,8 +11,8 @@ pub enum RecipeError {
     /// A field that parsed but holds a value the recipe cannot use.
     #[error("recipe {path}: field `{field}`: {message}")]
     Invalid { path: PathBuf, field: String, message: String },
-    #[error("package {package}: downloading {url}: {message}")]
-    Fetch { package: String, url: String, message: String },
+    #[error("package {package}: downloading {url}: {source}")]
+    Fetch { package: String, url: String, source: crate::fetch::FetchError },
     #[error("package {package}: sha256 mismatch: the recipe expects {expected}, the download is {got} (the file was not kept)")]
     Checksum { package: String, expected: String, got: String },
     #[error("package {package}: dpkg-deb -x {deb} failed ({status}): {stderr}")]

@@ -14,9 +14,31 @@ use crate::RecipeError;
 /// Something that copies the body at `url` into `out`. The bench uses [`HttpFetch`];
 /// tests put in their own.
 pub trait Fetch {
-    /// Copies the body; on failure returns a message saying what went wrong (and, for
-    /// a deadline, which one and how long it waited).
-    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String>;
+    /// Copies the body; on failure says what went wrong (and, for a deadline, which one
+    /// and how long it waited).
+    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, FetchError>;
+}
+
+/// What an error of a download's transport or body is, carried as the source.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A download that did not finish ([`Fetch::fetch`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The mirror answered, with an error status: the host is fine, the pin or the
+    /// mirror is not.
+    #[error("the server answered HTTP {code} {text} (a pinned version no longer on this mirror? see guests/README.md: update the pins, or point `mirror` at snapshot.debian.org)")]
+    Status { code: u16, text: String },
+    #[error("no connection within the connect deadline of {secs}s: {source}")]
+    ConnectDeadline { secs: u64, source: Cause },
+    #[error("could not connect: {0}")]
+    Connect(#[source] Cause),
+    #[error("the overall deadline of {secs}s passed after {got} bytes{}", source.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Deadline { secs: u64, got: u64, source: Option<Cause> },
+    #[error("failed after {:.1}s and {got} bytes: {source}", waited.as_secs_f64())]
+    Failed { waited: Duration, got: u64, source: Cause },
+    #[error("writing the download: {0}")]
+    Write(#[source] io::Error),
 }
 
 /// Plain-HTTP download with a connect deadline and an overall deadline.
@@ -35,36 +57,30 @@ impl Default for HttpFetch {
 }
 
 impl Fetch for HttpFetch {
-    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String> {
+    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, FetchError> {
         let agent = ureq::AgentBuilder::new().timeout_connect(self.connect_timeout).timeout(self.deadline).build();
         let start = Instant::now();
-        let describe = |e: &dyn std::fmt::Display, got: u64| {
+        let describe = |source: Cause, got: u64| {
             let waited = start.elapsed();
             if waited >= self.deadline {
-                format!("the overall deadline of {}s passed after {got} bytes: {e}", self.deadline.as_secs())
+                FetchError::Deadline { secs: self.deadline.as_secs(), got, source: Some(source) }
             } else {
-                format!("failed after {:.1}s and {got} bytes: {e}", waited.as_secs_f64())
+                FetchError::Failed { waited, got, source }
             }
         };
         let resp = match agent.get(url).call() {
             Ok(r) => r,
             Err(ureq::Error::Status(code, r)) => {
-                return Err(format!(
-                    "the server answered HTTP {code} {} (a pinned version no longer on this mirror? see guests/README.md: update the pins, or point `mirror` at snapshot.debian.org)",
-                    r.status_text()
-                ))
+                return Err(FetchError::Status { code, text: r.status_text().to_string() })
             }
             Err(ureq::Error::Transport(t)) => {
                 use ureq::ErrorKind::*;
                 return Err(match t.kind() {
                     Dns | ConnectionFailed if start.elapsed() >= self.connect_timeout => {
-                        format!(
-                            "no connection within the connect deadline of {}s: {t}",
-                            self.connect_timeout.as_secs()
-                        )
+                        FetchError::ConnectDeadline { secs: self.connect_timeout.as_secs(), source: Box::new(t) }
                     }
-                    Dns | ConnectionFailed => format!("could not connect: {t}"),
-                    _ => describe(&t, 0),
+                    Dns | ConnectionFailed => FetchError::Connect(Box::new(t)),
+                    _ => describe(Box::new(t), 0),
                 });
             }
         };
@@ -76,12 +92,12 @@ impl Fetch for HttpFetch {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(describe(&e, got)),
+                Err(e) => return Err(describe(Box::new(e), got)),
             };
-            out.write_all(&buf[..n]).map_err(|e| format!("writing the download: {e}"))?;
+            out.write_all(&buf[..n]).map_err(FetchError::Write)?;
             got += n as u64;
             if start.elapsed() > self.deadline {
-                return Err(format!("the overall deadline of {}s passed after {got} bytes", self.deadline.as_secs()));
+                return Err(FetchError::Deadline { secs: self.deadline.as_secs(), got, source: None });
             }
         }
         Ok(got)
@@ -157,10 +173,10 @@ pub fn fetch_deb(
     let result = (|| {
         let file = File::create(&part).map_err(RecipeError::io(format!("creating {}", part.display())))?;
         let mut w = HashingWriter { inner: BufWriter::new(file), hash: Sha256::new() };
-        let n = fetch.fetch(&url, &mut w).map_err(|message| RecipeError::Fetch {
+        let n = fetch.fetch(&url, &mut w).map_err(|source| RecipeError::Fetch {
             package: pkg.name.clone(),
             url: url.clone(),
-            message,
+            source,
         })?;
         w.flush().map_err(RecipeError::io(format!("writing {}", part.display())))?;
         let got = hex(&w.hash.finalize());

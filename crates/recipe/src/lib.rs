@@ -18,7 +18,7 @@ pub use build::{
     build, build_with, kernel_format, kernel_image, unpack, Image, DEBS_DIR, DONE_FILE, INITRD_FILE, KERNEL_FILE,
 };
 pub use error::RecipeError;
-pub use fetch::{fetch_deb, sha256_file, Fetch, HttpFetch};
+pub use fetch::{fetch_deb, sha256_file, Fetch, FetchError, HttpFetch};
 pub use recipe::{
     hex, load, parse, Arch, FileMap, Init, Package, Recipe, Symlink, Target, DEFAULT_MIRROR, SCRIPT_FILE_KEY_TAG,
 };

@@ -407,7 +407,7 @@ impl Validator<'_> {
             let ff = |name: &str| format!("package[{i}].files[{j}].{name}");
             let from = self
                 .rel_path(&ff("from"), raw.from.trim_start_matches("./").trim_start_matches('/'))
-                .map_err(|m| self.err(ff("from"), m))?;
+                .map_err(|m| self.err(ff("from"), m.to_string()))?;
             let to = if raw.to == "kernel" {
                 if raw.mode.is_some() {
                     return Err(
@@ -518,23 +518,59 @@ impl Validator<'_> {
     }
 
     /// A relative path of plain components.
-    fn rel_path(&self, _field: &str, p: &str) -> Result<String, String> {
+    fn rel_path(&self, _field: &str, p: &str) -> Result<String, RelPathError> {
         if p.is_empty() {
-            return Err("is empty".into());
+            return Err(RelPathError::Empty);
         }
         if p.starts_with('/') {
-            return Err(format!("{p:?} is absolute"));
+            return Err(RelPathError::Absolute(p.to_string()));
         }
         if p.contains('\0') {
-            return Err(format!("{p:?} holds a NUL"));
+            return Err(RelPathError::Nul(p.to_string()));
         }
         let p = p.strip_suffix('/').unwrap_or(p);
         if p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-            return Err(format!("{p:?} has an empty, `.` or `..` component"));
+            return Err(RelPathError::Component(p.to_string()));
         }
         if p == crate::newc::TRAILER {
-            return Err(format!("{p:?} is the cpio trailer's name"));
+            return Err(RelPathError::Trailer(p.to_string()));
         }
         Ok(p.to_string())
+    }
+}
+
+/// A recipe's path that is not a relative path of plain components (the field's error
+/// message starts with it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RelPathError {
+    #[error("is empty")]
+    Empty,
+    #[error("{0:?} is absolute")]
+    Absolute(String),
+    #[error("{0:?} holds a NUL")]
+    Nul(String),
+    #[error("{0:?} has an empty, `.` or `..` component")]
+    Component(String),
+    #[error("{0:?} is the cpio trailer's name")]
+    Trailer(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initramfs_paths_are_plain_components_or_refused_by_kind() {
+        let v = Validator { path: Path::new("r.toml") };
+        assert_eq!(v.rel_path("f", "bin/sh/"), Ok("bin/sh".to_string()));
+        assert_eq!(v.rel_path("f", ""), Err(RelPathError::Empty));
+        assert_eq!(v.rel_path("f", "/bin"), Err(RelPathError::Absolute("/bin".into())));
+        assert_eq!(v.rel_path("f", "a\0b"), Err(RelPathError::Nul("a\0b".into())));
+        for bad in ["a//b", "./a", "a/../b"] {
+            assert_eq!(v.rel_path("f", bad), Err(RelPathError::Component(bad.into())));
+        }
+        let trailer = v.rel_path("f", crate::newc::TRAILER).unwrap_err();
+        assert_eq!(trailer, RelPathError::Trailer(crate::newc::TRAILER.into()));
+        assert_eq!(trailer.to_string(), format!("{:?} is the cpio trailer's name", crate::newc::TRAILER));
     }
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use testbench_recipe::{build_with, fetch_deb, hex, newc, parse, sha256_file, Fetch, HttpFetch, Recipe, RecipeError};
+use testbench_recipe::{
+    build_with, fetch_deb, hex, newc, parse, sha256_file, Fetch, FetchError, HttpFetch, Recipe, RecipeError,
+};
 
 const MIRROR: &str = "http://mirror.invalid/debian";
 
@@ -58,10 +60,10 @@ struct FakeFetch {
 }
 
 impl Fetch for FakeFetch {
-    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, String> {
+    fn fetch(&mut self, url: &str, out: &mut dyn Write) -> Result<u64, FetchError> {
         self.calls.lock().unwrap().push(url.to_string());
-        let body = self.bodies.get(url).ok_or("the server answered HTTP 404 Not Found")?;
-        out.write_all(body).map_err(|e| e.to_string())?;
+        let body = self.bodies.get(url).ok_or(FetchError::Status { code: 404, text: "Not Found".into() })?;
+        out.write_all(body).map_err(FetchError::Write)?;
         Ok(body.len() as u64)
     }
 }
@@ -304,10 +306,16 @@ script = "#!/bin/sh"
     // A download failure names the package and the URL.
     let mut empty = FakeFetch::default();
     std::fs::remove_file(&p).unwrap();
-    let err = fetch_deb(&mut empty, pkg, &r.mirror, &debs, &mut |_| {}).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        "package pk: downloading http://deb.debian.org/debian/pool/main/p/pk/pk_1_all.deb: the server answered HTTP 404 Not Found"
+    let err = fetch_deb(&mut empty, pkg, &r.mirror, &debs, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&err, RecipeError::Fetch { package, source: FetchError::Status { code: 404, .. }, .. } if package == "pk"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().starts_with(
+            "package pk: downloading http://deb.debian.org/debian/pool/main/p/pk/pk_1_all.deb: the server answered HTTP 404 Not Found"
+        ),
+        "{err}"
     );
     assert_eq!(std::fs::read_dir(&debs).unwrap().count(), 0);
     let _ = std::fs::remove_dir_all(&dir);
@@ -419,7 +427,8 @@ fn http_deadline_says_what_it_waited_for() {
     let mut fetch = HttpFetch { connect_timeout: Duration::from_secs(1), deadline: Duration::from_secs(1) };
     let mut out = Vec::new();
     let err = fetch.fetch(&format!("http://{addr}/pool/x.deb"), &mut out).unwrap_err();
-    assert!(err.contains("overall deadline of 1s passed"), "{err}");
+    assert!(matches!(err, FetchError::Deadline { secs: 1, .. }), "{err}");
+    assert!(err.to_string().contains("overall deadline of 1s passed"), "{err}");
     server.join().unwrap();
 }
 
@@ -439,7 +448,8 @@ fn http_status_is_reported() {
         conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
     });
     let err = HttpFetch::default().fetch(&format!("http://{addr}/pool/x.deb"), &mut Vec::new()).unwrap_err();
-    assert!(err.contains("HTTP 404"), "{err}");
+    assert!(matches!(&err, FetchError::Status { code: 404, text } if text == "Not Found"), "{err}");
+    assert!(err.to_string().contains("HTTP 404"), "{err}");
     server.join().unwrap();
 }
 

@@ -20,6 +20,35 @@ const CHANNEL_CHUNKS: usize = 8;
 /// The terminal's size when the client starts (columns, rows).
 pub const INITIAL_SIZE: (u16, u16) = (80, 24);
 
+/// What went wrong with the client process, as a session's failure says it after
+/// "cannot start ssh: ", "cannot type into ssh: " or the step's place.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClientError {
+    #[error("cannot open a pseudo-terminal: {0}")]
+    Terminal(#[source] Errno),
+    #[error("{0}")]
+    Spawn(#[source] testbench_process::CmdError),
+    #[error("cannot make the client's input non-blocking: {0}")]
+    NonBlocking(#[source] Errno),
+    /// The engine closed the input already.
+    #[error("its input is closed")]
+    InputClosed,
+    /// The client closed its end (EPIPE).
+    #[error("it closed its input")]
+    InputGone,
+    #[error("writing its input failed: {0}")]
+    Write(#[source] Errno),
+    #[error("the client has no terminal open")]
+    NoTerminal,
+    #[error("TIOCSWINSZ failed: {0}")]
+    SetSize(#[source] Errno),
+    /// Reaped: its pid may be another process's, so it is never signalled.
+    #[error("the client has already exited")]
+    Exited,
+    #[error("SIGWINCH failed: {0}")]
+    Winch(#[source] Errno),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
     Stdout = 0,
@@ -56,15 +85,15 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub(crate) fn spawn(cmd: &Cmd, pty: bool) -> Result<Client, String> {
+    pub(crate) fn spawn(cmd: &Cmd, pty: bool) -> Result<Client, ClientError> {
         let (mut child, input) = if pty {
-            let (master, slave) = open_terminal().map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+            let (master, slave) = open_terminal().map_err(ClientError::Terminal)?;
             // The slave is the child's stdin only; the engine's copy closes with the
             // Command inside spawn_with_stdin, so the master alone keeps the terminal.
-            let child = cmd.spawn_with_stdin(Stdio::from(slave)).map_err(|e| e.to_string())?;
+            let child = cmd.spawn_with_stdin(Stdio::from(slave)).map_err(ClientError::Spawn)?;
             (child, master)
         } else {
-            let mut child = cmd.spawn_with_stdin(Stdio::piped()).map_err(|e| e.to_string())?;
+            let mut child = cmd.spawn_with_stdin(Stdio::piped()).map_err(ClientError::Spawn)?;
             let stdin = child.stdin.take().expect("stdin was piped");
             (child, OwnedFd::from(stdin))
         };
@@ -72,7 +101,7 @@ impl Client {
         if let Err(e) = rustix::io::ioctl_fionbio(&input, true) {
             let _ = child.kill();
             let _ = testbench_process::wait_deadline(&mut child, Duration::from_secs(10));
-            return Err(format!("cannot make the client's input non-blocking: {e}"));
+            return Err(ClientError::NonBlocking(e));
         }
         let (tx, events) = sync_channel(CHANNEL_CHUNKS);
         let stdout = child.stdout.take().expect("stdout was piped");
@@ -127,13 +156,13 @@ impl Client {
     }
 
     /// Write what the input takes now: `Ok(0)` when it takes nothing yet.
-    pub(crate) fn write_some(&mut self, bytes: &[u8]) -> Result<usize, String> {
-        let Some(input) = self.input.as_ref() else { return Err("its input is closed".to_string()) };
+    pub(crate) fn write_some(&mut self, bytes: &[u8]) -> Result<usize, ClientError> {
+        let Some(input) = self.input.as_ref() else { return Err(ClientError::InputClosed) };
         match rustix::io::write(input, bytes) {
             Ok(n) => Ok(n),
             Err(Errno::AGAIN | Errno::INTR) => Ok(0),
-            Err(Errno::PIPE) => Err("it closed its input".to_string()),
-            Err(e) => Err(format!("writing its input failed: {e}")),
+            Err(Errno::PIPE) => Err(ClientError::InputGone),
+            Err(e) => Err(ClientError::Write(e)),
         }
     }
 
@@ -152,21 +181,21 @@ impl Client {
     }
 
     /// Set the terminal's size and tell the client (SIGWINCH).
-    pub(crate) fn resize(&mut self, cols: u16, rows: u16) -> Result<(), String> {
+    pub(crate) fn resize(&mut self, cols: u16, rows: u16) -> Result<(), ClientError> {
         let (true, Some(master)) = (self.pty, self.input.as_ref()) else {
-            return Err("the client has no terminal open".to_string());
+            return Err(ClientError::NoTerminal);
         };
-        rustix::termios::tcsetwinsize(master, winsize(cols, rows)).map_err(|e| format!("TIOCSWINSZ failed: {e}"))?;
+        rustix::termios::tcsetwinsize(master, winsize(cols, rows)).map_err(ClientError::SetSize)?;
         self.signal_winch()
     }
 
-    fn signal_winch(&mut self) -> Result<(), String> {
+    fn signal_winch(&mut self) -> Result<(), ClientError> {
         // A reaped child's pid may be another process's by now: never signal it.
         if self.status.is_some() || self.poll_exit().is_some() {
-            return Err("the client has already exited".to_string());
+            return Err(ClientError::Exited);
         }
         rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), rustix::process::Signal::WINCH)
-            .map_err(|e| format!("SIGWINCH failed: {e}"))
+            .map_err(ClientError::Winch)
     }
 
     /// Kill the client if it still runs, and reap it (10 s at most).

@@ -137,7 +137,7 @@ pub(crate) fn run_measured(
     };
     transcript.note(Instant::now(), &format!("session {}", spec.name));
     if let Err(problems) = spec.check() {
-        let reason = problems.join("; ");
+        let reason = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         transcript.note(Instant::now(), &format!("FAILED: {reason}"));
         transcript.close(Instant::now());
         fail_the_case(marks, stop, &spec.name);
@@ -477,7 +477,7 @@ impl Engine<'_> {
 
     fn send(&mut self, text: &str, bound: Bound) -> Result<(), End> {
         let groups = self.groups.as_ref().map(|(g, source)| (g.as_slice(), source.as_str()));
-        let bytes = substitute(text, groups).map_err(|e| self.fail(e))?;
+        let bytes = substitute(text, groups).map_err(|e| self.fail(e.to_string()))?;
         if !self.typed {
             self.typed = true;
             self.first_prompt = self.expects.last().map(|&(_, since)| since);
@@ -513,7 +513,7 @@ impl Engine<'_> {
         if !self.spec.pty {
             return Err(self.fail("resize needs pty = true: without a terminal there is no size".to_string()));
         }
-        self.client().resize(cols, rows).map_err(|e| self.fail(e))?;
+        self.client().resize(cols, rows).map_err(|e| self.fail(e.to_string()))?;
         self.note(&format!("resized the terminal to {cols}x{rows} and sent SIGWINCH"));
         Ok(())
     }

@@ -138,7 +138,7 @@ pub use client::INITIAL_SIZE;
 pub use engine::EXIT_GRACE;
 pub use marks::{Marks, WaitEnd};
 pub use output::{escape, LINE_KEEP, UNMATCHED_KEEP, UNMATCHED_LIMIT};
-pub use pattern::Pattern;
+pub use pattern::{Pattern, PatternError};
 pub use transcript::TRANSCRIPT_LIMIT;
 
 /// One step of a session. See the crate's documentation for what each does.
@@ -226,15 +226,16 @@ impl SessionSpec {
     /// The problems a session has before it runs, each naming its step: a `resize`
     /// without `pty`, a step other than a mark after `exit` or `ended`, a `within` that
     /// bounds no step, a `$N` no expect before it can give, an empty mark name.
-    pub fn check(&self) -> Result<(), Vec<String>> {
+    pub fn check(&self) -> Result<(), Vec<StepProblem>> {
         let mut problems = Vec::new();
         let mut last_expect: Option<(usize, &Pattern)> = None;
         let mut ended_at: Option<usize> = None;
         for (i, step) in self.steps.iter().enumerate() {
-            let at = format!("step {} ({step})", i + 1);
+            let mut problem =
+                |problem: Problem| problems.push(StepProblem { index: i, step: step.to_string(), problem });
             if let Some(end) = ended_at {
                 if !matches!(step, Step::Mark(_)) {
-                    problems.push(format!("{at}: only marks may follow step {} (exit or ended)", end + 1));
+                    problem(Problem::AfterEnd { end });
                 }
             }
             match step {
@@ -242,24 +243,22 @@ impl SessionSpec {
                 Step::Send(text) => {
                     for n in references(text) {
                         match last_expect {
-                            None => problems.push(format!("{at}: ${n}, but no expect comes before it")),
-                            Some((j, p)) if n > p.groups() => problems.push(format!(
-                                "{at}: ${n}, but the expect before it (step {}, '{}') has {} group(s)",
-                                j + 1,
-                                p.as_str(),
-                                p.groups()
-                            )),
+                            None => problem(Problem::NoExpect { n }),
+                            Some((expect, p)) if n > p.groups() => problem(Problem::TooFewGroups {
+                                n,
+                                expect,
+                                pattern: p.as_str().to_string(),
+                                groups: p.groups(),
+                            }),
                             Some(_) => {}
                         }
                     }
                 }
-                Step::Mark(name) | Step::Wait(name) if name.is_empty() => {
-                    problems.push(format!("{at}: a mark needs a name"));
-                }
-                Step::Resize(..) if !self.pty => problems.push(format!("{at}: resize needs pty = true")),
+                Step::Mark(name) | Step::Wait(name) if name.is_empty() => problem(Problem::NoMarkName),
+                Step::Resize(..) if !self.pty => problem(Problem::ResizeWithoutPty),
                 Step::Within(_) => match self.steps.get(i + 1) {
-                    None => problems.push(format!("{at}: within bounds the next step, and there is none")),
-                    Some(Step::Within(_)) => problems.push(format!("{at}: within is followed by another within")),
+                    None => problem(Problem::WithinLast),
+                    Some(Step::Within(_)) => problem(Problem::WithinWithin),
                     Some(_) => {}
                 },
                 Step::Exit(_) | Step::Ended(_) => {
@@ -274,6 +273,37 @@ impl SessionSpec {
             Err(problems)
         }
     }
+}
+
+/// A problem a session's steps have before it runs ([`SessionSpec::check`]): the step's
+/// index (from 0), the step as its messages show it, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("step {} ({step}): {problem}", index + 1)]
+pub struct StepProblem {
+    pub index: usize,
+    pub step: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with one step ([`StepProblem`]); step numbers are indices from 0.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// A step other than a mark after the `exit` or `ended` at `end`.
+    #[error("only marks may follow step {} (exit or ended)", end + 1)]
+    AfterEnd { end: usize },
+    #[error("${n}, but no expect comes before it")]
+    NoExpect { n: usize },
+    /// A `$n` beyond the groups of the expect at `expect`.
+    #[error("${n}, but the expect before it (step {}, '{pattern}') has {groups} group(s)", expect + 1)]
+    TooFewGroups { n: usize, expect: usize, pattern: String, groups: usize },
+    #[error("a mark needs a name")]
+    NoMarkName,
+    #[error("resize needs pty = true")]
+    ResizeWithoutPty,
+    #[error("within bounds the next step, and there is none")]
+    WithinLast,
+    #[error("within is followed by another within")]
+    WithinWithin,
 }
 
 /// The group numbers `$1`..`$9` that `text` names (`$$` is a `$`).
@@ -298,9 +328,20 @@ fn references(text: &str) -> Vec<usize> {
     refs
 }
 
+/// A `$n` in a send that names no text ([`substitute`]); `pattern` is the last expect's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SubstituteError {
+    #[error("${n}, but no expect has matched before it")]
+    NoExpect { n: usize },
+    #[error("${n}, but group {n} of the last expect ('{pattern}') took no part in its match")]
+    Unmatched { n: usize, pattern: String },
+    #[error("${n}, but the last expect ('{pattern}') has no group {n}")]
+    NoGroup { n: usize, pattern: String },
+}
+
 /// `text` with `$1`..`$9` replaced by `groups` (the last expect's, and its pattern's
 /// source for messages) and `$$` by `$`.
-pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>) -> Result<Vec<u8>, String> {
+pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>) -> Result<Vec<u8>, SubstituteError> {
     let mut out = Vec::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -318,16 +359,12 @@ pub(crate) fn substitute(text: &str, groups: Option<(&[Option<Vec<u8>>], &str)>)
                 chars.next();
                 let n = d as usize - '0' as usize;
                 let Some((groups, source)) = groups else {
-                    return Err(format!("${n}, but no expect has matched before it"));
+                    return Err(SubstituteError::NoExpect { n });
                 };
                 match groups.get(n) {
                     Some(Some(bytes)) => out.extend_from_slice(bytes),
-                    Some(None) => {
-                        return Err(format!(
-                            "${n}, but group {n} of the last expect ('{source}') took no part in its match"
-                        ))
-                    }
-                    None => return Err(format!("${n}, but the last expect ('{source}') has no group {n}")),
+                    Some(None) => return Err(SubstituteError::Unmatched { n, pattern: source.to_string() }),
+                    None => return Err(SubstituteError::NoGroup { n, pattern: source.to_string() }),
                 }
             }
             _ => out.push(b'$'),
@@ -372,9 +409,15 @@ mod tests {
         let groups = vec![Some(b"id 4f".to_vec()), Some(b"4f".to_vec()), None];
         let g = Some((groups.as_slice(), "id (..)(x)?"));
         assert_eq!(substitute("approve $1 for $$5 $x $", g).unwrap(), b"approve 4f for $5 $x $");
-        assert!(substitute("$2", g).unwrap_err().contains("group 2"));
-        assert!(substitute("$3", g).unwrap_err().contains("no group 3"));
-        assert!(substitute("$1", None).unwrap_err().contains("no expect"));
+        let unmatched = substitute("$2", g).unwrap_err();
+        assert!(matches!(unmatched, SubstituteError::Unmatched { n: 2, .. }), "{unmatched}");
+        assert!(unmatched.to_string().contains("group 2"));
+        let absent = substitute("$3", g).unwrap_err();
+        assert!(matches!(absent, SubstituteError::NoGroup { n: 3, .. }), "{absent}");
+        assert!(absent.to_string().contains("no group 3"));
+        let first = substitute("$1", None).unwrap_err();
+        assert_eq!(first, SubstituteError::NoExpect { n: 1 });
+        assert!(first.to_string().contains("no expect"));
         assert_eq!(substitute("no dollars: é", None).unwrap(), "no dollars: é".as_bytes());
     }
 
@@ -394,7 +437,19 @@ mod tests {
             false,
         );
         let problems = s.check().unwrap_err();
-        let all = problems.join("\n");
+        let kinds: Vec<(usize, &Problem)> = problems.iter().map(|p| (p.index, &p.problem)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (0, &Problem::NoExpect { n: 1 }),
+                (2, &Problem::TooFewGroups { n: 2, expect: 1, pattern: "a(b)".into(), groups: 1 }),
+                (3, &Problem::ResizeWithoutPty),
+                (6, &Problem::AfterEnd { end: 4 }),
+                (7, &Problem::AfterEnd { end: 4 }),
+                (7, &Problem::WithinLast),
+            ]
+        );
+        let all = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
         assert!(all.contains("step 1 (send '$1'): $1, but no expect"), "{all}");
         assert!(
             all.contains("step 3 (send '$1 $2 $$3'): $2, but the expect before it (step 2, 'a(b)') has 1 group"),

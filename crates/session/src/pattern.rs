@@ -34,6 +34,15 @@ struct Inner {
     dfa: Option<DFA>,
 }
 
+/// A pattern that does not compile ([`Pattern::new`]): its source and the regex's error.
+#[derive(Debug, thiserror::Error)]
+#[error("pattern '{pattern}': {error}")]
+pub struct PatternError {
+    pub pattern: String,
+    #[source]
+    pub error: Box<meta::BuildError>,
+}
+
 /// The most memory one compiled pattern (its NFA) may take.
 const NFA_LIMIT: usize = 10 << 20;
 
@@ -47,7 +56,7 @@ impl Pattern {
     /// text's end, a line end being `\n`, `\r\n` (a terminal's, never split by an
     /// anchor) or a lone `\r`. `\A` and `\z` anchor at the text's start and end only;
     /// `(?-m)` in the pattern turns line anchors off.
-    pub fn new(source: &str) -> Result<Pattern, String> {
+    pub fn new(source: &str) -> Result<Pattern, PatternError> {
         let syntax = syntax::Config::new().utf8(false).multi_line(true).crlf(true);
         let regex = meta::Regex::builder()
             .syntax(syntax)
@@ -58,7 +67,7 @@ impl Pattern {
                     .nfa_size_limit(Some(NFA_LIMIT)),
             )
             .build(source)
-            .map_err(|e| format!("pattern '{source}': {e}"))?;
+            .map_err(|error| PatternError { pattern: source.to_string(), error: Box::new(error) })?;
         // Without a DFA the matcher falls back to the regex: slower, same answers.
         let dfa = DFA::builder()
             .syntax(syntax)
@@ -332,6 +341,9 @@ mod tests {
     fn groups_are_counted_without_the_whole_match() {
         assert_eq!(Pattern::new("a(b)(c)?").unwrap().groups(), 2);
         assert_eq!(Pattern::new("abc").unwrap().groups(), 0);
-        assert_eq!(Pattern::new("(").unwrap_err(), "pattern '(': error parsing pattern 0");
+        let refused = Pattern::new("(").unwrap_err();
+        assert_eq!(refused.pattern, "(");
+        assert!(refused.error.syntax_error().is_some(), "{refused}");
+        assert_eq!(refused.to_string(), "pattern '(': error parsing pattern 0");
     }
 }

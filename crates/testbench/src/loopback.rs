@@ -314,7 +314,7 @@ fn image_blocked(recipe: &Path, error: testbench_recipe::RecipeError) -> Blocked
     use testbench_recipe::RecipeError;
     let message = format!("ssh-loopback: guest recipe {}: {error}", recipe.display());
     match &error {
-        RecipeError::Fetch { message: why, .. } if !why.contains("the server answered HTTP") => {
+        RecipeError::Fetch { source, .. } if !matches!(source, testbench_recipe::FetchError::Status { .. }) => {
             Blocked::HostLack(format!("{message} (the image is not built and the mirror did not answer)"))
         }
         RecipeError::Unpack { .. } if crate::process::on_path("dpkg-deb").is_none() => {

@@ -56,11 +56,22 @@ pub(crate) fn host_key(ctx: &Ctx, text: &str) -> Result<HostKey, CaseError> {
     Ok(HostKey { kind: kind.to_string(), base64: base64.to_string() })
 }
 
+/// Why a key's base64 does not decode ([`decode`]); bytes are counted from 1.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum Base64Error {
+    #[error("its length, {0}, is not a multiple of 4")]
+    Length(usize),
+    #[error("byte {0} is not base64")]
+    NotBase64(usize),
+    #[error("byte {0} follows padding")]
+    AfterPadding(usize),
+}
+
 /// Standard base64 with its padding, as OpenSSH writes a key.
-fn decode(text: &str) -> Result<Vec<u8>, String> {
+fn decode(text: &str) -> Result<Vec<u8>, Base64Error> {
     let bytes = text.as_bytes();
     if !bytes.chunks_exact(4).remainder().is_empty() {
-        return Err(format!("its length, {}, is not a multiple of 4", bytes.len()));
+        return Err(Base64Error::Length(bytes.len()));
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
     let chunks = bytes.len() / 4;
@@ -78,10 +89,10 @@ fn decode(text: &str) -> Result<Vec<u8>, String> {
                     padding += 1;
                     0
                 }
-                _ => return Err(format!("byte {} is not base64", index * 4 + offset + 1)),
+                _ => return Err(Base64Error::NotBase64(index * 4 + offset + 1)),
             };
             if padding > 0 && byte != b'=' {
-                return Err(format!("byte {} follows padding", index * 4 + offset + 1));
+                return Err(Base64Error::AfterPadding(index * 4 + offset + 1));
             }
             word = word << 6 | u32::from(value);
         }
@@ -93,7 +104,7 @@ fn decode(text: &str) -> Result<Vec<u8>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode;
+    use super::{decode, Base64Error};
     use crate::HostKey;
 
     /// tests/keys/guest-host.pub without its comment.
@@ -186,10 +197,13 @@ mod tests {
         assert_eq!(decode("Zm8=").unwrap(), b"fo");
         assert_eq!(decode("Zg==").unwrap(), b"f");
         assert_eq!(decode("+/+/").unwrap(), [0xfb, 0xff, 0xbf]);
-        assert_eq!(decode("Zg=").unwrap_err(), "its length, 3, is not a multiple of 4");
-        assert_eq!(decode("Z===").unwrap_err(), "byte 2 is not base64");
-        assert_eq!(decode("Zg=a").unwrap_err(), "byte 4 follows padding");
-        assert_eq!(decode("Zg==Zm9v").unwrap_err(), "byte 3 is not base64");
-        assert_eq!(decode("Zm9-").unwrap_err(), "byte 4 is not base64");
+        assert_eq!(decode("Zg="), Err(Base64Error::Length(3)));
+        assert_eq!(decode("Z==="), Err(Base64Error::NotBase64(2)));
+        assert_eq!(decode("Zg=a"), Err(Base64Error::AfterPadding(4)));
+        assert_eq!(decode("Zg==Zm9v"), Err(Base64Error::NotBase64(3)));
+        assert_eq!(decode("Zm9-"), Err(Base64Error::NotBase64(4)));
+        assert_eq!(Base64Error::Length(3).to_string(), "its length, 3, is not a multiple of 4");
+        assert_eq!(Base64Error::NotBase64(2).to_string(), "byte 2 is not base64");
+        assert_eq!(Base64Error::AfterPadding(4).to_string(), "byte 4 follows padding");
     }
 }

@@ -38,7 +38,7 @@ pub const PEER_HELPER: &str = "--peer-helper";
 pub enum NetError {
     /// `TESTBENCH_PORTS` refused, or too small for the jobs (`testbench-net`'s words).
     #[error("{0}")]
-    Lease(String),
+    Lease(#[source] testbench_net::PortsError),
     #[error("no free host port for the forwards: {0}")]
     NoFreePort(#[source] std::io::Error),
     #[error("{}: {need} host ports needed and {free} free in the lease", testbench_net::ports::PORTS_VAR)]
@@ -50,10 +50,10 @@ pub enum NetError {
     Io { path: PathBuf, source: std::io::Error },
     /// A peer's address the host cannot serve (`testbench-net`'s words).
     #[error("{0}")]
-    Peers(String),
+    Peers(#[source] testbench_net::PortsError),
     /// The capture's filter could not be given to QEMU (`testbench-net`'s words).
     #[error("{0}")]
-    Capture(String),
+    Capture(#[source] testbench_net::CaptureError),
     #[error("the sessions need the guest's port 22 forwarded")]
     NoPort22,
     #[error(transparent)]
@@ -300,7 +300,7 @@ fn restricted(info: &str) -> Result<(), RestrictError> {
 pub enum TrafficError {
     /// A peer's connections not as the case says (`testbench-net`'s words).
     #[error("{0}")]
-    Peers(String),
+    Peers(#[source] testbench_net::peer::PeerCountError),
     #[error("net: {0}")]
     Capture(#[from] testbench_net::CaptureError),
     /// A `capture_expect` (its label and quoted pattern) that matched none of the frames.
@@ -308,7 +308,7 @@ pub enum TrafficError {
     NoMatch { label: String, pattern: String, frames: usize },
     /// The capture's rules broken (`testbench-net`'s words).
     #[error("net: capture: {0}")]
-    Rules(String),
+    Rules(#[source] testbench_net::JudgeError),
 }
 
 /// The poke's datagram that could not be sent (to the host port, UDP).

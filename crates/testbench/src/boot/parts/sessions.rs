@@ -45,11 +45,11 @@ pub enum SessionsError {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// A pattern the engine refuses (its own words).
-    #[error("session {session}: {label}: {message}")]
-    Pattern { session: String, label: String, message: String },
+    #[error("session {session}: {label}: {source}")]
+    Pattern { session: String, label: String, source: testbench_session::PatternError },
     /// Steps that do not hold together (each problem the engine found).
-    #[error("session {session}: {}", .problems.join("; "))]
-    Check { session: String, problems: Vec<String> },
+    #[error("session {session}: {}", .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Check { session: String, problems: Vec<testbench_session::StepProblem> },
 }
 
 /// A case's sessions, planned once for all its boots.
@@ -140,10 +140,10 @@ pub(crate) fn session_cmd(ssh: &Path, invocation: &Invocation, name: &str) -> Cm
 /// A case's session as the engine runs it.
 pub(crate) fn spec_of(session: &Session) -> Result<SessionSpec, SpecError> {
     let pattern = |p: &testbench_case::Pattern| {
-        Pattern::new(p.regex.as_str()).map_err(|message| SpecError::Pattern {
+        Pattern::new(p.regex.as_str()).map_err(|source| SpecError::Pattern {
             session: session.name.clone(),
             label: p.label.clone(),
-            message,
+            source,
         })
     };
     let mut steps = Vec::new();
