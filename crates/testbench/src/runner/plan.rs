@@ -267,6 +267,23 @@ pub fn rows(selected: &[&Case], host_runs: &[(usize, Option<Arch>)], boots: &[Pl
 mod tests {
     use super::*;
 
+    /// `--smp N` boots a case at N harts under its `timeout_secs_smp` (its own
+    /// `timeout_secs` when it has none), and leaves a `keep_smp` case its own counts and
+    /// deadline.
+    #[test]
+    fn smp_overrides_counts_and_deadlines_but_not_a_case_that_keeps_its_own() {
+        use clap::Parser;
+        let case = |extra: &str| {
+            let text = format!("description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\nsmp = [1, 2]\ntimeout_secs = 30\n{extra}");
+            testbench_case::parse("tests/c.toml", &text).unwrap()
+        };
+        let (plain, slow, kept) = (case(""), case("timeout_secs_smp = 90\n"), case("keep_smp = true\n"));
+        let options = crate::cli::Flags::try_parse_from(["testbench", "--smp", "4"]).unwrap().validate().unwrap();
+        let boots = plan(&[&plain, &slow, &kept], &options, Path::new("/run"), None);
+        let got: Vec<(usize, u32, u64)> = boots.iter().map(|b| (b.case, b.smp, b.timeout.as_secs())).collect();
+        assert_eq!(got, [(0, 4, 30), (1, 4, 90), (2, 1, 30), (2, 2, 30)]);
+    }
+
     /// A boot record/replay cannot serve for three reasons at once (the host's clock, two
     /// harts, a device of its own) names all three, not the first alone.
     #[test]
