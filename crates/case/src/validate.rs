@@ -371,6 +371,52 @@ mod toml_errors {
         assert_eq!(fields(&error), ["net.forward[0]", "net.peer[0].addr", "net.capture_expect[0]"], "{error}");
     }
 
+    /// The fields of the refusals of a boot case with `more` after its required fields.
+    fn boot_fields(more: &str) -> Vec<String> {
+        let text = format!("description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nexpect = ['x']\n{more}");
+        let error = crate::parse("tests/c.toml", &text).expect_err(&text);
+        fields(&error).into_iter().map(str::to_string).collect()
+    }
+
+    /// A [guest] table and port 22 forwarded, for sessions.
+    const SSH: &str = "[guest]\nrecipe = \"g.toml\"\n[net]\nforward = [22]\n";
+
+    #[test]
+    fn every_refusal_within_one_session_comes_field_by_field_then_step_by_step() {
+        // The fields in the order of SESSION, then each step; a send's group is not
+        // checked against an expect that is refused, nor the key the user would give.
+        let session = "[[session]]\nuser = \"-root\"\nname = \"..\"\nforbid = ['(']\ncommand = \" \"\n\
+                       steps = [{ expect = '[' }, { send = \"$1\" }, { exit = 300 }, { send = \"x\" }, { exit = 0 }, { mark = \"m m\" }]\n";
+        assert_eq!(
+            boot_fields(&format!("{SSH}{session}")),
+            [
+                "session[0].user",
+                "session[0].name",
+                "session[0].forbid[0]",
+                "session[0].command",
+                "session[0].steps[0].expect",
+                "session[0].steps[2].exit",
+                "session[0].steps[3].send",
+                "session[0].steps[4].exit",
+                "session[0].steps[5].mark",
+            ]
+        );
+        let text = format!("description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nexpect = ['x']\n{SSH}{session}");
+        let said = crate::parse("tests/c.toml", &text).unwrap_err().to_string();
+        assert!(
+            said.contains("steps[4].exit: a second end: session[0].steps[2].exit ended this session already"),
+            "{said}"
+        );
+        // Steps whose key is refused count for no rule of order; a within out of order
+        // is refused for that and for its value, and bounds nothing.
+        let steps = "[[session]]\nuser = \"root\"\nkey = \"alice\"\n\
+                     steps = [{ within = 1 }, {}, { within = 2 }, { within = 0 }, { expect = 'x', send = \"y\" }, { exit = 0 }]\n";
+        assert_eq!(
+            boot_fields(&format!("{SSH}{steps}")),
+            ["session[0].steps[1]", "session[0].steps[3].within", "session[0].steps[3].within", "session[0].steps[4]"]
+        );
+    }
+
     #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
