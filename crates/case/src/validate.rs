@@ -418,6 +418,32 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_within_one_peer_dial_or_poke_comes_in_turn() {
+        let net = "programs = [\"logsrv\"]\n[net]\nforward = [7]\n\
+                   [[net.peer]]\naddr = \"10.0.2.9:7\"\nconnections = 1001\n\
+                   [[net.peer]]\naddr = \"10.0.9.100:7\"\nconnections = 1\n\
+                   [[net.dial]]\nport = 0\nsend = \"\"\nafter = '('\n\
+                   [[net.dial]]\nport = 22\nsend = \"x\"\nexpect = \"y\"\n\
+                   [net.poke]\nport = 70000\npayload = \"\"\nafter = '['\n";
+        // A dial's port is checked against forward only once it is a port.
+        assert_eq!(
+            boot_fields(net),
+            [
+                "net.peer[0].addr",
+                "net.peer[0].connections",
+                "net.dial[0].port",
+                "net.dial[0].send",
+                "net.dial[0].expect",
+                "net.dial[0].after",
+                "net.dial[1].port",
+                "net.poke.port",
+                "net.poke.payload",
+                "net.poke.after",
+            ]
+        );
+    }
+
+    #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.
