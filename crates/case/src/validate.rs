@@ -444,6 +444,29 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_within_one_disk_table_comes_in_turn() {
+        // A GPT's room is not measured with a size refused; flip's own fields are checked
+        // beside the refusal of its place.
+        let disks = "programs = [\"logsrv\"]\n\
+                     [disk]\nsize_kib = 5\npartitions = 0\nkeep = true\nflip = { partition = \"a\", file = \"b\" }\nresize_kept_kib = 3\n\
+                     [vault]\nrecipe = \" \"\npartitions = 2\nflip = { partition = \"\", file = \"../x\" }\n";
+        assert_eq!(
+            boot_fields(disks),
+            [
+                "disk.size_kib",
+                "disk.partitions",
+                "disk.keep",
+                "disk.flip",
+                "disk.resize_kept_kib",
+                "vault.partitions",
+                "vault.recipe",
+                "vault.flip.partition",
+                "vault.flip.file",
+            ]
+        );
+    }
+
+    #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.
