@@ -467,6 +467,39 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_within_guest_comes_in_turn() {
+        let guest = "[guest]\nkernel = \" \"\ninitrd = \"\"\nfirmware = \"\"\nmachine = \"a b\"\n\
+                     qemu_args = [\"-serial\", \"x\", \"--kernel\"]\n\
+                     overlay = [{ to = \"/etc\", mode = 0o10000 }, { from = \"a\", to = \"etc/x\" }, { from = \"b\", to = \"etc/x\" }]\n";
+        assert_eq!(
+            boot_fields(guest),
+            [
+                "guest.kernel",
+                "guest.initrd",
+                "guest.firmware",
+                "guest.machine",
+                "guest.qemu_args[0]",
+                "guest.qemu_args[2]",
+                "guest.overlay[0].from",
+                "guest.overlay[0].to",
+                "guest.overlay[0].mode",
+                "guest.overlay[2].to",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_refusal_within_idle_comes_in_turn() {
+        // [idle]'s fields, then each rate of max by its name's place in the alphabet; a
+        // rate with an unknown name has its ceiling checked too.
+        let idle = "programs = [\"logsrv\"]\n[idle]\nseconds = 0.5\nafter = '('\nmax = { u_timer = -3, s_timr = -1, interrupts = 2 }\n";
+        assert_eq!(
+            boot_fields(idle),
+            ["idle.seconds", "idle.after", "idle.max.s_timr", "idle.max.s_timr", "idle.max.u_timer"]
+        );
+    }
+
+    #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.
