@@ -500,6 +500,54 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_within_one_programs_entry_comes_in_turn() {
+        // Budgets, keys not supported yet and unknown keys, then the form's fields; the
+        // form is not told from keys of which one is refused, nor the features' names
+        // checked in a list refused.
+        let programs = "programs = [\"logsrv\", { package = \"p\", bin = \"\", features = [\"a b\", \"ok\"], budgets = [\"root\", \"\"] }, { bin = \"b\", erlang = 1, pth = \"x\" }, { corrupt = \"\", with = { entry = -1 } }]\n";
+        assert_eq!(
+            boot_fields(programs),
+            [
+                "programs[1].budgets[1]",
+                "programs[1].features[0]",
+                "programs[1].bin",
+                "programs[2].erlang",
+                "programs[2].pth",
+                "programs[3].corrupt",
+                "programs[3].with.entry",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_refusal_within_one_file_comes_in_turn() {
+        // A [[file]]'s servers are not checked against a from that is refused.
+        let files = "programs = [\"logsrv\"]\n\
+                     [[file]]\nname = \"kernel\"\nfrom = \"\"\nservers = [{ name = \"\" }]\n\
+                     [[file]]\nname = \"a b\"\nfrom = { bin = \"x\" }\nservers = [{ name = \"s\" }]\n";
+        assert_eq!(
+            boot_fields(files),
+            ["file[0].name", "file[0].from", "file[0].servers[0]", "file[1].name", "file[1].servers"]
+        );
+    }
+
+    #[test]
+    fn every_refusal_within_one_device_tree_edit_comes_in_turn() {
+        let edits = "programs = [\"logsrv\"]\n\
+                     device_tree = [{ shrink = \"x\", to = -1 }, { set = \"/\", words = [1, -2, 4294967296] }, { drop = \"/a/b\" }]\n";
+        assert_eq!(
+            boot_fields(edits),
+            [
+                "device_tree[0].shrink",
+                "device_tree[0].to",
+                "device_tree[1].set",
+                "device_tree[1].words[1]",
+                "device_tree[1].words[2]",
+            ]
+        );
+    }
+
+    #[test]
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.
