@@ -186,69 +186,94 @@ pub(crate) fn sessions(ctx: &Ctx, raw: Option<&[RawSession]>) -> Result<Vec<Sess
     refused.end(ctx, Some(sessions))
 }
 
-/// One session's own fields and steps.
+/// One session's own fields and steps: every refusal of them, in the order of [`SESSION`]
+/// (the TOML reader keeps no order of keys within a table), then each step's in turn.
 fn session(ctx: &Ctx, index: usize, raw: &RawSession) -> Result<Session, CaseError> {
     let at = |key: &str| format!("session[{index}].{key}");
-    let user = match raw.user.as_deref() {
-        None => return Err(ctx.err(at("user"), "required: the login name, such as \"root\"")),
-        Some(user) if !is_name(user) || user.starts_with('-') => {
-            return Err(ctx.err(
-                at("user"),
-                format!("{user:?} is not accepted: a login name, {NAME_WORDS}, not starting with '-'"),
-            ))
-        }
-        Some(user) => user.to_string(),
-    };
+    let mut refused = Refusals::new();
+    let user = refused.keep(match raw.user.as_deref() {
+        None => Err(ctx.err(at("user"), "required: the login name, such as \"root\"")),
+        Some(user) if !is_name(user) || user.starts_with('-') => Err(
+            ctx.err(at("user"), format!("{user:?} is not accepted: a login name, {NAME_WORDS}, not starting with '-'"))
+        ),
+        Some(user) => Ok(user.to_string()),
+    });
     let name = match raw.name.as_deref() {
+        // The default is the user's name: none to give when the user is refused.
         None => user.clone(),
         Some(name) if !is_name(name) => {
-            return Err(ctx.err(at("name"), format!("{name:?} is not accepted: a session's name, {NAME_WORDS}")))
+            refused.push(ctx.err(at("name"), format!("{name:?} is not accepted: a session's name, {NAME_WORDS}")));
+            None
         }
-        Some(name) => name.to_string(),
+        Some(name) => Some(name.to_string()),
     };
     let key = match raw.key.as_deref() {
-        None => {
+        // The default key is read from the user's name: not checked when the user is refused.
+        None => user.as_deref().and_then(|user| {
             let key = user.split(['+', '.']).next().unwrap_or_default();
-            if key.is_empty() {
-                return Err(ctx.err(
+            refused.keep(if key.is_empty() {
+                Err(ctx.err(
                     at("key"),
                     format!("required here: a key defaults to the user up to any '+' or '.', and {user:?} gives none"),
-                ));
-            }
-            key.to_string()
-        }
-        Some(key) => key_name(ctx, &at("key"), key)?,
+                ))
+            } else {
+                Ok(key.to_string())
+            })
+        }),
+        Some(key) => refused.keep(key_name(ctx, &at("key"), key)),
     };
     let pty = raw.pty.unwrap_or(false);
-    let forbid = ctx.patterns(&at("forbid"), raw.forbid.as_deref().unwrap_or(&[]))?;
+    let forbid = refused.keep(ctx.patterns(&at("forbid"), raw.forbid.as_deref().unwrap_or(&[])));
     let ssh_args = raw.ssh_args.clone().unwrap_or_default();
-    ssh_args::check(ctx, &at("ssh_args"), &ssh_args)?;
-    let command = match raw.command.as_deref() {
+    let ssh_args_checked = refused.keep(ssh_args::check(ctx, &at("ssh_args"), &ssh_args));
+    let command = refused.keep(match raw.command.as_deref() {
         Some(command) if command.trim().is_empty() => {
-            return Err(ctx.err(at("command"), "empty: a remote command, or no command for a shell"))
+            Err(ctx.err(at("command"), "empty: a remote command, or no command for a shell"))
         }
-        command => command.map(str::to_string),
-    };
-    let steps =
-        match raw.steps.as_deref() {
-            None => return Err(ctx.err(
+        command => Ok(command.map(str::to_string)),
+    });
+    let steps = match raw.steps.as_deref() {
+        None => {
+            refused.push(ctx.err(
                 at("steps"),
                 "required: the session's steps, such as [{ expect = '\\$ $' }, { send = \"exit\\n\" }, { ended = 0 }]",
-            )),
-            Some([]) => return Err(ctx.err(at("steps"), "empty: a session has at least one step")),
-            Some(steps) => steps,
-        };
-    let steps = self::steps(ctx, index, steps, pty)?;
-    Ok(Session { user, name, key, pty, forbid, ssh_args, command, steps })
+            ));
+            None
+        }
+        Some([]) => {
+            refused.push(ctx.err(at("steps"), "empty: a session has at least one step"));
+            None
+        }
+        Some(steps) => refused.keep(self::steps(ctx, index, steps, pty)),
+    };
+    let made = || {
+        ssh_args_checked?;
+        Some(Session {
+            user: user?,
+            name: name?,
+            key: key?,
+            pty,
+            forbid: forbid?,
+            ssh_args,
+            command: command?,
+            steps: steps?,
+        })
+    };
+    refused.end(ctx, made())
 }
 
-/// A session's steps in order, each with exactly one key, and the rules of their order.
+/// A session's steps in order, each with exactly one key, and the rules of their order:
+/// every step's refusal, each in turn. A refused step still counts for the rules of
+/// order by its key (an exit refused for its status still ends the session); a step
+/// whose key is refused (none or two) counts for none of them.
 fn steps(ctx: &Ctx, index: usize, raw: &[RawStep], pty: bool) -> Result<Vec<Step>, CaseError> {
     let keys: Vec<&str> = STEP.iter().map(|f| f.name).collect();
+    let mut refused = Refusals::new();
     let mut steps = Vec::new();
-    // The latest expect's field and its count of groups; the exit or ended step; the
-    // within that waits for its step.
-    let mut last_expect: Option<(String, usize)> = None;
+    // The latest expect: its field and its count of groups, or `None` when there is
+    // none; `Err` when it is refused, so a send's groups cannot be checked against it.
+    let mut last_expect: Result<Option<(String, usize)>, ()> = Ok(None);
+    // The exit or ended step; the within that waits for its step.
     let mut end: Option<String> = None;
     let mut within: Option<String> = None;
     for (at, raw) in raw.iter().enumerate() {
@@ -266,102 +291,135 @@ fn steps(ctx: &Ctx, index: usize, raw: &[RawStep], pty: bool) -> Result<Vec<Step
         let named: Vec<&str> = keys.iter().zip(given).filter(|(_, g)| *g).map(|(k, _)| *k).collect();
         let kind = match named.as_slice() {
             [one] => *one,
-            [] => return Err(ctx.err(path, format!("an empty step: a step has exactly one of {}", keys.join(", ")))),
+            [] => {
+                refused.push(ctx.err(path, format!("an empty step: a step has exactly one of {}", keys.join(", "))));
+                // What the step is is unknown: a within before it bounds it, whatever it is.
+                within = None;
+                steps.push(None);
+                continue;
+            }
             [first, second, ..] => {
-                return Err(ctx.err(
+                refused.push(ctx.err(
                     path,
                     format!(
                         "both {first} and {second}: a step has exactly one of {}; write each a step of its own",
                         keys.join(", ")
                     ),
-                ))
+                ));
+                within = None;
+                steps.push(None);
+                continue;
             }
         };
         let field = format!("{path}.{kind}");
+        let mut order = Ok(());
         if let Some(end) = &end {
             if kind == "exit" || kind == "ended" {
-                return Err(
-                    ctx.err(field, format!("a second end: {end} ended this session already, and ssh exits once"))
-                );
-            }
-            if kind != "mark" {
-                return Err(ctx.err(
-                    field,
+                order =
+                    Err(ctx.err(&field, format!("a second end: {end} ended this session already, and ssh exits once")));
+            } else if kind != "mark" {
+                order = Err(ctx.err(
+                    &field,
                     format!("after {end} only marks may follow: ssh has exited, so there is nothing to read, type or wait for"),
                 ));
             }
         }
-        if let Some(bound) = &within {
+        if let Some(bound) = within.as_ref().filter(|_| order.is_ok()) {
             if kind == "within" {
-                return Err(
-                    ctx.err(field, format!("{bound} bounds the next step, and this is another within; give one"))
-                );
+                order =
+                    Err(ctx.err(&field, format!("{bound} bounds the next step, and this is another within; give one")));
             }
         }
         within = None;
+        // A step out of order is refused for that, and its value checked still; it sets
+        // no bound and no end of its own (a later refusal names the first end).
+        let in_order = refused.keep(order).is_some();
         let status = |status: i64| match u8::try_from(status) {
             Ok(status) => Ok(status),
             Err(_) => Err(ctx.err(&field, format!("{status} is not accepted: an exit status, 0 to 255"))),
         };
         let step = match raw {
-            RawStep { expect: Some(source), .. } => {
-                let pattern = ctx.regex(field.clone(), source)?;
-                last_expect = Some((field.clone(), pattern.regex.captures_len() - 1));
-                Step::Expect(pattern)
+            RawStep { expect: Some(source), .. } => match ctx.regex(field.clone(), source) {
+                Ok(pattern) => {
+                    last_expect = Ok(Some((field.clone(), pattern.regex.captures_len() - 1)));
+                    Ok(Step::Expect(pattern))
+                }
+                Err(error) => {
+                    last_expect = Err(());
+                    Err(error)
+                }
+            },
+            RawStep { send: Some(text), .. } => {
+                send(ctx, &field, text, last_expect.as_ref().map(Option::as_ref)).map(Step::Send)
             }
-            RawStep { send: Some(text), .. } => Step::Send(send(ctx, &field, text, last_expect.as_ref())?),
             RawStep { mark: Some(mark), .. } | RawStep { wait: Some(mark), .. } => {
                 if !is_name(mark) {
-                    return Err(ctx.err(field, format!("{mark:?} is not accepted: a mark's name, {NAME_WORDS}")));
-                }
-                match kind {
-                    "mark" => Step::Mark(mark.clone()),
-                    _ => Step::Wait(mark.clone()),
+                    Err(ctx.err(field, format!("{mark:?} is not accepted: a mark's name, {NAME_WORDS}")))
+                } else if kind == "mark" {
+                    Ok(Step::Mark(mark.clone()))
+                } else {
+                    Ok(Step::Wait(mark.clone()))
                 }
             }
-            RawStep { resize: Some(size), .. } => {
-                if !pty {
-                    return Err(ctx.err(
-                        field,
-                        "only with pty = true: it resizes the terminal the bench opens for ssh, which a session without pty has not",
-                    ));
-                }
-                let words = "[columns, rows], each 1 to 1000, such as [132, 43]";
-                let [cols, rows] = size.as_slice() else {
-                    return Err(ctx.err(field, format!("{} numbers are not accepted: {words}", size.len())));
-                };
-                for (side, value) in [cols, rows].into_iter().enumerate() {
-                    if !(1..=TERMINAL_MAX).contains(value) {
-                        return Err(ctx.err(format!("{field}[{side}]"), format!("{value} is not accepted: {words}")));
-                    }
-                }
-                Step::Resize { cols: *cols as u16, rows: *rows as u16 }
-            }
+            RawStep { resize: Some(size), .. } => resize(ctx, &field, size, pty),
             RawStep { within: Some(secs), .. } => {
-                within = Some(field.clone());
-                Step::Within(ctx.seconds(&field, *secs)?)
+                if in_order {
+                    within = Some(field.clone());
+                }
+                ctx.seconds(&field, *secs).map(Step::Within)
             }
             RawStep { exit: Some(code), .. } => {
-                end = Some(field.clone());
-                Step::Exit(status(*code)?)
+                if in_order {
+                    end = Some(field.clone());
+                }
+                status(*code).map(Step::Exit)
             }
             RawStep { ended: Some(code), .. } => {
-                end = Some(field.clone());
-                Step::Ended(status(*code)?)
+                if in_order {
+                    end = Some(field.clone());
+                }
+                status(*code).map(Step::Ended)
             }
             _ => unreachable!("a step has exactly one key, checked above"),
         };
-        steps.push(step);
+        let step = refused.keep(step);
+        steps.push(step.filter(|_| in_order));
     }
     if let Some(bound) = within {
-        return Err(ctx.err(bound, "the last step: a within bounds the step after it, and none follows"));
+        refused.push(ctx.err(bound, "the last step: a within bounds the step after it, and none follows"));
     }
-    Ok(steps)
+    refused.end(ctx, steps.into_iter().collect())
+}
+
+/// A resize step's `[columns, rows]`: only in a session with a terminal (`pty`).
+fn resize(ctx: &Ctx, field: &str, size: &[i64], pty: bool) -> Result<Step, CaseError> {
+    if !pty {
+        return Err(ctx.err(
+            field,
+            "only with pty = true: it resizes the terminal the bench opens for ssh, which a session without pty has not",
+        ));
+    }
+    let words = "[columns, rows], each 1 to 1000, such as [132, 43]";
+    let [cols, rows] = size else {
+        return Err(ctx.err(field, format!("{} numbers are not accepted: {words}", size.len())));
+    };
+    for (side, value) in [cols, rows].into_iter().enumerate() {
+        if !(1..=TERMINAL_MAX).contains(value) {
+            return Err(ctx.err(format!("{field}[{side}]"), format!("{value} is not accepted: {words}")));
+        }
+    }
+    Ok(Step::Resize { cols: *cols as u16, rows: *rows as u16 })
 }
 
 /// A send's text in pieces: `$1` to `$9` a group of the latest expect before it, which
 /// must have it; `$$` a `$`; any other `$` refused.
-fn send(ctx: &Ctx, field: &str, text: &str, last_expect: Option<&(String, usize)>) -> Result<SendText, CaseError> {
+/// `last_expect` is `Err` when that expect is refused: the groups are then not checked.
+fn send(
+    ctx: &Ctx,
+    field: &str,
+    text: &str,
+    last_expect: Result<Option<&(String, usize)>, &()>,
+) -> Result<SendText, CaseError> {
     if text.is_empty() {
         return Err(ctx.err(field, "empty: the text to type, as written (add \\n for Enter)"));
     }
@@ -378,13 +436,15 @@ fn send(ctx: &Ctx, field: &str, text: &str, last_expect: Option<&(String, usize)
             Some(digit @ '1'..='9') => {
                 let group = digit as usize - '0' as usize;
                 match last_expect {
-                    None => {
+                    // Checked against an expect that is refused: skipped.
+                    Err(()) => {}
+                    Ok(None) => {
                         return Err(ctx.err(
                             field,
                             format!("${group} is not accepted: it types a group of the latest expect before it, and no expect comes before it in this session"),
                         ))
                     }
-                    Some((expect, groups)) if group > *groups => {
+                    Ok(Some((expect, groups))) if group > *groups => {
                         let has = match groups {
                             0 => "no group".to_string(),
                             1 => "1 group".to_string(),
@@ -395,7 +455,7 @@ fn send(ctx: &Ctx, field: &str, text: &str, last_expect: Option<&(String, usize)
                             format!("${group} is not accepted: the latest expect before it, {expect}, has {has}"),
                         ));
                     }
-                    Some(_) => {}
+                    Ok(Some(_)) => {}
                 }
                 if !literal.is_empty() {
                     pieces.push(SendPiece::Text(std::mem::take(&mut literal)));

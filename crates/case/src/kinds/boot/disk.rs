@@ -72,124 +72,144 @@ pub(crate) fn disks(
     refused.end(ctx, made())
 }
 
+/// One disk table: every refusal of its fields, in the order of [`DISK`].
 fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool) -> Result<DiskSpec, CaseError> {
     let at = |key: &str| format!("{name}.{key}");
+    let mut refused = Refusals::new();
+    // Whether the disk is a recipe's: unknown when it names both or neither, and then
+    // what is only for a recipe is not checked against it.
+    let recipe = match (raw.size_kib, &raw.recipe) {
+        (Some(_), Some(_)) | (None, None) => None,
+        (Some(_), None) => Some(false),
+        (None, Some(_)) => Some(true),
+    };
     let layout = match (raw.size_kib, &raw.recipe) {
         (Some(_), Some(_)) => {
-            return Err(ctx.err(
+            refused.push(ctx.err(
                 at("recipe"),
                 "a disk is either size_kib (zeros, or a GPT with partitions) or recipe (a disk recipe), not both",
-            ))
+            ));
+            None
         }
         (None, None) => {
-            return Err(
-                ctx.err(at("size_kib"), format!("required: the disk's size in KiB (or {name}.recipe, a disk recipe)"))
-            )
+            refused.push(
+                ctx.err(at("size_kib"), format!("required: the disk's size in KiB (or {name}.recipe, a disk recipe)")),
+            );
+            None
         }
         (Some(size_kib), None) => {
-            if !(4..=SIZE_KIB_MAX).contains(&size_kib) || size_kib % 4 != 0 {
-                return Err(ctx.err(
+            let size_ok = (4..=SIZE_KIB_MAX).contains(&size_kib) && size_kib % 4 == 0;
+            if !size_ok {
+                refused.push(ctx.err(
                     at("size_kib"),
                     format!(
                         "{size_kib} is not accepted: a size in KiB from 4 to {SIZE_KIB_MAX} (16 GiB), a multiple of 4"
                     ),
                 ));
             }
-            match raw.partitions {
-                None => DiskLayout::Zeroed { size_kib: size_kib as u64 },
-                Some(count) => {
-                    if !(1..=PARTITIONS_MAX).contains(&count) {
-                        return Err(ctx.err(
-                            at("partitions"),
-                            format!("{count} is not accepted: a number of equal GPT partitions, 1 to {PARTITIONS_MAX}"),
-                        ));
-                    }
-                    let least = gpt_min_kib(count);
-                    if size_kib < least {
-                        let each = if count == 1 { "the partition" } else { "each partition" };
-                        return Err(ctx.err(
-                            at("size_kib"),
-                            format!("{size_kib} is not accepted with partitions = {count}: a GPT of {count} needs at least {least} KiB (the GPT's 34 sectors at each end, {GPT_END_KIB} KiB each once aligned to 4 KiB, and {each} {PARTITION_MIN_KIB} KiB or more)"),
-                        ));
-                    }
-                    DiskLayout::Partitions { size_kib: size_kib as u64, count: count as u32 }
+            let count = match raw.partitions {
+                None => Some(None),
+                Some(count) if !(1..=PARTITIONS_MAX).contains(&count) => {
+                    refused.push(ctx.err(
+                        at("partitions"),
+                        format!("{count} is not accepted: a number of equal GPT partitions, 1 to {PARTITIONS_MAX}"),
+                    ));
+                    None
                 }
+                Some(count) => Some(Some(count)),
+            };
+            // The GPT's room is measured only with a size and a count accepted.
+            match count.filter(|_| size_ok) {
+                None => None,
+                Some(None) => Some(DiskLayout::Zeroed { size_kib: size_kib as u64 }),
+                Some(Some(count)) if size_kib < gpt_min_kib(count) => {
+                    let least = gpt_min_kib(count);
+                    let each = if count == 1 { "the partition" } else { "each partition" };
+                    refused.push(ctx.err(
+                        at("size_kib"),
+                        format!("{size_kib} is not accepted with partitions = {count}: a GPT of {count} needs at least {least} KiB (the GPT's 34 sectors at each end, {GPT_END_KIB} KiB each once aligned to 4 KiB, and {each} {PARTITION_MIN_KIB} KiB or more)"),
+                    ));
+                    None
+                }
+                Some(Some(count)) => Some(DiskLayout::Partitions { size_kib: size_kib as u64, count: count as u32 }),
             }
         }
         (None, Some(recipe)) => {
             if raw.partitions.is_some() {
-                return Err(ctx.err(at("partitions"), "only with size_kib: a disk recipe lists its own partitions"));
+                refused.push(ctx.err(at("partitions"), "only with size_kib: a disk recipe lists its own partitions"));
             }
-            DiskLayout::Recipe(path_field(ctx, &at("recipe"), recipe)?)
+            refused.keep(path_field(ctx, &at("recipe"), recipe)).map(DiskLayout::Recipe)
         }
     };
     let keep = raw.keep.unwrap_or(false);
     if keep && name == "userland" {
-        return Err(ctx.err(
+        refused.push(ctx.err(
             at("keep"),
             "not accepted on [userland]: it is attached read-only, so no boot changes it and there is nothing to keep",
         ));
-    }
-    if keep && !two_boots {
-        return Err(ctx.err(
+    } else if keep && !two_boots {
+        refused.push(ctx.err(
             at("keep"),
             "only with distinct_across_boots: a kept disk is made for the first of the case's two boots and booted again, as it was left, by the second",
         ));
     }
-    let recipe = matches!(layout, DiskLayout::Recipe(_));
     let flip = match &raw.flip {
-        None => None,
-        Some(_) if !recipe => {
-            return Err(ctx.err(at("flip"), "only with recipe: it names a file in a partition of a disk recipe"))
+        None => Some(None),
+        Some(_) if recipe == Some(false) => {
+            refused.push(ctx.err(at("flip"), "only with recipe: it names a file in a partition of a disk recipe"));
+            None
         }
         Some(flip) => {
-            let partition = partition_name(ctx, &at("flip.partition"), flip.partition.as_deref())?;
-            let file = match flip.file.as_deref() {
-                None => return Err(ctx.err(at("flip.file"), "required: a file's path in that partition's tree")),
-                Some(file) if !inside_tree(file) => {
-                    return Err(ctx.err(
-                        at("flip.file"),
-                        format!("{file:?} is not accepted: a relative path inside the partition's tree, without \"..\", such as \"hello.txt\" or \"etc/motd\""),
-                    ))
-                }
-                Some(file) => file.to_string(),
-            };
-            Some(FileFlip { partition, file })
+            let partition = refused.keep(partition_name(ctx, &at("flip.partition"), flip.partition.as_deref()));
+            let file = refused.keep(match flip.file.as_deref() {
+                None => Err(ctx.err(at("flip.file"), "required: a file's path in that partition's tree")),
+                Some(file) if !inside_tree(file) => Err(ctx.err(
+                    at("flip.file"),
+                    format!("{file:?} is not accepted: a relative path inside the partition's tree, without \"..\", such as \"hello.txt\" or \"etc/motd\""),
+                )),
+                Some(file) => Ok(file.to_string()),
+            });
+            partition.zip(file).map(|(partition, file)| Some(FileFlip { partition, file }))
         }
     };
     let flip_header = match &raw.flip_header {
-        None => None,
-        Some(_) if !recipe => {
-            return Err(ctx.err(at("flip_header"), "only with recipe: it names a partition of a disk recipe"))
+        None => Some(None),
+        Some(_) if recipe == Some(false) => {
+            refused.push(ctx.err(at("flip_header"), "only with recipe: it names a partition of a disk recipe"));
+            None
         }
-        Some(_) if flip.is_some() => {
-            return Err(ctx.err(
+        Some(_) if raw.flip.is_some() => {
+            refused.push(ctx.err(
                 at("flip_header"),
                 format!("not with {name}.flip: one flipped bit per disk, so what the guest detects has one cause"),
-            ))
+            ));
+            None
         }
-        Some(partition) => Some(partition_name(ctx, &at("flip_header"), Some(partition))?),
+        Some(partition) => refused.keep(partition_name(ctx, &at("flip_header"), Some(partition))).map(Some),
     };
-    let resize_kept_kib = match raw.resize_kept_kib {
-        None => None,
-        Some(_) if !keep => {
-            return Err(ctx.err(at("resize_kept_kib"), "only with keep: it resizes the disk the first boot left"))
-        }
-        Some(_) if !self_check => {
-            return Err(ctx.err(
-                at("resize_kept_kib"),
-                "only with must_fail: it hands the second boot a kept disk that is not what a fresh one would be, so the case is a self-check that expects the bench to refuse it",
-            ))
-        }
-        Some(kib) if !(4..=SIZE_KIB_MAX).contains(&kib) || kib % 4 != 0 => {
-            return Err(ctx.err(
-                at("resize_kept_kib"),
-                format!("{kib} is not accepted: a size in KiB from 4 to {SIZE_KIB_MAX} (16 GiB), a multiple of 4"),
-            ))
-        }
-        Some(kib) => Some(kib as u64),
+    let resize_kept_kib = refused.keep(match raw.resize_kept_kib {
+        None => Ok(None),
+        Some(_) if !keep => Err(ctx.err(at("resize_kept_kib"), "only with keep: it resizes the disk the first boot left")),
+        Some(_) if !self_check => Err(ctx.err(
+            at("resize_kept_kib"),
+            "only with must_fail: it hands the second boot a kept disk that is not what a fresh one would be, so the case is a self-check that expects the bench to refuse it",
+        )),
+        Some(kib) if !(4..=SIZE_KIB_MAX).contains(&kib) || kib % 4 != 0 => Err(ctx.err(
+            at("resize_kept_kib"),
+            format!("{kib} is not accepted: a size in KiB from 4 to {SIZE_KIB_MAX} (16 GiB), a multiple of 4"),
+        )),
+        Some(kib) => Ok(Some(kib as u64)),
+    });
+    let made = || {
+        Some(DiskSpec {
+            layout: layout?,
+            keep,
+            flip: flip?,
+            flip_header: flip_header?,
+            resize_kept_kib: resize_kept_kib?,
+        })
     };
-    Ok(DiskSpec { layout, keep, flip, flip_header, resize_kept_kib })
+    refused.end(ctx, made())
 }
 
 /// A GPT partition's name: not empty, at most 36 UTF-16 units.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::raw::RawGuest;
-use crate::common::{path_field, Ctx};
+use crate::common::{path_field, Ctx, Refusals};
 use crate::{CaseError, ExternalGuest, Firmware, GuestImage, Overlay};
 
 /// The most files `guest.overlay` adds, and the most bytes one may hold: an overlay brings
@@ -14,48 +14,56 @@ const OVERLAY_FILES_MAX: usize = 64;
 pub const OVERLAY_FILE_BYTES_MAX: u64 = 1024 * 1024;
 
 /// `guest.overlay`: each entry's host path, its place in the guest (relative, no `..`,
-/// named once) and its mode (permission bits alone).
+/// named once) and its mode (permission bits alone); every refusal of each entry, in the
+/// order of its fields.
 fn overlay(ctx: &Ctx, raw: &RawGuest) -> Result<Vec<Overlay>, CaseError> {
     let entries = raw.overlay.as_deref().unwrap_or(&[]);
+    let mut refused = Refusals::new();
     if entries.len() > OVERLAY_FILES_MAX {
-        return Err(
-            ctx.err("guest.overlay", format!("{} files is not accepted: at most {OVERLAY_FILES_MAX}", entries.len()))
+        refused.push(
+            ctx.err("guest.overlay", format!("{} files is not accepted: at most {OVERLAY_FILES_MAX}", entries.len())),
         );
     }
-    let mut out: Vec<Overlay> = Vec::new();
+    let mut out: Vec<Option<Overlay>> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let field = |name: &str| format!("guest.overlay[{index}].{name}");
-        let from =
-            entry.from.as_deref().ok_or_else(|| ctx.err(field("from"), "required: the file's path on the host"))?;
-        let from = path_field(ctx, &field("from"), from)?;
-        let to = entry
-            .to
-            .as_deref()
-            .ok_or_else(|| ctx.err(field("to"), "required: the file's path in the guest, such as \"etc/motd\""))?;
-        let normal = !to.is_empty()
-            && !to.starts_with('/')
-            && !to.ends_with('/')
-            && to.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
-            && !to.contains('\0');
-        if !normal {
-            return Err(ctx.err(field("to"), format!("{to:?} is not accepted: a path relative to the initramfs's root, without \".\", \"..\" or empty parts, such as \"etc/ssh/sshd_config\"")));
-        }
-        if out.iter().any(|o| o.to == to) {
-            return Err(ctx.err(field("to"), format!("{to:?} is named twice")));
-        }
-        let mode = match entry.mode {
-            None => 0o644,
-            Some(mode @ 0..=0o7777) => mode as u32,
-            Some(mode) => {
-                return Err(ctx.err(
-                    field("mode"),
-                    format!("{mode:#o} is not accepted: permission bits, 0o0 to 0o7777, such as 0o600"),
-                ))
+        let from = refused.keep(
+            entry
+                .from
+                .as_deref()
+                .ok_or_else(|| ctx.err(field("from"), "required: the file's path on the host"))
+                .and_then(|from| path_field(ctx, &field("from"), from)),
+        );
+        let to = refused.keep(match entry.to.as_deref() {
+            None => Err(ctx.err(field("to"), "required: the file's path in the guest, such as \"etc/motd\"")),
+            Some(to) => {
+                let normal = !to.is_empty()
+                    && !to.starts_with('/')
+                    && !to.ends_with('/')
+                    && to.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+                    && !to.contains('\0');
+                if !normal {
+                    Err(ctx.err(field("to"), format!("{to:?} is not accepted: a path relative to the initramfs's root, without \".\", \"..\" or empty parts, such as \"etc/ssh/sshd_config\"")))
+                } else if entries[..index].iter().any(|other| other.to.as_deref() == Some(to)) {
+                    // Against the text of every entry before it: named twice whether
+                    // or not that entry's other fields are accepted.
+                    Err(ctx.err(field("to"), format!("{to:?} is named twice")))
+                } else {
+                    Ok(to.to_string())
+                }
             }
-        };
-        out.push(Overlay { from, to: to.to_string(), mode });
+        });
+        let mode = refused.keep(match entry.mode {
+            None => Ok(0o644),
+            Some(mode @ 0..=0o7777) => Ok(mode as u32),
+            Some(mode) => Err(ctx.err(
+                field("mode"),
+                format!("{mode:#o} is not accepted: permission bits, 0o0 to 0o7777, such as 0o600"),
+            )),
+        });
+        out.push(from.zip(to).zip(mode).map(|((from, to), mode)| Overlay { from, to, mode }));
     }
-    Ok(out)
+    refused.end(ctx, out.into_iter().collect())
 }
 
 pub(crate) fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Firmware, CaseError> {
@@ -67,29 +75,43 @@ pub(crate) fn firmware(ctx: &Ctx, field: &str, value: Option<&str>) -> Result<Fi
     }
 }
 
+/// A `[guest]` table: every refusal of its fields, in the order of [`GUEST`], each
+/// argument of `qemu_args` and each entry of `overlay`.
 pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest, CaseError> {
+    let mut refused = Refusals::new();
     let image = match (&raw.kernel, &raw.recipe) {
         (Some(_), Some(_)) => {
-            return Err(ctx
-                .err("guest.recipe", "a [guest] names either kernel (an image) or recipe (a guest recipe), not both"))
+            refused.push(
+                ctx.err(
+                    "guest.recipe",
+                    "a [guest] names either kernel (an image) or recipe (a guest recipe), not both",
+                ),
+            );
+            None
         }
         (None, None) => {
-            return Err(ctx.err("guest.kernel", "required: the kernel image's path (or guest.recipe, a guest recipe)"))
+            refused
+                .push(ctx.err("guest.kernel", "required: the kernel image's path (or guest.recipe, a guest recipe)"));
+            None
         }
-        (Some(kernel), None) => GuestImage::Files {
-            kernel: path_field(ctx, "guest.kernel", kernel)?,
-            initrd: raw.initrd.as_deref().map(|initrd| path_field(ctx, "guest.initrd", initrd)).transpose()?,
-        },
+        (Some(kernel), None) => {
+            let kernel = refused.keep(path_field(ctx, "guest.kernel", kernel));
+            let initrd =
+                refused.keep(raw.initrd.as_deref().map(|initrd| path_field(ctx, "guest.initrd", initrd)).transpose());
+            kernel.zip(initrd).map(|(kernel, initrd)| GuestImage::Files { kernel, initrd })
+        }
         (None, Some(recipe)) => {
+            let recipe = refused.keep(path_field(ctx, "guest.recipe", recipe));
             if raw.initrd.is_some() {
-                return Err(ctx.err("guest.initrd", "a recipe makes its own initramfs: give initrd only with kernel"));
+                refused.push(ctx.err("guest.initrd", "a recipe makes its own initramfs: give initrd only with kernel"));
             }
-            GuestImage::Recipe(path_field(ctx, "guest.recipe", recipe)?)
+            recipe.filter(|_| raw.initrd.is_none()).map(GuestImage::Recipe)
         }
     };
+    let firmware = refused.keep(firmware(ctx, "guest.firmware", raw.firmware.as_deref()));
     let machine = raw.machine.clone();
     if let Some(machine) = machine.as_ref().filter(|m| m.trim().is_empty() || m.contains(char::is_whitespace)) {
-        return Err(ctx.err(
+        refused.push(ctx.err(
             "guest.machine",
             format!("{machine:?} is not accepted: a QEMU machine option string such as \"virt\" or \"virt,aclint=on\" (without it: q35 on x86_64, virt elsewhere)"),
         ));
@@ -113,15 +135,19 @@ pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest,
     for (index, arg) in qemu_args.iter().enumerate() {
         let flag = arg.strip_prefix('-').map(|rest| format!("-{}", rest.trim_start_matches('-'))).unwrap_or_default();
         if OWNED.contains(&flag.as_str()) {
-            return Err(ctx.err(format!("guest.qemu_args[{index}]"), format!("{arg:?} is set by the bench (console, monitor and the guest's images are its own); use guest.kernel, guest.initrd, guest.append, guest.firmware")));
+            refused.push(ctx.err(format!("guest.qemu_args[{index}]"), format!("{arg:?} is set by the bench (console, monitor and the guest's images are its own); use guest.kernel, guest.initrd, guest.append, guest.firmware")));
         }
     }
-    Ok(ExternalGuest {
-        image,
-        append: raw.append.clone(),
-        firmware: firmware(ctx, "guest.firmware", raw.firmware.as_deref())?,
-        machine,
-        qemu_args,
-        overlay: overlay(ctx, raw)?,
-    })
+    let overlay = refused.keep(overlay(ctx, raw));
+    let made = || {
+        Some(ExternalGuest {
+            image: image?,
+            append: raw.append.clone(),
+            firmware: firmware?,
+            machine,
+            qemu_args,
+            overlay: overlay?,
+        })
+    };
+    refused.end(ctx, made())
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::raw::{RawIdle, IDLE};
-use crate::common::{nearest, Ctx};
+use crate::common::{nearest, Ctx, Refusals};
 use crate::fields::check_table;
 use crate::{CaseError, IdleSpec};
 
@@ -64,26 +64,26 @@ pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Result<(), CaseError> {
     check_table(ctx, idle, IDLE, "idle.", "[idle]", &|_| None)
 }
 
-/// Stage two of `[idle]`.
+/// Stage two of `[idle]`: every refusal of its fields, in the order of [`IDLE`], and of
+/// each rate of `max` (in the order of its names: the TOML reader keeps no other).
 pub(crate) fn idle(ctx: &Ctx, raw: Option<&RawIdle>, timeout: Duration) -> Result<Option<IdleSpec>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
-    let Some(seconds) = raw.seconds else {
-        return Err(ctx.err("idle.seconds", "required: the window's length in seconds, 1 to 600, such as 10"));
-    };
-    if !(1.0..=SECONDS_MAX).contains(&seconds) {
-        return Err(ctx.err("idle.seconds", format!("{seconds} is not accepted: 1 to {SECONDS_MAX} seconds")));
-    }
-    let window = Duration::from_secs_f64(seconds);
-    if window >= timeout {
-        return Err(ctx.err(
+    let mut refused = Refusals::new();
+    let window = refused.keep(match raw.seconds {
+        None => Err(ctx.err("idle.seconds", "required: the window's length in seconds, 1 to 600, such as 10")),
+        Some(seconds) if !(1.0..=SECONDS_MAX).contains(&seconds) => {
+            Err(ctx.err("idle.seconds", format!("{seconds} is not accepted: 1 to {SECONDS_MAX} seconds")))
+        }
+        Some(seconds) if Duration::from_secs_f64(seconds) >= timeout => Err(ctx.err(
             "idle.seconds",
             format!(
                 "{seconds} s does not fit in the case's timeout_secs ({} s): the boot, the expects and the window share it",
                 timeout.as_secs_f64()
             ),
-        ));
-    }
-    let after = raw.after.as_ref().map(|source| ctx.regex("idle.after".into(), source)).transpose()?;
+        )),
+        Some(seconds) => Ok(Duration::from_secs_f64(seconds)),
+    });
+    let after = refused.keep(raw.after.as_ref().map(|source| ctx.regex("idle.after".into(), source)).transpose());
     let mut max = Vec::new();
     for (name, value) in raw.max.iter().flatten() {
         let field = format!("idle.max.{name}");
@@ -94,21 +94,22 @@ pub(crate) fn idle(ctx: &Ctx, raw: Option<&RawIdle>, timeout: Duration) -> Resul
                 Some(near) => format!(" (did you mean {near:?}?)"),
                 None => String::new(),
             };
-            return Err(ctx.err(
-                field,
+            refused.push(ctx.err(
+                &field,
                 format!(
                     "{name:?} is not a rate the bench measures{hint}: a trap QEMU names (such as \"s_timer\", \"user_ecall\"), \"interrupts\", \"exceptions\" or \"host_cores\""
                 ),
             ));
         }
-        let ceiling = match value {
-            toml::Value::Integer(n) if *n >= 0 => *n as f64,
-            toml::Value::Float(f) if f.is_finite() && *f >= 0.0 => *f,
+        // The ceiling is a number whatever it names: checked beside its name.
+        match value {
+            toml::Value::Integer(n) if *n >= 0 => max.push((name.clone(), *n as f64)),
+            toml::Value::Float(f) if f.is_finite() && *f >= 0.0 => max.push((name.clone(), *f)),
             other => {
-                return Err(ctx.err(field, format!("{other} is not accepted: a ceiling per second, a number from 0")))
+                refused.push(ctx.err(field, format!("{other} is not accepted: a ceiling per second, a number from 0")))
             }
-        };
-        max.push((name.clone(), ceiling));
+        }
     }
-    Ok(Some(IdleSpec { window, after, max }))
+    let made = || Some(Some(IdleSpec { window: window?, after: after?, max }));
+    refused.end(ctx, made())
 }

@@ -47,8 +47,8 @@ pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Result<(), CaseError> {
 /// needs.
 pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<Option<NetSpec>, CaseError> {
     let Some(raw) = raw else { return Ok(None) };
-    // Every refusal of the table, each field's (each item of a list, each peer, each
-    // dial: within one, its first); a check that reads a list (the dials' ports against
+    // Every refusal of the table, each field's (each item of a list, each field of each
+    // peer, each dial and the poke); a check that reads a list (the dials' ports against
     // forward, the rules on peers) only when that list is accepted whole.
     let mut refused = Refusals::new();
     let mut forward: Vec<u16> = Vec::new();
@@ -127,47 +127,50 @@ pub(crate) fn net(ctx: &Ctx, raw: Option<&RawNet>, self_check: bool) -> Result<O
     refused.end(ctx, made)
 }
 
-/// `net.peer[index]`, one of `peers` before it accepted.
+/// `net.peer[index]`, one of `peers` before it accepted: every refusal of its fields,
+/// in the order of [`PEER`].
 fn peer(ctx: &Ctx, index: usize, raw: &RawPeer, peers: &[Peer]) -> Result<Peer, CaseError> {
     let field = format!("net.peer[{index}]");
-    let addr = match &raw.addr {
-        None => {
-            return Err(ctx
-                .err(format!("{field}.addr"), "required: the peer's IPv4 address and port, such as \"10.0.9.100:7\""))
-        }
-        Some(text) => peer_addr(ctx, &format!("{field}.addr"), text)?,
-    };
-    if peers.iter().any(|peer| peer.addr == addr) {
-        return Err(ctx.err(format!("{field}.addr"), format!("\"{addr}\" is named twice")));
-    }
-    let connections = match raw.connections {
-        None => {
-            return Err(ctx.err(
-                format!("{field}.connections"),
-                format!("required: exactly how many connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"),
-            ))
-        }
-        Some(n @ 0..=CONNECTIONS_MAX) => n as u32,
-        Some(n) => {
-            return Err(ctx.err(
-                format!("{field}.connections"),
-                format!(
+    let mut refused = Refusals::new();
+    let addr =
+        refused.keep(match &raw.addr {
+            None => Err(ctx
+                .err(format!("{field}.addr"), "required: the peer's IPv4 address and port, such as \"10.0.9.100:7\"")),
+            Some(text) => peer_addr(ctx, &format!("{field}.addr"), text).and_then(|addr| {
+                if peers.iter().any(|peer| peer.addr == addr) {
+                    Err(ctx.err(format!("{field}.addr"), format!("\"{addr}\" is named twice")))
+                } else {
+                    Ok(addr)
+                }
+            }),
+        });
+    let connections = refused.keep(match raw.connections {
+        None => Err(ctx.err(
+            format!("{field}.connections"),
+            format!("required: exactly how many connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"),
+        )),
+        Some(n @ 0..=CONNECTIONS_MAX) => Ok(n as u32),
+        Some(n) => Err(ctx.err(
+            format!("{field}.connections"),
+            format!(
                 "{n} is not accepted: the number of connections the guest makes to this peer, 0 to {CONNECTIONS_MAX}"
             ),
-            ))
-        }
-    };
-    Ok(Peer { addr, connections })
+        )),
+    });
+    refused.end(ctx, addr.zip(connections).map(|(addr, connections)| Peer { addr, connections }))
 }
 
-/// `net.dial[index]`; its port is checked against `forward` when that is accepted whole.
+/// `net.dial[index]`: every refusal of its fields, in the order of [`DIAL`]; its port is
+/// checked against `forward` when that is accepted whole.
 fn dial(ctx: &Ctx, index: usize, raw: &RawDial, forward: Option<&[u16]>) -> Result<Dial, CaseError> {
     let field = format!("net.dial[{index}]");
-    let port = match raw.port {
-        None => return Err(ctx.err(format!("{field}.port"), "required: a port of net.forward")),
-        Some(port) => port_number(ctx, &format!("{field}.port"), port, "a port of net.forward")?,
-    };
-    if let Some(forward) = forward.filter(|forward| !forward.contains(&port)) {
+    let mut refused = Refusals::new();
+    let port = refused.keep(match raw.port {
+        None => Err(ctx.err(format!("{field}.port"), "required: a port of net.forward")),
+        Some(port) => port_number(ctx, &format!("{field}.port"), port, "a port of net.forward"),
+    });
+    // Checked against forward only when the port itself is accepted.
+    if let Some((port, forward)) = port.zip(forward).filter(|(port, forward)| !forward.contains(port)) {
         let ports = match forward {
             [] => "and net.forward is empty".to_string(),
             ports => {
@@ -175,47 +178,55 @@ fn dial(ctx: &Ctx, index: usize, raw: &RawDial, forward: Option<&[u16]>) -> Resu
                 format!("one of net.forward ({})", ports.join(", "))
             }
         };
-        return Err(ctx.err(
+        refused.push(ctx.err(
             format!("{field}.port"),
             format!("{port} is not accepted: a dial connects through a forwarded port, {ports}"),
         ));
     }
-    let send = dial_text(ctx, &format!("{field}.send"), raw.send.as_deref(), "the text to send, as written")?;
-    let expect = dial_text(ctx, &format!("{field}.expect"), raw.expect.as_deref(), "the text that must come back")?;
-    let after = raw.after.as_deref().map(|source| ctx.regex(format!("{field}.after"), source)).transpose()?;
-    Ok(Dial { port, send, expect, after, until_closed: raw.until_closed.unwrap_or(false) })
+    let send =
+        refused.keep(dial_text(ctx, &format!("{field}.send"), raw.send.as_deref(), "the text to send, as written"));
+    let expect =
+        refused.keep(dial_text(ctx, &format!("{field}.expect"), raw.expect.as_deref(), "the text that must come back"));
+    let after =
+        refused.keep(raw.after.as_deref().map(|source| ctx.regex(format!("{field}.after"), source)).transpose());
+    let made = || {
+        Some(Dial {
+            port: port?,
+            send: send?,
+            expect: expect?,
+            after: after?,
+            until_closed: raw.until_closed.unwrap_or(false),
+        })
+    };
+    refused.end(ctx, made())
 }
 
-/// `[net.poke]`.
+/// `[net.poke]`: every refusal of its fields, in the order of [`POKE`].
 fn poke(ctx: &Ctx, raw: &RawPoke) -> Result<Poke, CaseError> {
-    let port = match raw.port {
-        None => return Err(ctx.err("net.poke.port", "required: the guest's UDP port, 1 to 65535")),
+    let mut refused = Refusals::new();
+    let port = refused.keep(match raw.port {
+        None => Err(ctx.err("net.poke.port", "required: the guest's UDP port, 1 to 65535")),
         // UDP: a TCP port of forward is another port, and may have the same number.
-        Some(port) => port_number(ctx, "net.poke.port", port, "the guest's UDP port")?,
-    };
-    let payload = match raw.payload.as_deref() {
-        None => return Err(ctx.err("net.poke.payload", "required: the datagram's bytes, as a string")),
-        Some("") => {
-            return Err(ctx.err("net.poke.payload", format!("empty: the datagram's bytes, 1 to {POKE_BYTES_MAX}")))
-        }
-        Some(payload) if payload.len() > POKE_BYTES_MAX => {
-            return Err(ctx.err(
-                "net.poke.payload",
-                format!("{} bytes is not accepted: at most {POKE_BYTES_MAX}, so the datagram reaches the guest in one frame, unfragmented", payload.len()),
-            ))
-        }
-        Some(payload) => payload.to_string(),
-    };
-    let after = match raw.after.as_deref() {
-        None => {
-            return Err(ctx.err(
-                "net.poke.after",
-                "required: a regex a shown console line must match; the poke is sent when one first does",
-            ))
-        }
-        Some(source) => ctx.regex("net.poke.after".into(), source)?,
-    };
-    Ok(Poke { port, payload, after })
+        Some(port) => port_number(ctx, "net.poke.port", port, "the guest's UDP port"),
+    });
+    let payload = refused.keep(match raw.payload.as_deref() {
+        None => Err(ctx.err("net.poke.payload", "required: the datagram's bytes, as a string")),
+        Some("") => Err(ctx.err("net.poke.payload", format!("empty: the datagram's bytes, 1 to {POKE_BYTES_MAX}"))),
+        Some(payload) if payload.len() > POKE_BYTES_MAX => Err(ctx.err(
+            "net.poke.payload",
+            format!("{} bytes is not accepted: at most {POKE_BYTES_MAX}, so the datagram reaches the guest in one frame, unfragmented", payload.len()),
+        )),
+        Some(payload) => Ok(payload.to_string()),
+    });
+    let after = refused.keep(match raw.after.as_deref() {
+        None => Err(ctx.err(
+            "net.poke.after",
+            "required: a regex a shown console line must match; the poke is sent when one first does",
+        )),
+        Some(source) => ctx.regex("net.poke.after".into(), source),
+    });
+    let made = || Some(Poke { port: port?, payload: payload?, after: after? });
+    refused.end(ctx, made())
 }
 
 fn port_number(ctx: &Ctx, field: &str, port: i64, what: &str) -> Result<u16, CaseError> {
