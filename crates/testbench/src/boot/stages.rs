@@ -34,7 +34,9 @@ use super::parts::console::{self, QmpLog};
 use super::{BootSpec, Judged, Trouble};
 use crate::process::shell_quote;
 use crate::qemu::qmp::QmpClient;
-use crate::qemu::{last_lines, RecordReplay, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, STDERR_TAIL_LINES};
+use crate::qemu::{
+    last_lines, RecordReplay, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, QMP_READER_BOUND, STDERR_TAIL_LINES,
+};
 
 /// How many events the channel holds: the console's chunks (see `testbench-console`)
 /// and a few more, so that QMP and parts do not wait behind a full console.
@@ -392,7 +394,9 @@ impl Running<'_> {
         let shutdown = match &self.qmp {
             Some(client) => {
                 console::note_strangers(&self.spec.dir, &client.strangers());
-                client.finish(Duration::from_secs(2))
+                // 2 s here once gave "no SHUTDOWN event" on a loaded host where the same
+                // case beside it passed: a starved reader, most likely (never proven).
+                client.finish(QMP_READER_BOUND)
             }
             None => Shutdown::NoEvent,
         };

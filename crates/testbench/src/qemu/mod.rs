@@ -26,6 +26,10 @@ pub const QMP_DEADLINE: Duration = Duration::from_secs(30);
 /// A QEMU whose QMP connection failed has this long to exit on its own (it is judged by
 /// its exit and stderr) before it is killed (the boot fails with the QMP trouble).
 pub const QMP_EXIT_GRACE: Duration = Duration::from_secs(2);
+/// Once QEMU has exited, how long its QMP reader has to read what QEMU sent before the
+/// connection closed (the SHUTDOWN event among it): it ends as soon as it runs, so this
+/// bounds only a reader starved of CPU on a loaded host.
+pub const QMP_READER_BOUND: Duration = Duration::from_secs(15);
 /// After the console closes, QEMU has this long to exit before it is killed.
 pub const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 /// How many of QEMU's last stderr lines a verdict quotes.
