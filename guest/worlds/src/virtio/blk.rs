@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 
 use virtio::blk;
-use virtio::mmio::F_VERSION_1;
 
 use super::memory::Memory;
 use super::transport::{Descriptor, Device, Model, Queue, Transport};
@@ -171,10 +170,10 @@ impl Block {
         }
     }
 
-    /// The transport of an honest block device offering `offered` with one queue of
+    /// The transport of a block device offering `offered` with one queue of
     /// `queue_max`.
     pub fn transport(offered: u64, queue_max: u32) -> Transport {
-        Transport::new(blk::DEVICE_ID, offered | F_VERSION_1, &[queue_max])
+        Transport::new(blk::DEVICE_ID, offered, &[queue_max])
     }
 
     /// Before a request: what to expect and how to answer it; the used ring's flags

@@ -74,10 +74,10 @@ impl Card {
         }
     }
 
-    /// The transport of an honest card offering `offered` (and VERSION_1 and MAC), each
-    /// queue of `queue_max`; the driver may take only VERSION_1 and MAC.
+    /// The transport of a card offering `offered`, each queue of `queue_max`; the driver
+    /// may take only VERSION_1 and MAC.
     pub fn transport(offered: u64, queue_max: [u32; 2]) -> Transport {
-        let mut transport = Transport::new(net::DEVICE_ID, offered | F_VERSION_1 | net::F_MAC, &queue_max);
+        let mut transport = Transport::new(net::DEVICE_ID, offered, &queue_max);
         transport.takes = F_VERSION_1 | net::F_MAC;
         transport
     }
