@@ -350,3 +350,20 @@ impl Model<Block> {
         device.begin(request, lies, transport, mem);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_disk_reads_its_fill_until_written_and_holds_only_its_sectors() {
+        let mut disk = Disk::new(4, |sector, i| sector as u8 ^ i as u8);
+        assert_eq!(disk.read(1, 3), [1, 0, 3]);
+        disk.write(2, &[7; 512]);
+        let both = disk.read(1, 1024);
+        assert_eq!((both[511], both[512], both[1023]), (1 ^ 0xff, 7, 7));
+        assert!(disk.holds(3, 512));
+        assert!(!disk.holds(3, 513));
+        assert!(!disk.holds(u64::MAX, 512));
+    }
+}

@@ -130,3 +130,31 @@ impl Memory {
         u32::from_le_bytes(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_reaches_only_inside_a_region_and_the_first_violation_is_kept() {
+        let arena = Arena::new(4096);
+        let mut mem = Memory::keeping(vec![(0x1000, arena.ptr(), 16)]);
+        mem.write(0x100e, &[1, 2]);
+        assert_eq!(mem.read16(0x100e), 0x0201);
+        assert!(mem.take_violation().is_none());
+        // Past the region's end by one byte, then below its start: the first is kept.
+        mem.write(0x100f, &[1, 2]);
+        assert_eq!(mem.read32(0xffe), 0);
+        let first = Violation { what: "the device was sent outside the driver's memory", detail: "0x100f+2".into() };
+        assert_eq!(mem.take_violation(), Some(first));
+        assert!(mem.take_violation().is_none());
+        assert!(mem.at(u64::MAX, 2).is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "the device was sent outside the driver's memory: 0x2000+1")]
+    fn in_the_tests_a_violation_panics() {
+        let arena = Arena::new(4096);
+        Memory::panicking(vec![(0x1000, arena.ptr(), 4096)]).write(0x2000, &[0]);
+    }
+}
