@@ -1,5 +1,6 @@
-//! The virtio-blk driver (`guest/virtio`) against a hostile virtio-mmio block device of
-//! this file's own. The decisions set the device's registers (magic, version, device id,
+//! The virtio-blk driver (`guest/virtio`) against the hostile virtio-mmio block device of
+//! `guest/worlds` (`worlds::virtio::blk`, the one `guest/virtio`'s host tests use); this
+//! file draws its setup and its lies from the decisions and is its oracle. The decisions set the device's registers (magic, version, device id,
 //! the features offered and those it adds after FEATURES_OK, whether it keeps
 //! FEATURES_OK, a reset that never ends, a moving configuration generation, capacity,
 //! blk_size, the queue's maximum and the size it reads back, DEVICE_NEEDS_RESET) and,
@@ -10,7 +11,8 @@
 //! random bytes over the descriptor table and the available ring. A zero decision is the
 //! honest choice: an all-zero input is an honest device and ordinary reads.
 //!
-//! The device keeps the books of what it did; the oracle judges the driver by them:
+//! The device keeps the books of what it did (`Answer`, the bytes it left, the write it
+//! saw); the oracle judges the driver by them:
 //! `Blk::new` and every request must answer exactly what the driver's documented checks
 //! say for that device (the error and its values, or Ok), a refused device is left
 //! FAILED, after a fatal refusal every request is `Broken`, a failed read leaves its
@@ -232,7 +234,7 @@ impl Setup {
         transport.queue_ready = self.queue_ready;
         transport.queue_num = self.queue_num;
         transport.needs_reset = self.needs_reset;
-        let mut block = Block::new(self.capacity, Disk::new(self.capacity, sector_byte));
+        let mut block = Block::new(self.capacity, Disk::new(self.capacity, sector_bytes));
         block.blk_size = self.blk_size;
         Port::new(transport, Memory::keeping(vec![(BASE, arena.ptr(), len)]), block)
     }
@@ -275,9 +277,11 @@ fn plan(d: &mut Decisions) -> Lies {
     p
 }
 
-/// Disk bytes before they are written: byte `i` of sector `sector`.
-fn sector_byte(sector: u64, i: usize) -> u8 {
-    (sector.wrapping_mul(0x9e37_79b9) >> 8) as u8 ^ (i as u8).wrapping_mul(7) ^ (i >> 8) as u8
+/// Disk bytes before they are written: sector `sector`.
+fn sector_bytes(sector: u64, out: &mut [u8]) {
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (sector.wrapping_mul(0x9e37_79b9) >> 8) as u8 ^ (i as u8).wrapping_mul(7) ^ (i >> 8) as u8;
+    }
 }
 
 /// What the driver must answer after the device's `answer` to a request `op` on a

@@ -1,5 +1,7 @@
-//! The virtio-net driver (`guest/virtio/src/net.rs`) against a hostile virtio-mmio network
-//! card of this file's own. The decisions set the card (its device id, whether it offers
+//! The virtio-net driver (`guest/virtio/src/net.rs`) against the hostile virtio-mmio
+//! network card of `guest/worlds` (`worlds::virtio::net`, the one `guest/virtio`'s host
+//! tests use); this file draws its setup and its lies from the decisions and is its
+//! oracle. The decisions set the card (its device id, whether it offers
 //! a MAC, the MAC, offloads the driver must not take, each queue's maximum) and then one
 //! to sixteen steps: the driver sends a frame (any length, now and then outside
 //! 14..=1514), or the card delivers zero to three frames into the receive buffers and the
@@ -19,8 +21,7 @@
 
 use virtio::mmio::{status, F_VERSION_1};
 use virtio::net::{self, Net, BUFFER, FRAME_MAX, FRAME_MIN, HEADER};
-use virtio::Dma;
-use virtio::Error;
+use virtio::{Dma, Error};
 use worlds::virtio::net::{Card, Lies, Sent, RX, TX};
 use worlds::virtio::{Arena, Memory, Model, Port};
 

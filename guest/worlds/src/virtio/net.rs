@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use virtio::mmio::F_VERSION_1;
-use virtio::net::{self, BUFFER, HEADER};
+use virtio::net::{self, BUFFER, FRAME_MAX, HEADER};
 
 use super::memory::Memory;
 use super::transport::{Descriptor, Device, Model, Transport};
@@ -159,9 +159,10 @@ impl Card {
         self.answer = Some(Sent { head, id, len: used_len, delta: 1u16.wrapping_add(lies.jump) });
     }
 
-    /// Delivers `frame` into the next posted receive buffer, as the lies say; false when
-    /// the driver posted none.
+    /// Delivers `frame` (at most FRAME_MAX bytes: the caller's to keep) into the next
+    /// posted receive buffer, as the lies say; false when the driver posted none.
     fn deliver(&mut self, frame: &[u8], transport: &mut Transport, mem: &mut Memory) -> bool {
+        assert!(frame.len() <= FRAME_MAX, "a frame of {} bytes delivered: longer than a buffer holds", frame.len());
         self.sync_rx(transport, mem);
         if self.posted.is_empty() {
             return false;
