@@ -21,9 +21,9 @@ fn the_driver_negotiates_and_goes_live() {
     assert_eq!(disk.block_size(), 512);
     assert_eq!(disk.features(), virtio::mmio::F_VERSION_1 | blk::F_FLUSH);
     let model = world.model();
-    assert_eq!(model.driver_features, disk.features());
+    assert_eq!(model.transport.driver_features, disk.features());
     let live = status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK | status::DRIVER_OK;
-    assert_eq!(model.status, live);
+    assert_eq!(model.transport.status, live);
 }
 
 #[test]
@@ -34,9 +34,9 @@ fn reads_return_the_disks_bytes() {
     disk.read(3, &mut buffer).unwrap();
     let mut got = vec![0; 1024];
     buffer.read(0, &mut got).unwrap();
-    assert_eq!(got, world.model().disk[3 * 512..5 * 512]);
+    assert_eq!(got, world.model().device.disk.read(3, 1024));
     // The driver acknowledged the completion's interrupt.
-    assert_eq!(world.model().interrupt, 0);
+    assert_eq!(world.model().transport.interrupt, 0);
 }
 
 #[test]
@@ -46,18 +46,18 @@ fn writes_reach_the_disk_and_read_back() {
     let data = pattern(2048, 9);
     let mut out = world.buffer(0, 2048);
     out.write(0, &data).unwrap();
-    let mut expect = world.model().disk.clone();
+    let mut expect = world.model().device.disk.read(0, 64 * 512);
     expect[10 * 512..14 * 512].copy_from_slice(&data);
     disk.write(10, &out).unwrap();
     disk.flush().unwrap();
     // Those four sectors, and only they, changed.
-    assert!(world.model().disk == expect);
+    assert!(world.model().device.disk.read(0, 64 * 512) == expect);
     let mut back = world.buffer(1, 2048);
     disk.read(10, &mut back).unwrap();
     let mut got = vec![0; 2048];
     back.read(0, &mut got).unwrap();
     assert_eq!(got, data);
-    assert_eq!(world.model().completed, 3);
+    assert_eq!(world.model().device.completed, 3);
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn requests_outside_the_disk_or_not_whole_blocks_never_reach_the_device() {
     assert_eq!(disk.read(0, &mut odd), Err(Error::OutOfRange));
     let mut empty = world.buffer(2, 0);
     assert_eq!(disk.read(0, &mut empty), Err(Error::OutOfRange));
-    assert_eq!(world.model().completed, 0);
+    assert_eq!(world.model().device.completed, 0);
     // The last two sectors are inside.
     disk.read(14, &mut buffer).unwrap();
 }
@@ -79,8 +79,8 @@ fn requests_outside_the_disk_or_not_whole_blocks_never_reach_the_device() {
 #[test]
 fn a_4096_byte_block_size_is_used_when_offered() {
     let world = World::new(64);
-    world.model().offered |= blk::F_BLK_SIZE;
-    world.model().blk_size = 4096;
+    world.model().transport.offered |= blk::F_BLK_SIZE;
+    world.model().device.blk_size = 4096;
     let mut disk = world.blk().unwrap();
     assert_eq!(disk.block_size(), 4096);
     let mut buffer = world.buffer(0, 4096);
@@ -90,24 +90,24 @@ fn a_4096_byte_block_size_is_used_when_offered() {
     disk.read(8, &mut buffer).unwrap();
     let mut got = vec![0; 4096];
     buffer.read(0, &mut got).unwrap();
-    assert_eq!(got, world.model().disk[8 * 512..16 * 512]);
+    assert_eq!(got, world.model().device.disk.read(8, 4096));
 }
 
 #[test]
 fn a_read_only_disk_refuses_writes_before_the_device_sees_them() {
     let world = World::new(8);
-    world.model().offered |= blk::F_RO;
+    world.model().transport.offered |= blk::F_RO;
     let mut disk = world.blk().unwrap();
     let buffer = world.buffer(0, 512);
     assert_eq!(disk.write(0, &buffer), Err(Error::ReadOnly));
-    assert_eq!(world.model().completed, 0);
+    assert_eq!(world.model().device.completed, 0);
 }
 
 #[test]
 fn without_f_flush_a_flush_asks_nothing_of_the_device() {
     let world = World::new(8);
-    world.model().offered &= !blk::F_FLUSH;
+    world.model().transport.offered &= !blk::F_FLUSH;
     let mut disk = world.blk().unwrap();
     disk.flush().unwrap();
-    assert_eq!(world.model().completed, 0);
+    assert_eq!(world.model().device.completed, 0);
 }

@@ -28,6 +28,6 @@ fn the_rings_wrap_past_two_to_the_sixteen_requests_and_data_stays_right() {
         assert_eq!(got[..], data[..], "request {sent}");
         sent += 2;
     }
-    assert_eq!(world.model().completed, REQUESTS);
-    assert!(world.model().completed > u64::from(u16::MAX) + 1);
+    assert_eq!(world.model().device.completed, REQUESTS);
+    assert!(world.model().device.completed > u64::from(u16::MAX) + 1);
 }

@@ -2,7 +2,6 @@
 
 pub mod bundle;
 pub mod canary;
-mod device_memory;
 pub mod elf;
 pub mod fdt;
 pub mod isolation;

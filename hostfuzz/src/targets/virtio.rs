@@ -1,5 +1,6 @@
-//! The virtio-blk driver (`guest/virtio`) against a hostile virtio-mmio block device of
-//! this file's own. The decisions set the device's registers (magic, version, device id,
+//! The virtio-blk driver (`guest/virtio`) against the hostile virtio-mmio block device of
+//! `guest/worlds` (`worlds::virtio::blk`, the one `guest/virtio`'s host tests use); this
+//! file draws its setup and its lies from the decisions and is its oracle. The decisions set the device's registers (magic, version, device id,
 //! the features offered and those it adds after FEATURES_OK, whether it keeps
 //! FEATURES_OK, a reset that never ends, a moving configuration generation, capacity,
 //! blk_size, the queue's maximum and the size it reads back, DEVICE_NEEDS_RESET) and,
@@ -10,7 +11,8 @@
 //! random bytes over the descriptor table and the available ring. A zero decision is the
 //! honest choice: an all-zero input is an honest device and ordinary reads.
 //!
-//! The device keeps the books of what it did; the oracle judges the driver by them:
+//! The device keeps the books of what it did (`Answer`, the bytes it left, the write it
+//! saw); the oracle judges the driver by them:
 //! `Blk::new` and every request must answer exactly what the driver's documented checks
 //! say for that device (the error and its values, or Ok), a refused device is left
 //! FAILED, after a fatal refusal every request is `Broken`, a failed read leaves its
@@ -20,15 +22,13 @@
 //! fits in 64 bits), the right way round. `Dma::new` and `Segment::new` are also asked
 //! for regions at the top of the address space, which they must refuse when they wrap.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::cell::RefCell;
-use std::collections::BTreeMap;
-
-use super::device_memory::DeviceMemory;
-use crate::{Decisions, Finding};
 use virtio::blk::{self, Blk};
-use virtio::mmio::{reg, status, F_VERSION_1, MAGIC};
-use virtio::{Dma, Error, Mmio, Segment};
+use virtio::mmio::{status, F_VERSION_1, MAGIC};
+use virtio::{Dma, Error, Segment};
+use worlds::virtio::blk::{Answer, Block, Disk, Lies, Op, Request, UsedLen};
+use worlds::virtio::{Arena, Memory, Port};
+
+use crate::{Decisions, Finding};
 
 /// The device address of the arena's first byte.
 const BASE: u64 = 0x8000_0000;
@@ -37,8 +37,6 @@ pub(crate) const ARENA: usize = 0x8000;
 const BUFFER_AT: usize = 0x1000;
 /// The driver's queue is at most this size (blk.rs's QUEUE_SIZE).
 const DRIVER_QUEUE: u32 = 8;
-/// The driver's request header and the offset of its memory's request part.
-const HEADER: usize = 16;
 const WANTED: u64 = blk::F_RO | blk::F_BLK_SIZE | blk::F_FLUSH | F_VERSION_1;
 
 /// A lie now and then: one decision in 32.
@@ -221,417 +219,96 @@ impl Setup {
         }
         Ok((agreed, self.capacity, block, size))
     }
-}
 
-/// What the device does with one request. All `None`/false/0 is the honest answer.
-#[derive(Clone, Debug, Default)]
-struct Plan {
-    silent: bool,
-    no_notify: bool,
-    jump: u16,
-    id: Option<u32>,
-    /// A used length: which (0 any, 1 data, 2 data+2, 3 0, 4 u32::MAX, 5 data+1) and a
-    /// random value for "any".
-    len: Option<(usize, u32)>,
-    status: Option<u8>,
-    no_status: bool,
-    /// The device writes only this many of the data bytes (it says so, unless `len` lies).
-    partial: Option<usize>,
-    /// One byte of the data, at this offset (modulo its length), is another.
-    garbage: Option<(usize, u8)>,
-    /// Random bytes the device writes over the descriptor table and the available ring.
-    scribble: Option<u64>,
-}
-
-impl Plan {
-    fn draw(d: &mut Decisions) -> Plan {
-        let mut p = Plan::default();
-        // One request in eight lies.
-        if d.u8() < 0xe0 {
-            return p;
-        }
-        // A lying request: each way now and then, several at once sometimes.
-        for _ in 0..1 + d.below(2) {
-            match d.below(10) {
-                0 => p.silent = true,
-                1 => p.no_notify = true,
-                2 => p.jump = any_u32(d, &[1, 2, 0xffff, 7]) as u16,
-                3 => p.id = Some(any_u32(d, &[1, 2, 7, 8, 255, 256, u32::MAX, 0x1_0000])),
-                4 => p.len = Some((d.below(6), d.u32())),
-                5 => p.status = Some(any_u32(d, &[1, 2, 0xff]) as u8),
-                6 => p.no_status = true,
-                7 => p.partial = Some(d.below(1 << 16)),
-                8 => p.garbage = Some((d.below(1 << 16), 1 | d.u8())),
-                _ => p.scribble = Some(d.u64()),
-            }
-        }
-        p
+    /// The device the decisions set up, the driver's memory (`len` bytes of `arena`)
+    /// its only region for now.
+    fn device(&self, arena: &Arena, len: usize) -> Port<Block> {
+        let mut transport = Block::transport(self.offered, self.queue_max);
+        transport.magic = self.magic;
+        transport.version = self.version;
+        transport.device_id = self.device_id;
+        transport.features_after = self.features_after;
+        transport.refuse_features = self.refuse_features;
+        transport.stuck_in_reset = self.stuck_in_reset;
+        transport.generation_moves = self.generation_moves;
+        transport.queue_ready = self.queue_ready;
+        transport.queue_num = self.queue_num;
+        transport.needs_reset = self.needs_reset;
+        let mut block = Block::new(self.capacity, Disk::new(self.capacity, sector_bytes));
+        block.blk_size = self.blk_size;
+        Port::new(transport, Memory::keeping(vec![(BASE, arena.ptr(), len)]), block)
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Read,
-    Write,
-    Flush,
-}
-
-/// The request the driver is asked for, as the device must see it.
-#[derive(Clone, Copy, Debug)]
-struct Request {
-    op: Op,
-    sector: u64,
-    len: usize,
-    buffer: u64,
-}
-
-/// The device's state and its books.
-struct Model {
-    setup: Setup,
-    /// The driver memory the device may reach, and the first finding.
-    mem: DeviceMemory,
-    status: u32,
-    features_sel: u32,
-    driver_sel: u32,
-    driver_features: u64,
-    queue_num: u32,
-    ready: u32,
-    addrs: [u64; 3],
-    generation: u32,
-    generation_reads: u32,
-    last_avail: u16,
-    used_idx: u16,
-    interrupt: u32,
-    /// Sectors written, by sector; the others read as [`sector_byte`].
-    disk: BTreeMap<u64, Vec<u8>>,
-    plan: Plan,
-    request: Option<Request>,
-    /// What processing the request must make the driver answer (None: not processed).
-    outcome: Option<Result<(), Error>>,
-    /// A read's buffer as the device left it.
-    left: Vec<u8>,
-    /// The last write the device saw: sector and bytes.
-    seen_write: Option<(u64, Vec<u8>)>,
-}
-
-fn sector_byte(sector: u64, i: usize) -> u8 {
-    (sector.wrapping_mul(0x9e37_79b9) >> 8) as u8 ^ (i as u8).wrapping_mul(7) ^ (i >> 8) as u8
-}
-
-impl Model {
-    fn violate(&mut self, what: &str, detail: String) {
-        self.mem.violate(what, detail);
+/// How the device lies about one request. All `None`/false/0 is the honest answer.
+fn plan(d: &mut Decisions) -> Lies {
+    let mut p = Lies::default();
+    // One request in eight lies.
+    if d.u8() < 0xe0 {
+        return p;
     }
-
-    /// Before a request: the used ring's flags (no notification, or none asked for).
-    fn begin(&mut self, request: Request, plan: Plan) {
-        self.request = Some(request);
-        self.outcome = None;
-        self.left.clear();
-        self.seen_write = None;
-        if self.addrs[2] != 0 {
-            let flags: u16 = if plan.no_notify { 1 } else { 0 };
-            self.mem.write(self.addrs[2], &flags.to_le_bytes());
+    // A lying request: each way now and then, several at once sometimes.
+    for _ in 0..1 + d.below(2) {
+        match d.below(10) {
+            0 => p.silent = true,
+            1 => p.no_notify = true,
+            2 => p.used_jump = any_u32(d, &[1, 2, 0xffff, 7]) as u16,
+            3 => p.used_id = Some(any_u32(d, &[1, 2, 7, 8, 255, 256, u32::MAX, 0x1_0000])),
+            4 => {
+                // Which used length (the writable data bytes with or without the status
+                // byte or one more, 0, u32::MAX, any), and a random value for "any".
+                let (which, any) = (d.below(6), d.u32());
+                p.used_len = match which {
+                    0 => UsedLen::Is(any),
+                    1 => UsedLen::DataPlus(0),
+                    2 => UsedLen::DataPlus(2),
+                    3 => UsedLen::Is(0),
+                    4 => UsedLen::Is(u32::MAX),
+                    _ => UsedLen::DataPlus(1),
+                };
+            }
+            5 => p.status = Some(any_u32(d, &[1, 2, 0xff]) as u8),
+            6 => p.no_status = true,
+            7 => p.partial = Some(d.below(1 << 16)),
+            8 => p.garbage = Some((d.below(1 << 16), 1 | d.u8())),
+            _ => p.scribble = Some(d.u64()),
         }
-        self.plan = plan;
     }
+    p
+}
 
-    /// The device's work when notified: the one new chain, checked, carried out and
-    /// answered as the plan says.
-    fn process(&mut self) {
-        let [desc, avail, used] = self.addrs;
-        let size = self.queue_num;
-        let Some(request) = self.request.take() else {
-            self.violate("the driver notified without a request", String::new());
-            return;
-        };
-        let avail_idx = self.mem.read16(avail + 2);
-        if avail_idx != self.last_avail.wrapping_add(1) {
-            self.violate(
-                "the driver published other than one chain",
-                format!("avail idx {avail_idx}, the device's {}", self.last_avail),
-            );
-            return;
-        }
-        let slot = u64::from(u32::from(self.last_avail) % size);
-        let head = self.mem.read16(avail + 4 + 2 * slot);
-        self.last_avail = avail_idx;
-        // The chain, each descriptor's address and length checked.
-        let mut chain = Vec::new();
-        let mut id = head;
-        loop {
-            if u32::from(id) >= size || chain.len() >= 3 {
-                self.violate("a bad chain", format!("descriptor {id} after {chain:?}"));
-                return;
-            }
-            let mut d = [0u8; 16];
-            if !self.mem.read(desc + 16 * u64::from(id), &mut d) {
-                return;
-            }
-            let addr = u64::from_le_bytes(d[..8].try_into().unwrap());
-            let len = u32::from_le_bytes(d[8..12].try_into().unwrap());
-            let flags = u16::from_le_bytes(d[12..14].try_into().unwrap());
-            if addr.checked_add(u64::from(len)).is_none() || self.mem.at(addr, len as usize).is_none() {
-                self.violate("a descriptor outside the driver's memory", format!("{addr:#x}+{len}"));
-                return;
-            }
-            chain.push((addr, len as usize, flags & 2 != 0));
-            if flags & 1 == 0 {
-                break;
-            }
-            id = u16::from_le_bytes(d[14..16].try_into().unwrap());
-        }
-        let want_data = request.op != Op::Flush;
-        let shape_ok = chain.len() == if want_data { 3 } else { 2 }
-            && chain[0].1 == HEADER
-            && !chain[0].2
-            && chain.last().is_some_and(|&(_, len, w)| len == 1 && w)
-            && (!want_data || chain[1] == (request.buffer, request.len, request.op == Op::Read));
-        if !shape_ok {
-            self.violate("a chain unlike the request", format!("{request:?}: {chain:?}"));
-            return;
-        }
-        let mut header = [0u8; HEADER];
-        self.mem.read(chain[0].0, &mut header);
-        let kind = u32::from_le_bytes(header[..4].try_into().unwrap());
-        let sector = u64::from_le_bytes(header[8..].try_into().unwrap());
-        let want_kind = match request.op {
-            Op::Read => blk::T_IN,
-            Op::Write => blk::T_OUT,
-            Op::Flush => blk::T_FLUSH,
-        };
-        let want_sector = if request.op == Op::Flush { 0 } else { request.sector };
-        if kind != want_kind || sector != want_sector {
-            self.violate("a header unlike the request", format!("{request:?}: type {kind}, sector {sector}"));
-            return;
-        }
-        if self.plan.silent {
-            return;
-        }
-        let plan = self.plan.clone();
-        // The data.
-        let mut written = 0usize;
-        if request.op == Op::Read {
-            let (addr, len, _) = chain[1];
-            let mut bytes = vec![0u8; len];
-            self.mem.read(addr, &mut bytes);
-            let count = plan.partial.map_or(len, |p| p % len);
-            for (i, byte) in bytes.iter_mut().enumerate().take(count) {
-                let s = sector + (i / 512) as u64;
-                *byte = self.disk.get(&s).map_or_else(|| sector_byte(s, i % 512), |b| b[i % 512]);
-            }
-            if let Some((at, x)) = plan.garbage {
-                bytes[at % len] ^= x;
-            }
-            self.mem.write(addr, &bytes);
-            self.left = bytes;
-            written = count;
-        } else if request.op == Op::Write {
-            let (addr, len, _) = chain[1];
-            let mut bytes = vec![0u8; len];
-            self.mem.read(addr, &mut bytes);
-            if plan.status.is_none() && !plan.no_status {
-                for (k, block) in bytes.chunks(512).enumerate() {
-                    self.disk.insert(sector + k as u64, block.to_vec());
-                }
-            }
-            self.seen_write = Some((sector, bytes));
-        }
-        let status_byte = if plan.no_status { 0xff } else { plan.status.unwrap_or(blk::S_OK) };
-        if !plan.no_status {
-            self.mem.write(chain.last().unwrap().0, &[status_byte]);
-        }
-        // The used element.
-        let data = if request.op == Op::Read { request.len as u32 } else { 0 };
-        let honest = written as u32 + 1;
-        let len = match plan.len {
-            None => honest,
-            Some((0, any)) => any,
-            Some((1, _)) => data,
-            Some((2, _)) => data.wrapping_add(2),
-            Some((3, _)) => 0,
-            Some((4, _)) => u32::MAX,
-            Some(_) => data + 1,
-        };
-        let id = plan.id.unwrap_or(u32::from(head));
-        let slot = u64::from(u32::from(self.used_idx) % size);
-        self.mem.write(used + 4 + 8 * slot, &id.to_le_bytes());
-        self.mem.write(used + 8 + 8 * slot, &len.to_le_bytes());
-        let delta = 1u16.wrapping_add(plan.jump);
-        self.used_idx = self.used_idx.wrapping_add(delta);
-        self.mem.write(used + 2, &self.used_idx.to_le_bytes());
-        self.interrupt |= 1;
-        if let Some(seed) = plan.scribble {
-            let mut x = seed | 1;
-            let mut junk = vec![0u8; 16 * size as usize + 4 + 2 * size as usize];
-            for b in &mut junk {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
-            }
-            self.mem.write(desc, &junk[..16 * size as usize]);
-            self.mem.write(avail, &junk[16 * size as usize..]);
-        }
-        // What the driver must answer, by its checks in their order.
-        let writable = u64::from(data) + 1;
-        self.outcome = Some(if delta == 0 {
-            Err(Error::Timeout)
-        } else if delta > 1 {
-            Err(Error::UsedIndexJump(delta))
-        } else if id >= size {
-            Err(Error::UsedIdOutOfRange(id))
-        } else if id != u32::from(head) {
-            Err(Error::UsedIdNotInFlight(id))
-        } else if u64::from(len) > writable {
-            Err(Error::UsedLenTooLong { id: head, len, writable })
-        } else if status_byte != blk::S_OK {
-            Err(Error::Status(status_byte))
-        } else if request.op == Op::Read && len != data + 1 {
-            Err(Error::ShortRead(len))
-        } else {
-            Ok(())
-        });
+/// Disk bytes before they are written: sector `sector`.
+fn sector_bytes(sector: u64, out: &mut [u8]) {
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (sector.wrapping_mul(0x9e37_79b9) >> 8) as u8 ^ (i as u8).wrapping_mul(7) ^ (i >> 8) as u8;
     }
 }
 
-/// The driver's handle on the device.
-struct Port<'a>(&'a RefCell<Model>);
-
-impl Mmio for Port<'_> {
-    fn read32(&self, offset: usize) -> u32 {
-        let mut guard = self.0.borrow_mut();
-        let m = &mut *guard;
-        let s = m.setup;
-        match offset {
-            reg::MAGIC => s.magic,
-            reg::VERSION => s.version,
-            reg::DEVICE_ID => s.device_id,
-            reg::DEVICE_FEATURES => {
-                let mut features = s.offered;
-                if m.status & status::FEATURES_OK != 0 {
-                    features |= s.features_after;
-                }
-                (features >> (32 * m.features_sel.min(1))) as u32
-            }
-            reg::QUEUE_NUM_MAX => s.queue_max,
-            reg::QUEUE_NUM => s.queue_num.unwrap_or(0),
-            reg::QUEUE_READY => m.ready | u32::from(s.queue_ready),
-            reg::INTERRUPT_STATUS => m.interrupt,
-            reg::STATUS => {
-                let mut value = m.status;
-                if s.stuck_in_reset {
-                    value |= status::ACKNOWLEDGE;
-                }
-                if s.needs_reset && m.status & status::DRIVER_OK != 0 {
-                    value |= status::DEVICE_NEEDS_RESET;
-                }
-                value
-            }
-            reg::CONFIG_GENERATION => {
-                if m.generation_reads < s.generation_moves {
-                    m.generation_reads += 1;
-                    m.generation += 1;
-                }
-                m.generation
-            }
-            o if (reg::CONFIG..reg::CONFIG + 0x100).contains(&o) => {
-                let mut config = [0u8; 24];
-                config[..8].copy_from_slice(&s.capacity.to_le_bytes());
-                config[20..24].copy_from_slice(&s.blk_size.to_le_bytes());
-                let o = o - reg::CONFIG;
-                config.get(o..o + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
-            }
-            _ => {
-                m.violate("a read of a register the transport does not have", format!("{offset:#x}"));
-                0
-            }
-        }
-    }
-
-    fn write32(&self, offset: usize, value: u32) {
-        let mut guard = self.0.borrow_mut();
-        let m = &mut *guard;
-        match offset {
-            reg::DEVICE_FEATURES_SEL => m.features_sel = value,
-            reg::DRIVER_FEATURES_SEL => m.driver_sel = value,
-            reg::DRIVER_FEATURES => {
-                let shift = 32 * m.driver_sel.min(1);
-                m.driver_features = m.driver_features & !(0xffff_ffff << shift) | u64::from(value) << shift;
-            }
-            reg::QUEUE_SEL if value == 0 => {}
-            reg::QUEUE_NUM => m.queue_num = value,
-            reg::QUEUE_READY => {
-                if m.status != status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK {
-                    m.violate("a queue made ready outside FEATURES_OK..DRIVER_OK", format!("status {:#x}", m.status));
-                }
-                let size = m.queue_num;
-                if m.addrs.contains(&0) || size == 0 || size > m.setup.queue_max || !size.is_power_of_two() {
-                    m.violate("a queue made ready unlike the device's", format!("{:x?}, size {size}", m.addrs));
-                }
-                m.ready = value;
-            }
-            o if (reg::QUEUE_DESC..reg::QUEUE_DEVICE + 8).contains(&o) => {
-                let (which, high) = ((o - reg::QUEUE_DESC) / 0x10, (o - reg::QUEUE_DESC) % 0x10 == 4);
-                let shift = if high { 32 } else { 0 };
-                m.addrs[which] = m.addrs[which] & !(0xffff_ffff << shift) | u64::from(value) << shift;
-            }
-            reg::QUEUE_NOTIFY => {
-                if m.status & status::FAILED != 0 || m.status & status::DRIVER_OK == 0 {
-                    m.violate("a notification the device must not get", format!("status {:#x}", m.status));
-                } else {
-                    m.process();
-                }
-            }
-            reg::INTERRUPT_ACK => m.interrupt &= !value,
-            reg::STATUS => {
-                if value & status::FEATURES_OK != 0 && m.driver_features & !m.setup.offered != 0 {
-                    m.violate("the driver took features the device did not offer", format!("{:#x}", m.driver_features));
-                }
-                if m.status & status::FAILED != 0 && value != 0 && value & status::FAILED == 0 {
-                    m.violate("the driver went on with a device it had set FAILED", format!("{value:#x}"));
-                }
-                m.status = value;
-                if value == 0 {
-                    m.driver_features = 0;
-                    m.ready = 0;
-                    m.last_avail = 0;
-                    m.used_idx = 0;
-                }
-                if m.setup.refuse_features {
-                    m.status &= !status::FEATURES_OK;
-                }
-            }
-            _ => m.violate("a write to a register the transport does not have", format!("{value:#x} to {offset:#x}")),
-        }
+/// What the driver must answer after the device's `answer` to a request `op` on a
+/// queue of `size`, by its checks in their order.
+fn answered(a: &Answer, op: Op, size: u32) -> Result<(), Error> {
+    if a.delta == 0 {
+        Err(Error::Timeout)
+    } else if a.delta > 1 {
+        Err(Error::UsedIndexJump(a.delta))
+    } else if a.id >= size {
+        Err(Error::UsedIdOutOfRange(a.id))
+    } else if a.id != u32::from(a.head) {
+        Err(Error::UsedIdNotInFlight(a.id))
+    } else if u64::from(a.len) > a.writable {
+        Err(Error::UsedLenTooLong { id: a.head, len: a.len, writable: a.writable })
+    } else if a.status != blk::S_OK {
+        Err(Error::Status(a.status))
+    } else if op == Op::Read && a.len != a.data + 1 {
+        Err(Error::ShortRead(a.len))
+    } else {
+        Ok(())
     }
 }
 
-/// The guest memory: one allocation, 4096-aligned, shared by the driver and the device.
-pub(crate) struct Arena(pub(crate) *mut u8);
-
-impl Arena {
-    fn layout() -> Layout {
-        Layout::from_size_align(ARENA, 4096).expect("the arena's layout")
-    }
-
-    pub(crate) fn new() -> Arena {
-        // SAFETY: the layout's size is not zero.
-        let ptr = unsafe { alloc_zeroed(Self::layout()) };
-        assert!(!ptr.is_null(), "out of memory");
-        Arena(ptr)
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        // SAFETY: allocated in new with the same layout.
-        unsafe { dealloc(self.0, Self::layout()) }
-    }
-}
-
-fn check(model: &RefCell<Model>) -> Result<(), Finding> {
-    model.borrow_mut().mem.violation.take().map_or(Ok(()), Err)
+/// The device's first violation, as a finding.
+pub(crate) fn check<D>(port: &Port<D>) -> Result<(), Finding> {
+    port.0.borrow_mut().mem.take_violation().map_or(Ok(()), |v| Err(Finding::oracle(v.what, v.detail)))
 }
 
 fn differ(what: &str, got: &Result<(), Error>, want: &Result<(), Error>, request: &Request) -> Finding {
@@ -665,34 +342,13 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         segment_at_the_top(d)?;
     }
     let setup = Setup::draw(d);
-    let arena = Arena::new();
-    let model = RefCell::new(Model {
-        setup,
-        mem: DeviceMemory::new(vec![(BASE, arena.0, blk::MEMORY)]),
-        status: 0,
-        features_sel: 0,
-        driver_sel: 0,
-        driver_features: 0,
-        queue_num: 0,
-        ready: 0,
-        addrs: [0; 3],
-        generation: 0,
-        generation_reads: 0,
-        last_avail: 0,
-        used_idx: 0,
-        interrupt: 0,
-        disk: BTreeMap::new(),
-        plan: Plan::default(),
-        request: None,
-        outcome: None,
-        left: Vec::new(),
-        seen_write: None,
-    });
+    let arena = Arena::new(ARENA);
+    let device = setup.device(&arena, blk::MEMORY);
     // SAFETY: the first MEMORY bytes of the arena, which outlives the driver (declared
     // before it); only the driver and the device reach them.
-    let memory = unsafe { Dma::new(arena.0, BASE, blk::MEMORY) }.expect("the driver's memory");
-    let got = Blk::new(Port(&model), memory);
-    check(&model)?;
+    let memory = unsafe { Dma::new(arena.ptr(), BASE, blk::MEMORY) }.expect("the driver's memory");
+    let got = Blk::new(device.clone(), memory);
+    check(&device)?;
     let want = setup.expected();
     let mut disk = match (got, want) {
         (Ok(disk), Ok((features, capacity, block, _))) => {
@@ -710,7 +366,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             disk
         }
         (Err(e), Err((w, failed))) if e == w => {
-            let status = model.borrow().status;
+            let status = device.model().transport.status;
             if failed && status & status::FAILED == 0 {
                 return Err(Finding::oracle("a refused device was not set FAILED", format!("{e:?}")));
             }
@@ -759,10 +415,10 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             buffer = u64::MAX - d.below(0x8000) as u64;
         }
         let seed = d.u8();
-        let plan = Plan::draw(d);
+        let lies = plan(d);
         // SAFETY: `len` bytes of the arena from BUFFER_AT (len <= 0x5000, the arena is
         // 0x8000): outlives the buffer; the driver's memory ends before BUFFER_AT.
-        let dma = unsafe { Dma::new(arena.0.add(BUFFER_AT), buffer, len) };
+        let dma = unsafe { Dma::new(arena.ptr().add(BUFFER_AT), buffer, len) };
         let mut dma = match dma {
             Err(e) if buffer.checked_add(len as u64).is_none() && e == Error::AddressWrap => continue,
             Ok(dma) if buffer.checked_add(len as u64).is_some() => dma,
@@ -776,13 +432,13 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         let fill: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ seed ^ 0xa5).collect();
         dma.write(0, &fill).expect("the buffer is len bytes");
         {
-            let mut m = model.borrow_mut();
+            let mut m = device.model();
             m.mem.regions.truncate(1);
             // SAFETY: as for the Dma above.
-            m.mem.regions.push((buffer, unsafe { arena.0.add(BUFFER_AT) }, len));
+            m.mem.regions.push((buffer, unsafe { arena.ptr().add(BUFFER_AT) }, len));
         }
         let request = Request { op, sector, len, buffer };
-        model.borrow_mut().begin(request, plan);
+        device.model().begin(request, lies);
         // What the driver must answer before the device has the request.
         let bad_range = len == 0
             || len as u64 % u64::from(block) != 0
@@ -801,9 +457,10 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             Op::Write => disk.write(sector, &dma),
             Op::Flush => disk.flush(),
         };
-        check(&model)?;
-        let m = model.borrow();
-        let want = before.or(m.outcome).unwrap_or(Err(Error::Timeout));
+        check(&device)?;
+        let m = device.model();
+        let answer = m.device.answer.map(|a| answered(&a, op, m.transport.queues[0].num));
+        let want = before.or(answer).unwrap_or(Err(Error::Timeout));
         if got != want {
             return Err(differ("a request answered otherwise than the device's books", &got, &want, &request));
         }
@@ -813,7 +470,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             }
             if !matches!(e, Error::Status(_) | Error::OutOfRange | Error::ReadOnly | Error::Broken) {
                 broken = true;
-                if m.status & status::FAILED == 0 {
+                if m.transport.status & status::FAILED == 0 {
                     return Err(Finding::oracle("a refused device was not set FAILED", format!("{e:?}")));
                 }
             }
@@ -821,7 +478,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
         let mut now = vec![0u8; len];
         dma.read(0, &mut now).expect("the buffer is len bytes");
         match (op, got) {
-            (Op::Read, Ok(())) if now != m.left => {
+            (Op::Read, Ok(())) if now != m.device.left => {
                 return Err(Finding::oracle(
                     "an Ok read holds other bytes than the device wrote",
                     format!("{request:?}"),
@@ -833,7 +490,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
                     format!("{request:?}"),
                 ));
             }
-            (Op::Write, Ok(())) if m.seen_write != Some((sector, fill.clone())) => {
+            (Op::Write, Ok(())) if m.device.seen_write != Some((sector, fill.clone())) => {
                 return Err(Finding::oracle("an Ok write the device did not see", format!("{request:?}")));
             }
             _ => {}
@@ -853,7 +510,7 @@ mod tests {
     const SETUP: usize = 31;
 
     /// An honest device, one read of one block at sector 0, the device lying in way
-    /// `kind` of `Plan::draw` (its first choice for the lie's value).
+    /// `kind` of `plan` (its first choice for the lie's value).
     fn one_lying_read(kind: u32) -> Vec<u8> {
         let mut input = vec![0u8; SETUP];
         // One request: a read, one block, sector 0; no lie of the harness's; seed 0.
