@@ -1948,3 +1948,34 @@ fn a_forbidden_lines_place_in_the_console_is_in_the_json_verdict() {
     let quote = finished["failure_quote"].as_str().unwrap();
     assert!(quote.contains("Kernel panic here") && quote.len() < 400, "{quote:?}");
 }
+
+/// `--oracle NAME LOG [LIMIT=VALUE...]` judges a kept console by hand: a trace that keeps
+/// the rule exits 0 with its summary, a limit it breaks exits 1 saying which, a pick
+/// against the rule exits 1 naming its line, a log that cannot be read exits 2.
+#[test]
+fn an_oracle_judges_a_kept_console_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("kernel: harts 1\nkernel: sched: slots 4 timebase 10000000\n");
+    for _ in 0..20 {
+        text.push_str("kernel: sched: 0 woke 1\r\nkernel: sched: 0 picked 1 cost 20\r\nkernel: sched: 0 left 1\r\n");
+    }
+    let good = dir.path().join("good.log");
+    std::fs::write(&good, &text).unwrap();
+    let oracle = |log: &Path, limits: &[&str]| {
+        let mut args = vec!["--oracle", "sched", log.to_str().unwrap()];
+        args.extend(limits);
+        bench(&args, &[])
+    };
+    let run = oracle(&good, &["min_picks=20"]);
+    run.expect_status(0);
+    assert!(run.stdout.starts_with("sched oracle: 20 picks"), "{}", run.explain());
+    let run = oracle(&good, &["min_picks=21"]);
+    run.expect_status(1);
+    assert!(run.stdout.contains("min_picks"), "{}", run.explain());
+    let bad = dir.path().join("bad.log");
+    std::fs::write(&bad, "kernel: harts 1\nkernel: sched: slots 4 timebase 10000000\nkernel: sched: 0 woke 0\nkernel: sched: 0 woke 2\nkernel: sched: 0 picked 0 cost 1\nkernel: sched: 0 requeued 0\nkernel: sched: 0 picked 0 cost 1\n").unwrap();
+    let run = oracle(&bad, &[]);
+    run.expect_status(1);
+    assert!(run.stdout.contains("line 7") && run.stdout.contains("the rule picks slot 2"), "{}", run.explain());
+    oracle(&dir.path().join("missing.log"), &[]).expect_status(2);
+}
