@@ -63,16 +63,20 @@ impl Client {
 
     /// Ask the host's ssh; the error says why it cannot serve the sessions.
     pub fn probe() -> Result<Client, ProbeError> {
-        let ssh = crate::process::on_path("ssh").ok_or(ProbeError::NotOnPath)?;
+        Client::probe_at(&crate::process::on_path("ssh").ok_or(ProbeError::NotOnPath)?)
+    }
+
+    /// Ask the ssh at `ssh`.
+    fn probe_at(ssh: &Path) -> Result<Client, ProbeError> {
         let out =
-            Cmd::new(&ssh, "ssh -V".to_string(), PROBE_DEADLINE).arg("-V").output().map_err(ProbeError::Version)?;
+            Cmd::new(ssh, "ssh -V".to_string(), PROBE_DEADLINE).arg("-V").output().map_err(ProbeError::Version)?;
         let version = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim().to_string();
         if !version.starts_with("OpenSSH") {
             return Err(ProbeError::NotOpenSsh(version));
         }
         // Parsed as the sessions run ssh: with no configuration file.
         let parsed =
-            Cmd::new(&ssh, format!("ssh -G -F /dev/null -o {WARN_WEAK_CRYPTO} testbench.invalid"), PROBE_DEADLINE)
+            Cmd::new(ssh, format!("ssh -G -F /dev/null -o {WARN_WEAK_CRYPTO} testbench.invalid"), PROBE_DEADLINE)
                 .args(["-G", "-F", "/dev/null", "-o", WARN_WEAK_CRYPTO, "testbench.invalid"])
                 .output()
                 .map_err(ProbeError::Parse)?;
@@ -247,7 +251,7 @@ mod tests {
     /// This machine's ssh is OpenSSH 9.2, which has no WarnWeakCrypto: the probe says so.
     #[test]
     fn the_probe_asks_the_hosts_ssh_whether_it_takes_warn_weak_crypto() {
-        let Ok(client) = Client::probe() else { return };
+        let client = Client::probe().expect("the host's ssh (scripts/setup installs openssh-client)");
         assert!(client.version.starts_with("OpenSSH_"), "{client:?}");
         let major: u32 = client.version["OpenSSH_".len()..].split('.').next().unwrap().parse().unwrap();
         let minor: u32 = client.version["OpenSSH_".len()..]
@@ -261,6 +265,30 @@ mod tests {
             .unwrap();
         assert_eq!(client.warn_weak_crypto, (major, minor) >= (10, 1), "{client:?}");
         assert!(client.note().contains(if client.warn_weak_crypto { "pass" } else { "do not pass" }));
+    }
+
+    /// An ssh that takes `WarnWeakCrypto` (OpenSSH 10.1 and later; here a stand-in that
+    /// answers as one does) is found to, and the note says the sessions pass it; one that
+    /// refuses it is found not to.
+    #[test]
+    fn an_ssh_that_takes_warn_weak_crypto_is_found_to() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fake = |name: &str, g_status: u32| {
+            let path = tmp.path().join(name);
+            let script = format!(
+                "#!/bin/sh\ncase \"$1\" in -V) echo 'OpenSSH_10.2p1, OpenSSL 3.5.1' >&2 ;; -G) case \"$*\" in *WarnWeakCrypto=no-pq-kex*) exit {g_status} ;; esac ;; esac\nexit 0\n"
+            );
+            std::fs::write(&path, script).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path
+        };
+        let newer = Client::probe_at(&fake("ssh-new", 0)).unwrap();
+        assert!(newer.warn_weak_crypto && newer.version.starts_with("OpenSSH_10.2p1"), "{newer:?}");
+        assert_eq!(newer.note(), "ssh: OpenSSH_10.2p1, OpenSSL 3.5.1; sessions pass WarnWeakCrypto=no-pq-kex");
+        let refusing = Client::probe_at(&fake("ssh-refuses", 255)).unwrap();
+        assert!(!refusing.warn_weak_crypto, "{refusing:?}");
+        assert!(refusing.note().contains("do not pass WarnWeakCrypto=no-pq-kex"), "{}", refusing.note());
     }
 
     #[test]
