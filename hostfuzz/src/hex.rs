@@ -39,8 +39,8 @@ mod tests {
         let bytes: Vec<u8> = (0..=255).chain(0..77).collect();
         assert_eq!(decode(&encode(&bytes)), Ok(bytes));
         assert_eq!(decode(&encode(&[])), Ok(vec![]));
-        assert!(decode("abc").is_err());
-        assert!(decode("zz").is_err());
+        assert_eq!(decode("abc").unwrap_err(), "an odd number of hex digits (3)");
+        assert_eq!(decode("zz").unwrap_err(), "\"zz\" is not a hex byte");
     }
 
     #[test]

@@ -508,7 +508,7 @@ mod tests {
         let path = dir.join("copy/guest/x/src/lib.rs");
         let text = fs::read_to_string(&path).unwrap();
         assert_eq!(apply(&text, &good).unwrap(), "let b = c;\nlet b = c;\n");
-        assert!(apply(&text, &table[1]).is_err());
+        assert_eq!(apply(&text, &table[1]).unwrap_err(), "found 2 times in guest/x/src/lib.rs (must be once)");
         copy_tree(&dir.join("guest"), &dir.join("copy2/guest")).unwrap();
         assert!(!dir.join("copy2/guest/target").exists());
         fs::remove_dir_all(&dir).unwrap();

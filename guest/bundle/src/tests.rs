@@ -109,7 +109,7 @@ fn every_short_length_is_refused() {
     // Bytes appended after the trailer: the trailer is no longer at the end.
     let mut longer = bytes.clone();
     longer.push(0);
-    assert!(verify(&longer, &DEV_PUBLIC_KEY).is_err());
+    assert_eq!(verify(&longer, &DEV_PUBLIC_KEY).unwrap_err(), Error::TrailerMagic);
 }
 
 #[test]
