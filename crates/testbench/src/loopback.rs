@@ -45,6 +45,14 @@ pub const PROXY_HELPER: &str = "--loopback-proxy";
 const KEEPER_GRACE: Duration = Duration::from_secs(5);
 /// The probe's login: 30 s for the banner (ssh's `ConnectTimeout`), then the login.
 const PROBE_DEADLINE: Duration = Duration::from_secs(60);
+/// QEMU's trace events kept in each session's `<name>.qemu-stderr.log`: what the host
+/// handed each port (`virtio_console_chr_read`: the session's input, on port 1, `ssh`),
+/// what each port handed the host (`virtio_console_flush_buf`: port 1 the session's
+/// output, port 2, `log`, the server's log), the ports' opens and throttling, and each
+/// queue's notifications both ways. A session that hangs then says on which side its last
+/// input or output stopped: read by QEMU and notified to the guest, or never read
+/// (docs/sessions.md, "When a loopback session hangs").
+const PORT_TRACE: &[&str] = &["virtio_console_*", "virtio_serial_*", "virtio_notify", "virtio_queue_notify"];
 /// The most of a server log the bench reads; a log past it fails the case.
 const SERVER_LOG_MAX: u64 = 16 << 20;
 
@@ -257,6 +265,8 @@ impl Server {
     /// with no network and no host file system, its stdio the virtio-serial port `ssh`, its
     /// port `log` appended to the case's server log, its console to the session's guest
     /// log, and its own stderr to a file (so that nothing of QEMU's reaches ssh's output).
+    /// That file also gets QEMU's trace of the virtio-serial ports, each line stamped with
+    /// its thread and wall-clock time ([`PORT_TRACE`]).
     /// Shell-quoted for the `/bin/sh -c` ssh runs it with, its `%` doubled for ssh's tokens.
     fn proxy_command(&self, initrd: &Path, server_log: &Path, folder: &Path, name: &str) -> String {
         let path = |p: &Path| crate::qemu::option_value(&p.display().to_string());
@@ -301,7 +311,11 @@ impl Server {
             format!("file,id=log,path={},append=on", path(server_log)),
             "-device".into(),
             "virtserialport,chardev=log,name=log".into(),
+            "-msg".into(),
+            "timestamp=on".into(),
         ];
+        let trace = PORT_TRACE.iter().flat_map(|events| ["-trace".to_string(), (*events).to_string()]);
+        let argv: Vec<String> = argv.into_iter().chain(trace).collect();
         let words: Vec<String> = argv.iter().map(|w| shell_quote(w)).collect();
         format!("{} 2>{}", words.join(" "), shell_quote(&stderr.display().to_string())).replace('%', "%%")
     }

@@ -1414,6 +1414,8 @@ fn a_failed_loopback_probe_fails_every_loopback_case() {
 
 /// A failed ssh-loopback case's server log and each session's transcript, guest console
 /// and QEMU stderr are kept by --keep-failed; the reason names the session and its step.
+/// The QEMU stderr holds the trace of the session's ports, each line stamped: the input
+/// QEMU read from ssh and the output that left the guest (docs/sessions.md).
 #[test]
 fn a_failed_loopback_cases_logs_are_kept() {
     let case = LOOPBACK
@@ -1442,6 +1444,10 @@ fn a_failed_loopback_cases_logs_are_kept() {
     assert!(server_log.contains("Accepted publickey for root"), "{server_log}");
     let transcript = std::fs::read_to_string(keep.path().join("rv64-lb.session-root.log")).unwrap();
     assert!(transcript.contains("one"), "{transcript}");
+    let stderr = std::fs::read_to_string(keep.path().join("rv64-lb.session-root.qemu-stderr.log")).unwrap();
+    let stamped = regex::Regex::new(r"(?m)^\d+@\d+\.\d{6}:virtio_console_chr_read port 1, size \d+$").unwrap();
+    assert!(stamped.is_match(&stderr), "no stamped trace of the ssh port's input: {stderr}");
+    assert!(stderr.contains(":virtio_console_flush_buf port 1, "), "no trace of the ssh port's output: {stderr}");
 }
 
 /// A post-check program that is not there is refused before anything builds: a name not
