@@ -139,6 +139,10 @@ impl Invocation<'_> {
         let mut args: Vec<String> = vec!["-F".into(), "/dev/null".into()];
         args.push(if self.pty { "-tt" } else { "-T" }.into());
         args.extend(["-i".into(), self.key.display().to_string()]);
+        // The case's own arguments before the bench's options: ssh keeps the first value
+        // of an option, so a case's `-o ConnectTimeout=10` is the one ssh uses. What the
+        // bench guarantees a case cannot set (crates/case's ssh_args refuses it).
+        args.extend(self.ssh_args.iter().cloned());
         let mut option = |text: String| {
             args.push("-o".into());
             args.push(text);
@@ -180,7 +184,6 @@ impl Invocation<'_> {
                 PROXY_HOST.to_string()
             }
         };
-        args.extend(self.ssh_args.iter().cloned());
         args.push(format!("{}@{host}", self.user));
         if let Some(command) = self.command {
             args.push(command.to_string());
@@ -245,6 +248,11 @@ mod tests {
             command: None,
         };
         insta::assert_snapshot!("proxied-any-key", proxied.args().join(" "));
+        // A case's option comes before the bench's default of it: ssh keeps the first.
+        let shorter = Invocation { ssh_args: &["-o".to_string(), "ConnectTimeout=10".to_string()], ..pinned };
+        let args = shorter.args();
+        let at = |word: &str| args.iter().position(|a| a == word).unwrap();
+        assert!(at("ConnectTimeout=10") < at(&format!("ConnectTimeout={BANNER_TIMEOUT_SECS}")), "{args:?}");
         assert_eq!(known_hosts_line(&Route::Port(40022), "ssh-ed25519 AAAA"), "[127.0.0.1]:40022 ssh-ed25519 AAAA\n");
     }
 
