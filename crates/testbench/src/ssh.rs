@@ -13,8 +13,13 @@ use crate::process::Cmd;
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How long ssh waits for the server's banner (its `ConnectTimeout`, which covers the
-/// identification exchange too, through a proxy as well).
+/// identification exchange too).
 pub const BANNER_TIMEOUT_SECS: u32 = 30;
+
+/// The same through a proxy that boots the server (ssh-loopback's QEMU): the wait covers
+/// the guest's boot, which a loaded host has seen take over 30 s. The case's deadline
+/// still bounds the session.
+pub const PROXIED_BANNER_TIMEOUT_SECS: u32 = 90;
 
 /// The option OpenSSH 10.1 brought with its warning about key exchanges that are not
 /// post-quantum; an older ssh has neither the warning nor the option.
@@ -159,7 +164,11 @@ impl Invocation<'_> {
         ] {
             option(fixed.into());
         }
-        option(format!("ConnectTimeout={BANNER_TIMEOUT_SECS}"));
+        let banner = match self.route {
+            Route::Port(_) => BANNER_TIMEOUT_SECS,
+            Route::Proxy(_) => PROXIED_BANNER_TIMEOUT_SECS,
+        };
+        option(format!("ConnectTimeout={banner}"));
         match &self.host_keys {
             HostKeys::Pinned { known_hosts } => {
                 option(format!("UserKnownHostsFile={}", known_hosts.display()));
