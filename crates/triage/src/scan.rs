@@ -1,0 +1,323 @@
+//! The scanner: console bytes in, in any cuts, reports out as soon as their end is seen.
+
+use aho_corasick::AhoCorasick;
+
+use crate::frames::{is_helper, parse_frame, Frame};
+use crate::rules::{self, Section, Start};
+use crate::{Corruption, CrashKind, Guest, Report};
+
+/// At most this many bytes of one line are read; the rest of a longer line is skipped
+/// (its bytes still count in the report's range).
+pub const LINE_KEEP: usize = 1024;
+/// A report holds at most this many lines; at the next it ends, corrupted.
+pub const MAX_LINES: usize = 2000;
+/// A report keeps at most this many frames.
+pub const MAX_FRAMES: usize = 256;
+/// This many lines in a row that are no report's ends an open report (at its last own line).
+pub const GAP_LIMIT: usize = 3;
+
+/// Reads a console as it arrives ([`Scanner::feed`]) and yields each report once its end
+/// is seen; [`Scanner::finish`] closes the report the console ended inside.
+pub struct Scanner {
+    guest: Guest,
+    finder: AhoCorasick,
+    /// Bytes fed so far.
+    pos: usize,
+    /// Where the line being read started, and its first [`LINE_KEEP`] bytes.
+    line_start: usize,
+    partial: Vec<u8>,
+    open: Option<Open>,
+}
+
+/// The report being read: what the bench needs to stop a boot at its first line when the
+/// guest then hangs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub kind: CrashKind,
+    /// Where the report starts in the console.
+    pub start: usize,
+    /// Where its last line so far ends.
+    pub end: usize,
+}
+
+struct Open {
+    start: Start,
+    begin: usize,
+    end: usize,
+    lines: usize,
+    frames: Vec<Frame>,
+    /// Indices into `frames` that may be guilty (the report's own, reliable, outside
+    /// interrupt context).
+    own: Vec<usize>,
+    others: bool,
+    in_irq: bool,
+    gap: usize,
+    /// Where the current run of foreign lines began.
+    gap_from: usize,
+    interleaved: Option<usize>,
+    access: Option<&'static str>,
+    stamped: bool,
+    backtrace: bool,
+}
+
+enum Close {
+    Marker,
+    Quiet,
+    Next,
+    ConsoleEnd,
+    TooLong,
+}
+
+impl Scanner {
+    pub fn new(guest: Guest) -> Scanner {
+        let finder = AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(rules::triggers(guest))
+            .expect("the trigger literals build an automaton");
+        Scanner { guest, finder, pos: 0, line_start: 0, partial: Vec::new(), open: None }
+    }
+
+    /// The report being read, if one is open.
+    pub fn pending(&self) -> Option<Pending> {
+        self.open.as_ref().map(|o| Pending { kind: o.start.kind, start: o.begin, end: o.end })
+    }
+
+    /// Feeds the next bytes of the console; returns the reports they ended.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Report> {
+        let mut out = Vec::new();
+        let base = self.pos;
+        self.pos += bytes.len();
+        let mut i = 0;
+        if base > self.line_start {
+            match memchr::memchr(b'\n', bytes) {
+                None => {
+                    keep(&mut self.partial, bytes);
+                    return out;
+                }
+                Some(n) => {
+                    keep(&mut self.partial, &bytes[..n]);
+                    let text = std::mem::take(&mut self.partial);
+                    self.line(self.line_start, base + n + 1, &text, &mut out);
+                    self.partial = text;
+                    self.partial.clear();
+                    i = n + 1;
+                }
+            }
+        }
+        let complete = memchr::memrchr(b'\n', &bytes[i..]).map_or(i, |p| i + p + 1);
+        while i < complete {
+            if self.open.is_none() {
+                match self.finder.find(&bytes[i..complete]) {
+                    None => {
+                        break;
+                    }
+                    Some(m) => {
+                        let hit = i + m.start();
+                        i = memchr::memrchr(b'\n', &bytes[i..hit]).map_or(i, |p| i + p + 1);
+                    }
+                }
+            }
+            let e = memchr::memchr(b'\n', &bytes[i..complete]).map_or(complete, |p| i + p);
+            let text = &bytes[i..e.min(i + LINE_KEEP)];
+            self.line(base + i, base + e + 1, text, &mut out);
+            i = e + 1;
+        }
+        // Every whole line is read; what is left is the start of the next one.
+        self.line_start = base + complete;
+        keep(&mut self.partial, &bytes[complete..]);
+        out
+    }
+
+    /// The console has ended: the line it ended inside is read, and the report still
+    /// open is closed (cut, unless its trace had ended).
+    pub fn finish(mut self) -> Vec<Report> {
+        let mut out = Vec::new();
+        if self.pos > self.line_start {
+            let text = std::mem::take(&mut self.partial);
+            self.line(self.line_start, self.pos, &text, &mut out);
+        }
+        if let Some(open) = self.open.take() {
+            out.push(close(open, Close::ConsoleEnd));
+        }
+        out
+    }
+
+    fn line(&mut self, begin: usize, end: usize, raw: &[u8], out: &mut Vec<Report>) {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let text = String::from_utf8_lossy(raw);
+        let (s, stamped) = rules::strip_prefix(&text);
+        let started = if self.finder.is_match(s) { rules::start(s, self.guest) } else { None };
+        if let Some(st) = started {
+            if let Some(open) = &mut self.open {
+                if open.start.header.is_none() && !st.single {
+                    // The line after "cut here" says what the report is.
+                    let framed = st.framed;
+                    open.start = Start { framed, ..st };
+                    open.add(s, end);
+                    return;
+                }
+                if st.secondary && !open.start.single {
+                    open.add(s, end);
+                    return;
+                }
+                let open = self.open.take().expect("checked above");
+                out.push(close(open, Close::Next));
+            }
+            let mut open = Open {
+                start: st,
+                begin,
+                end,
+                lines: 0,
+                frames: Vec::new(),
+                own: Vec::new(),
+                others: false,
+                in_irq: false,
+                gap: 0,
+                gap_from: 0,
+                interleaved: None,
+                access: None,
+                stamped,
+                backtrace: false,
+            };
+            open.add(s, end);
+            self.open = Some(open);
+            return;
+        }
+        let Some(open) = &mut self.open else { return };
+        if open.start.single {
+            // xv6: "backtrace:" and return addresses may follow its panic line.
+            let t = s.trim();
+            if t == "backtrace:" && open.lines == 1 {
+                open.backtrace = true;
+                open.lines += 1;
+                open.end = end;
+                return;
+            }
+            if open.backtrace {
+                if let Some(f) = rules::xv6_frame(t) {
+                    if open.frames.len() < MAX_FRAMES {
+                        open.frames.push(f);
+                    }
+                    open.lines += 1;
+                    open.end = end;
+                    return;
+                }
+            }
+            let open = self.open.take().expect("checked above");
+            out.push(close(open, Close::Quiet));
+            return;
+        }
+        if rules::end_marker(s) || (open.start.framed && rules::frame_line(s)) {
+            open.add(s, end);
+            let open = self.open.take().expect("checked above");
+            out.push(close(open, Close::Marker));
+            return;
+        }
+        if s.trim().is_empty() {
+            return;
+        }
+        if rules::body(s) || (open.stamped && stamped && open.gap == 0 && open.frames.is_empty()) {
+            if open.gap > 0 && open.interleaved.is_none() {
+                open.interleaved = Some(open.gap_from);
+            }
+            open.add(s, end);
+            if open.lines >= MAX_LINES {
+                let open = self.open.take().expect("checked above");
+                out.push(close(open, Close::TooLong));
+            }
+            return;
+        }
+        if open.gap == 0 {
+            open.gap_from = begin;
+        }
+        open.gap += 1;
+        if open.gap > GAP_LIMIT {
+            let open = self.open.take().expect("checked above");
+            out.push(close(open, Close::Quiet));
+        }
+    }
+}
+
+fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
+    let room = LINE_KEEP.saturating_sub(partial.len());
+    partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+impl Open {
+    /// A line of the report.
+    fn add(&mut self, s: &str, end: usize) {
+        self.lines += 1;
+        self.end = end;
+        self.gap = 0;
+        if self.access.is_none() {
+            let t = s.trim_start();
+            if t.starts_with("Read of size") || t.starts_with("Read at addr") {
+                self.access = Some("Read");
+            } else if t.starts_with("Write of size") || t.starts_with("Write at addr") {
+                self.access = Some("Write");
+            }
+        }
+        match rules::section(s) {
+            Some(Section::Others) => self.others = true,
+            Some(Section::Own) => self.others = false,
+            Some(Section::IrqIn) => self.in_irq = true,
+            Some(Section::IrqOut) => self.in_irq = false,
+            None => {}
+        }
+        if self.frames.len() >= MAX_FRAMES {
+            return;
+        }
+        if let Some(f) = parse_frame(s) {
+            let own = f.reliable && !self.others && !self.in_irq && !rules::not_a_trace_frame(s);
+            if own {
+                self.own.push(self.frames.len());
+            }
+            self.frames.push(f);
+        }
+    }
+}
+
+fn close(open: Open, how: Close) -> Report {
+    let st = &open.start;
+    let guilty = st
+        .hint
+        .iter()
+        .filter(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)))
+        .chain(open.own.iter().map(|&i| &open.frames[i]).filter(|f| f.name().is_some_and(|n| !is_helper(n))))
+        .next()
+        .cloned();
+    let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
+    let header = match (open.access, st.kind) {
+        (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
+        _ => header,
+    };
+    let mut corrupted = match how {
+        Close::Marker => None,
+        Close::Quiet if st.single || !open.frames.is_empty() => None,
+        Close::Quiet => Some(Corruption::NoTrace),
+        Close::Next if st.single => None,
+        Close::Next => Some(Corruption::Cut),
+        Close::ConsoleEnd if st.single || (open.gap > 0 && !open.frames.is_empty()) => None,
+        Close::ConsoleEnd => Some(Corruption::Cut),
+        Close::TooLong => Some(Corruption::TooLong),
+    };
+    if corrupted.is_none() {
+        if let Some(at) = open.interleaved {
+            corrupted = Some(Corruption::Interleaved { at });
+        }
+    }
+    let title = if let Some(fixed) = &st.fixed {
+        format!("{header} in {fixed}")
+    } else if st.in_frame {
+        match guilty.as_ref().and_then(Frame::name) {
+            Some(name) => format!("{header} in {name}"),
+            None => {
+                corrupted.get_or_insert(Corruption::NoFrame);
+                format!("{header} in corrupted")
+            }
+        }
+    } else {
+        header
+    };
+    Report { kind: st.kind, title, guilty_frame: guilty, frames: open.frames, range: open.begin..open.end, corrupted }
+}
