@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use testbench_triage::{reports, Guest};
+use testbench_triage::{reports, Corruption, Guest};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -73,7 +73,11 @@ fn main() -> ExitCode {
         if got_corrupt == corrupted {
             same_corrupt += 1;
         } else {
-            let why = first.and_then(|r| r.corrupted).map_or("none".to_string(), |c| c.to_string());
+            let mut why = first.and_then(|r| r.corrupted).map_or("none".to_string(), |c| c.to_string());
+            if let Some(Corruption::Interleaved { at }) = first.and_then(|r| r.corrupted) {
+                let line = log[at..].split(|&b| b == b'\n').next().unwrap_or_default();
+                why = format!("{why}: {:?}", String::from_utf8_lossy(&line[..line.len().min(100)]));
+            }
             corrupt_misses.entry(group).or_default().push(format!(
                 "{name}: want {}, got {} ({why}) {got_title:?}",
                 yn(corrupted),

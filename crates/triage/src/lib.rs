@@ -46,9 +46,21 @@
 //! before the next report's first line (a line that only continues the open report —
 //! `Oops:` after `BUG: unable to handle`, `Kernel panic` inside an oops — is absorbed);
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
-//! last line); at [`MAX_LINES`]. A report whose end the console never showed is
-//! [`Corruption::Cut`]; one with lines of other output between its own is
-//! [`Corruption::Interleaved`].
+//! last line); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
+//!
+//! ## Corrupted
+//!
+//! A report is corrupted when it cannot be trusted to name its bug: it ended (the console
+//! ended, the next report began) before a frame of its own backtrace
+//! ([`Corruption::Cut`]), or other output ended it first ([`Corruption::NoTrace`]); its
+//! kind names a frame and none outside the helpers was printed ([`Corruption::NoFrame`],
+//! the title says `in corrupted`); someone else's output came between its lines
+//! ([`Corruption::Interleaved`]: a line with no printk timestamp inside a report whose
+//! lines have one, or where the console has none, a line no report prints); or it ran
+//! past [`MAX_LINES`]. A stamped kernel line that is not the report's (another CPU's
+//! message) is not interleaving: the kernel prints from every CPU. A report whose
+//! backtrace was printed and whose end was not (the guest hung or reset) is not
+//! corrupted; `end_seen` is false.
 
 mod frames;
 mod rules;
@@ -138,7 +150,8 @@ impl fmt::Display for CrashKind {
 /// Why a report is not whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Corruption {
-    /// The console ended, or another report began, before the report's end.
+    /// The console ended, or another report began, before the report printed a frame
+    /// of its own backtrace.
     Cut,
     /// Lines of other output came between the report's lines; the first at this byte.
     Interleaved { at: usize },
@@ -174,8 +187,14 @@ pub struct Report {
     /// The bytes of the whole report in the console: its first line's start to its
     /// last line's end (the '\n' included).
     pub range: Range<usize>,
-    /// None for a whole report.
+    /// None for a report whole enough to trust: its start, its own backtrace, no one
+    /// else's output inside.
     pub corrupted: Option<Corruption>,
+    /// Its end was seen: an end marker (`---[ end trace`, `---[ end Kernel panic`, the
+    /// sanitizers' closing line), or for xv6 and the reference kernel the line after it.
+    /// False for a report the console ended inside, or that other output or the next
+    /// report ended.
+    pub end_seen: bool,
 }
 
 impl Report {

@@ -102,9 +102,11 @@ struct Res {
 fn res() -> &'static Res {
     static RES: OnceLock<Res> = OnceLock::new();
     RES.get_or_init(|| Res {
-        warning_at: Regex::new(r"^WARNING: (?:CPU: ?\d+ PID: ?\d+ )?at ").expect("a valid pattern"),
-        sanitizer: Regex::new(r"^(?:BUG: )?(KASAN|KMSAN|KFENCE|KCSAN): ([\w-]+(?: [a-z-]+)?)(?: in | on |$)")
-            .expect("a valid pattern"),
+        warning_at: Regex::new(
+            r"^WARNING: (?:CPU: ?\d+ PID: ?-?\d+ at |(?:\[.*\] )?(\S+\.\w+):\d+ at |at )(\S+\.\w+)?",
+        )
+        .expect("a valid pattern"),
+        sanitizer: Regex::new(r"^(?:BUG: )?(KASAN|KMSAN|KFENCE|KCSAN): (.+?)(?: in | on |$)").expect("a valid pattern"),
         number: Regex::new(r"\b\d+\b").expect("a valid pattern"),
         hex: Regex::new(r"\b(?:0x)?[0-9a-fA-F]{8,}\b|\b0x[0-9a-fA-F]+\b").expect("a valid pattern"),
         reference: Regex::new(r"^PANIC (.*?)(?: at ([^\s:]+):(\d+):(\d+))?$").expect("a valid pattern"),
@@ -133,6 +135,35 @@ fn after<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// Whether the line starts a report (or continues an open one), for `guest`.
 pub(crate) fn start(s: &str, guest: Guest) -> Option<Start> {
+    if let Some(st) = start_at(s, guest) {
+        return Some(st);
+    }
+    // A report glued to other output: after leading blanks, after a console's
+    // `login: ` prompt, or from a printk timestamp inside the line.
+    let t = s.trim_start();
+    if t.len() != s.len() {
+        if let Some(st) = start_at(t, guest) {
+            return Some(st);
+        }
+    }
+    if let Some((_, rest)) = s.split_once("login: ") {
+        if let Some(st) = start(strip_prefix(rest).0, guest) {
+            return Some(st);
+        }
+    }
+    let b = s.as_bytes();
+    for at in memchr::memchr_iter(b'[', b).filter(|&i| i > 0) {
+        let (rest, stamped) = strip_prefix(&s[at..]);
+        if stamped {
+            if let Some(st) = start_at(rest, guest) {
+                return Some(st);
+            }
+        }
+    }
+    None
+}
+
+fn start_at(s: &str, guest: Guest) -> Option<Start> {
     match guest {
         Guest::Linux => linux(s),
         Guest::Xv6 => xv6(s),
@@ -187,6 +218,11 @@ fn generic(s: &str) -> Option<Start> {
 fn linux(s: &str) -> Option<Start> {
     let s = s.strip_prefix("watchdog: ").unwrap_or(s);
     let s = s.strip_prefix("rcu: ").unwrap_or(s);
+    // Older lockdep: "[ INFO: inconsistent lock state ]".
+    let s = match s.strip_prefix("[ ").and_then(|r| r.strip_suffix(" ]")) {
+        Some(inner) if inner.starts_with("INFO: ") => inner,
+        _ => s,
+    };
     let b = s.as_bytes();
     match b.first()? {
         b'K' => {
@@ -212,6 +248,9 @@ fn linux(s: &str) -> Option<Start> {
             if s.starts_with("Unable to handle kernel NULL pointer dereference") {
                 return Some(Start::new(CrashKind::PageFault, "BUG: unable to handle kernel NULL pointer dereference"));
             }
+            if s.starts_with("Unable to handle kernel access to user memory") {
+                return Some(Start::new(CrashKind::PageFault, "BUG: unable to handle kernel access to user memory"));
+            }
             if s.starts_with("Unable to handle kernel") {
                 return Some(Start::new(CrashKind::PageFault, "BUG: unable to handle kernel paging request"));
             }
@@ -222,7 +261,15 @@ fn linux(s: &str) -> Option<Start> {
         b'g' if s.starts_with("general protection fault") => {
             return Some(Start::new(CrashKind::GeneralProtection, "general protection fault"))
         }
-        b'k' if s.starts_with("kernel BUG at") => return Some(Start::new(CrashKind::Bug, "kernel BUG")),
+        b'k' if s.starts_with("kernel BUG at") => {
+            let file = s["kernel BUG at".len()..].trim().split(':').next().unwrap_or("");
+            let header = match file {
+                "mm/usercopy.c" => "BUG: bad usercopy",
+                "lib/list_debug.c" => "BUG: corrupted list",
+                _ => "kernel BUG",
+            };
+            return Some(Start::new(CrashKind::Bug, header));
+        }
         b'i' if s.starts_with("invalid opcode:") => {
             return Some(Start::new(CrashKind::IllegalInstruction, "invalid opcode").secondary())
         }
@@ -302,8 +349,14 @@ fn panic(msg: &str) -> Start {
 
 fn warning(s: &str) -> Start {
     let r = res();
-    if r.warning_at.is_match(s) {
-        return Start::new(CrashKind::Warning, "WARNING").hint(s);
+    if let Some(c) = r.warning_at.captures(s) {
+        let file = c.get(1).or(c.get(2)).map_or("", |m| m.as_str());
+        let header = match category(file) {
+            Some(what) => format!("WARNING: {what}"),
+            None => "WARNING".to_string(),
+        };
+        let at = s.find(" at ").map_or(s, |i| &s[i + 4..]);
+        return Start::new(CrashKind::Warning, header).hint(at);
     }
     let msg = s["WARNING:".len()..].trim();
     let lockdep = |header: &str| Start::new(CrashKind::Lockdep, header);
@@ -325,11 +378,28 @@ fn warning(s: &str) -> Start {
     Start::new(kind, format!("WARNING: {}", clean(m)))
 }
 
+/// The kind of bug a WARNING is, by the file that warns: the helpers that check their
+/// callers' use of a facility (the title then names the caller).
+fn category(file: &str) -> Option<&'static str> {
+    let file = file.trim_start_matches("./");
+    Some(match file {
+        "lib/debugobjects.c" => "ODEBUG bug",
+        "mm/slab_common.c" | "mm/slab.h" | "mm/slub.c" | "mm/slab.c" => "kmalloc bug",
+        "lib/kobject.c" => "kobject bug",
+        "mm/usercopy.c" => "bad usercopy",
+        "lib/refcount.c" => "refcount bug",
+        "fs/proc/generic.c" => "proc registration bug",
+        f if f.starts_with("kernel/locking/") => "locking bug",
+        _ => return None,
+    })
+}
+
 fn bug(s: &str) -> Option<Start> {
     let r = res();
     if let Some(c) = r.sanitizer.captures(s) {
         let tool = &c[1];
-        let what = &c[2];
+        let what = c[2].trim_end_matches(':');
+        let what = if what.contains("double-free") || what.contains("invalid-free") { "invalid-free" } else { what };
         let kind = match tool {
             "KASAN" => CrashKind::Kasan,
             "KFENCE" => CrashKind::Kfence,
@@ -344,7 +414,7 @@ fn bug(s: &str) -> Option<Start> {
             if names.iter().all(|n| !n.is_empty()) {
                 st.fixed = Some(names.join(" / "));
             }
-        } else {
+        } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
             st.hint = parse_frame(rest).or_else(|| {
                 let name = rest.split_whitespace().next()?;
                 Some(Frame {
@@ -366,7 +436,7 @@ fn bug(s: &str) -> Option<Start> {
     {
         return Some(Start::new(CrashKind::PageFault, "BUG: unable to handle kernel NULL pointer dereference"));
     }
-    if msg.starts_with("unable to handle") {
+    if msg.starts_with("unable to handle") || msg.starts_with("Unable to handle kernel") {
         return Some(Start::new(CrashKind::PageFault, "BUG: unable to handle kernel paging request"));
     }
     if msg.starts_with("soft lockup") {
@@ -391,8 +461,11 @@ fn bug(s: &str) -> Option<Start> {
 }
 
 fn info(rest: &str) -> Option<Start> {
-    if rest.starts_with("task ") && rest.contains(" blocked for more than ") {
+    if rest.starts_with("task ") && rest.contains(" blocked") && rest.contains(" for more than ") {
         return Some(Start::new(CrashKind::HungTask, "INFO: task hung"));
+    }
+    if rest.starts_with("task ") && rest.contains("can't die") {
+        return Some(Start::new(CrashKind::HungTask, "INFO: task can't die"));
     }
     if rest.starts_with("rcu_") && (rest.contains("detected stall") || rest.contains("detected expedited stall")) {
         return Some(Start::new(CrashKind::RcuStall, "INFO: rcu detected stall"));
@@ -582,6 +655,34 @@ pub(crate) fn body(s: &str) -> bool {
         "pc :",
         "lr :",
         "sp :",
+        ">",
+        "Bytes ",
+        "Pointer tag",
+        "page_type",
+        "This frame has",
+        "Control:",
+        "LR is at",
+        "PC is at",
+        "Allocated:",
+        "Freed:",
+        "...",
+        "DMA",
+        "Normal",
+        "Shutting down cpus",
+        "write to",
+        "read to",
+        "write (marked)",
+        "read (marked)",
+        "race at",
+        "Invalid read",
+        "Invalid write",
+        "(stack is not available)",
+        "Unless rcu",
+        "Sending NMI",
+        "Task dump",
+        "Stack dump",
+        "Zone",
+        "kasan:",
     ];
     if HEADS.iter().any(|h| s.starts_with(h)) {
         return true;
@@ -638,9 +739,14 @@ pub(crate) fn section(s: &str) -> Option<Section> {
         "and this task is already holding",
         "but this lock was taken by another",
         "Sending NMI from CPU",
+        "Stack dump where RCU GP kthread last ran",
+        "rcu_preempt kthread starved",
+        "rcu_sched kthread starved",
+        "rcu_bh kthread starved",
     ];
     const OWN: &[&str] = &["NMI backtrace for cpu", "Task dump for CPU"];
     let t = s.trim_start();
+    let t = t.strip_prefix("rcu: ").unwrap_or(t);
     if OTHERS.iter().any(|h| t.starts_with(h)) {
         return Some(Section::Others);
     }

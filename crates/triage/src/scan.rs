@@ -1,5 +1,7 @@
 //! The scanner: console bytes in, in any cuts, reports out as soon as their end is seen.
 
+use std::sync::OnceLock;
+
 use aho_corasick::AhoCorasick;
 
 use crate::frames::{is_helper, parse_frame, Frame};
@@ -20,7 +22,7 @@ pub const GAP_LIMIT: usize = 3;
 /// is seen; [`Scanner::finish`] closes the report the console ended inside.
 pub struct Scanner {
     guest: Guest,
-    finder: AhoCorasick,
+    finder: &'static AhoCorasick,
     /// Bytes fed so far.
     pos: usize,
     /// Where the line being read started, and its first [`LINE_KEEP`] bytes.
@@ -52,8 +54,11 @@ struct Open {
     others: bool,
     in_irq: bool,
     gap: usize,
-    /// Where the current run of foreign lines began.
+    /// Where the current run of lines that are not the report's began, and whether
+    /// one of them is someone else's (an unstamped line inside a stamped report, or any
+    /// such line where the console has no stamps).
     gap_from: usize,
+    foreign: bool,
     interleaved: Option<usize>,
     access: Option<&'static str>,
     stamped: bool,
@@ -70,10 +75,7 @@ enum Close {
 
 impl Scanner {
     pub fn new(guest: Guest) -> Scanner {
-        let finder = AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(rules::triggers(guest))
-            .expect("the trigger literals build an automaton");
+        let finder = finder(guest);
         Scanner { guest, finder, pos: 0, line_start: 0, partial: Vec::new(), open: None }
     }
 
@@ -174,6 +176,7 @@ impl Scanner {
                 in_irq: false,
                 gap: 0,
                 gap_from: 0,
+                foreign: false,
                 interleaved: None,
                 access: None,
                 stamped,
@@ -216,8 +219,8 @@ impl Scanner {
         if s.trim().is_empty() {
             return;
         }
-        if rules::body(s) || (open.stamped && stamped && open.gap == 0 && open.frames.is_empty()) {
-            if open.gap > 0 && open.interleaved.is_none() {
+        if rules::body(s) {
+            if open.foreign && open.interleaved.is_none() {
                 open.interleaved = Some(open.gap_from);
             }
             open.add(s, end);
@@ -229,6 +232,12 @@ impl Scanner {
         }
         if open.gap == 0 {
             open.gap_from = begin;
+            open.foreign = false;
+        }
+        // A kernel line (stamped, in a stamped report) is not the report's but not
+        // another's output inside it either: the kernel prints from other CPUs.
+        if !(open.stamped && stamped) {
+            open.foreign = true;
         }
         open.gap += 1;
         if open.gap > GAP_LIMIT {
@@ -236,6 +245,23 @@ impl Scanner {
             out.push(close(open, Close::Quiet));
         }
     }
+}
+
+/// The trigger search of each guest, built once per process.
+fn finder(guest: Guest) -> &'static AhoCorasick {
+    static FINDERS: [OnceLock<AhoCorasick>; 4] = [const { OnceLock::new() }; 4];
+    let i = match guest {
+        Guest::Linux => 0,
+        Guest::Xv6 => 1,
+        Guest::Reference => 2,
+        Guest::Generic => 3,
+    };
+    FINDERS[i].get_or_init(|| {
+        AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(rules::triggers(guest))
+            .expect("the trigger literals build an automaton")
+    })
 }
 
 fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
@@ -249,6 +275,7 @@ impl Open {
         self.lines += 1;
         self.end = end;
         self.gap = 0;
+        self.foreign = false;
         if self.access.is_none() {
             let t = s.trim_start();
             if t.starts_with("Read of size") || t.starts_with("Read at addr") {
@@ -291,15 +318,16 @@ fn close(open: Open, how: Close) -> Report {
         (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
         _ => header,
     };
+    // A report is whole enough when it printed its own backtrace: a console that ends
+    // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
+    // whether its end marker came.
+    let traced = st.single || !open.own.is_empty();
     let mut corrupted = match how {
         Close::Marker => None,
-        Close::Quiet if st.single || !open.frames.is_empty() => None,
-        Close::Quiet => Some(Corruption::NoTrace),
-        Close::Next if st.single => None,
-        Close::Next => Some(Corruption::Cut),
-        Close::ConsoleEnd if st.single || (open.gap > 0 && !open.frames.is_empty()) => None,
-        Close::ConsoleEnd => Some(Corruption::Cut),
         Close::TooLong => Some(Corruption::TooLong),
+        _ if traced => None,
+        Close::Quiet => Some(Corruption::NoTrace),
+        Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
     };
     if corrupted.is_none() {
         if let Some(at) = open.interleaved {
@@ -319,5 +347,13 @@ fn close(open: Open, how: Close) -> Report {
     } else {
         header
     };
-    Report { kind: st.kind, title, guilty_frame: guilty, frames: open.frames, range: open.begin..open.end, corrupted }
+    Report {
+        kind: st.kind,
+        title,
+        guilty_frame: guilty,
+        frames: open.frames,
+        range: open.begin..open.end,
+        corrupted,
+        end_seen: matches!(how, Close::Marker) || (st.single && !matches!(how, Close::ConsoleEnd)),
+    }
 }

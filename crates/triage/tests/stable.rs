@@ -66,10 +66,19 @@ fn titles_do_not_drift() {
 
 #[test]
 fn a_report_the_console_cuts_is_corrupted() {
+    // Cut after its RIP line: the guilty frame is known, the end is not seen.
     let cut = &OOPS[..OOPS.find("Call Trace").unwrap()];
     let r = &reports(cut.as_bytes(), Guest::Linux)[0];
-    assert_eq!(r.corrupted, Some(Corruption::Cut));
+    assert_eq!(r.corrupted, None);
+    assert!(!r.end_seen);
     assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
+    // Cut before any frame of its own: corrupted.
+    let cut = &OOPS[..OOPS.find("[   12.874300]").unwrap()];
+    let r = &reports(cut.as_bytes(), Guest::Linux)[0];
+    assert_eq!(r.corrupted, Some(Corruption::Cut));
+    assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in corrupted");
+    // Whole, its end seen.
+    assert!(reports(OOPS.as_bytes(), Guest::Linux)[0].end_seen);
     // Cut before any frame: the title says so.
     let r = &reports(b"[ 1.0] general protection fault: 0000 [#1] SMP\n[ 1.1] CPU: 0 PID: 1\n", Guest::Linux)[0];
     assert_eq!(r.title, "general protection fault in corrupted");
