@@ -5,7 +5,8 @@
 //!
 //!     cargo run --release -p testbench-triage --example syzkaller_titles -- DIR [-v]
 //!
-//! Prints how many files with a `TITLE:` get the same title from the first report, how
+//! Prints how many files with a `TITLE:` get the same title from the first report (and
+//! the same title or one of the file's `ALT:` titles, a figure beside it), how
 //! many get the same corrupted flag (`CORRUPTED: Y`, else no), how many title-less files
 //! get a report all the same, and the misses grouped by the expected title's kind.
 
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
         }
     };
     paths.sort();
+    let mut same_or_alt = 0;
     let (mut titled, mut same_title, mut same_corrupt, mut untitled, mut untitled_reported) = (0, 0, 0, 0, 0);
     let mut misses: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut corrupt_misses: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -40,8 +42,12 @@ fn main() -> ExitCode {
         let head = String::from_utf8_lossy(&data[..split]);
         let log = &data[split..];
         let mut title = None;
+        let mut alts = Vec::new();
         let mut corrupted = false;
         for line in head.lines() {
+            if let Some(t) = line.strip_prefix("ALT: ") {
+                alts.push(t.trim().to_string());
+            }
             if let Some(t) = line.strip_prefix("TITLE: ") {
                 title.get_or_insert(t.trim().to_string());
             }
@@ -65,6 +71,9 @@ fn main() -> ExitCode {
         let got_title = first.map_or("(none)".to_string(), |r| r.title.clone());
         let got_corrupt = first.is_some_and(|r| r.is_corrupted());
         let group = kind_of(&want);
+        if got_title == want || alts.contains(&got_title) {
+            same_or_alt += 1;
+        }
         if got_title == want {
             same_title += 1;
         } else {
@@ -88,6 +97,7 @@ fn main() -> ExitCode {
     let pct = |n: usize| if titled == 0 { 0.0 } else { 100.0 * n as f64 / titled as f64 };
     println!("files: {}; with a title: {titled}; without: {untitled}", paths.len());
     println!("same title: {same_title} ({:.1}%)", pct(same_title));
+    println!("same title or one of the file's ALT titles: {same_or_alt} ({:.1}%)", pct(same_or_alt));
     println!("same corrupted flag: {same_corrupt} ({:.1}%)", pct(same_corrupt));
     println!("title-less files given a report: {untitled_reported} of {untitled}");
     let examples = if verbose { usize::MAX } else { 3 };

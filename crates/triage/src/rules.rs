@@ -28,6 +28,9 @@ pub(crate) struct Start {
     pub framed: bool,
     /// The report is this one line (plus a backtrace that follows, for xv6).
     pub single: bool,
+    /// A free-form `WARNING: <message>` line: many drivers print one that is no crash.
+    /// It is a report only if a backtrace of its own follows.
+    pub tentative: bool,
 }
 
 impl Start {
@@ -41,6 +44,7 @@ impl Start {
             secondary: false,
             framed: false,
             single: false,
+            tentative: false,
         }
     }
     fn whole(mut self) -> Start {
@@ -134,7 +138,7 @@ fn after<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 /// Whether the line starts a report (or continues an open one), for `guest`.
-pub(crate) fn start(s: &str, guest: Guest) -> Option<Start> {
+pub(crate) fn start(s: &str, guest: Guest, finder: &aho_corasick::AhoCorasick) -> Option<Start> {
     if let Some(st) = start_at(s, guest) {
         return Some(st);
     }
@@ -147,11 +151,19 @@ pub(crate) fn start(s: &str, guest: Guest) -> Option<Start> {
         }
     }
     if let Some((_, rest)) = s.split_once("login: ") {
-        if let Some(st) = start(strip_prefix(rest).0, guest) {
+        if let Some(st) = start(strip_prefix(rest).0, guest, finder) {
             return Some(st);
         }
     }
     let b = s.as_bytes();
+    for hit in finder.find_iter(s).filter(|m| m.start() > 0) {
+        let at = hit.start();
+        if !b[at - 1].is_ascii_alphanumeric() && b[at - 1] != b'_' {
+            if let Some(st) = start_at(&s[at..], guest) {
+                return Some(st);
+            }
+        }
+    }
     for at in memchr::memchr_iter(b'[', b).filter(|&i| i > 0) {
         let (rest, stamped) = strip_prefix(&s[at..]);
         if stamped {
@@ -216,11 +228,11 @@ fn generic(s: &str) -> Option<Start> {
 
 /// Linux's report starts.
 fn linux(s: &str) -> Option<Start> {
-    let s = s.strip_prefix("watchdog: ").unwrap_or(s);
+    let s = s.strip_prefix("NMI watchdog: ").or_else(|| s.strip_prefix("watchdog: ")).unwrap_or(s);
     let s = s.strip_prefix("rcu: ").unwrap_or(s);
-    // Older lockdep: "[ INFO: inconsistent lock state ]".
+    // Older lockdep: "[ INFO: inconsistent lock state ]", "[ BUG: held lock freed! ]".
     let s = match s.strip_prefix("[ ").and_then(|r| r.strip_suffix(" ]")) {
-        Some(inner) if inner.starts_with("INFO: ") => inner,
+        Some(inner) if inner.starts_with("INFO: ") || inner.starts_with("BUG: ") => inner,
         _ => s,
     };
     let b = s.as_bytes();
@@ -273,7 +285,9 @@ fn linux(s: &str) -> Option<Start> {
         b'i' if s.starts_with("invalid opcode:") => {
             return Some(Start::new(CrashKind::IllegalInstruction, "invalid opcode").secondary())
         }
-        b'd' if s.starts_with("divide error:") => return Some(Start::new(CrashKind::Oops, "divide error")),
+        b'd' if s.starts_with("divide error:") || s.starts_with("divide_error:") => {
+            return Some(Start::new(CrashKind::Oops, "divide error"))
+        }
         b's' if s.starts_with("stack segment: ") => {
             return Some(Start::new(CrashKind::GeneralProtection, "stack segment fault"))
         }
@@ -375,7 +389,9 @@ fn warning(s: &str) -> Start {
     let m = msg.trim_end_matches(['!', '.']).trim_end();
     let m = m.strip_suffix(" detected").unwrap_or(m);
     let kind = if msg.contains("lock") { CrashKind::Lockdep } else { CrashKind::Warning };
-    Start::new(kind, format!("WARNING: {}", clean(m)))
+    let mut st = Start::new(kind, format!("WARNING: {}", clean(m)));
+    st.tentative = true;
+    st
 }
 
 /// The kind of bug a WARNING is, by the file that warns: the helpers that check their
@@ -445,6 +461,9 @@ fn bug(s: &str) -> Option<Start> {
     if msg.starts_with("memory leak") {
         return Some(Start::new(CrashKind::MemoryLeak, "memory leak"));
     }
+    if msg.contains(" still has locks held") {
+        return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));
+    }
     let mut m = msg;
     for cut in [" at ", ": ", " on CPU", " in process", " [", " code:", " caller is", " on cpu", " pid:", " in "] {
         if let Some(i) = m.find(cut) {
@@ -481,6 +500,9 @@ fn info(rest: &str) -> Option<Start> {
     }
     if rest.starts_with("inconsistent lock state") {
         return Some(Start::new(CrashKind::Lockdep, "inconsistent lock state"));
+    }
+    if rest.contains("-safe -> ") && rest.contains("-unsafe lock order detected") {
+        return Some(Start::new(CrashKind::Lockdep, "possible deadlock"));
     }
     if rest.starts_with("trying to register non-static key") {
         return Some(Start::new(CrashKind::Lockdep, "INFO: trying to register non-static key"));

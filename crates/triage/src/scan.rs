@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_helper, parse_frame, Frame};
+use crate::frames::{is_dispatch, is_helper, parse_frame, Frame};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -139,7 +139,7 @@ impl Scanner {
             self.line(self.line_start, self.pos, &text, &mut out);
         }
         if let Some(open) = self.open.take() {
-            out.push(close(open, Close::ConsoleEnd));
+            out.extend(close(open, Close::ConsoleEnd));
         }
         out
     }
@@ -148,7 +148,7 @@ impl Scanner {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let text = String::from_utf8_lossy(raw);
         let (s, stamped) = rules::strip_prefix(&text);
-        let started = if self.finder.is_match(s) { rules::start(s, self.guest) } else { None };
+        let started = if self.finder.is_match(s) { rules::start(s, self.guest, self.finder) } else { None };
         if let Some(st) = started {
             if let Some(open) = &mut self.open {
                 if open.start.header.is_none() && !st.single {
@@ -163,7 +163,7 @@ impl Scanner {
                     return;
                 }
                 let open = self.open.take().expect("checked above");
-                out.push(close(open, Close::Next));
+                out.extend(close(open, Close::Next));
             }
             let mut open = Open {
                 start: st,
@@ -207,13 +207,13 @@ impl Scanner {
                 }
             }
             let open = self.open.take().expect("checked above");
-            out.push(close(open, Close::Quiet));
+            out.extend(close(open, Close::Quiet));
             return;
         }
         if rules::end_marker(s) || (open.start.framed && rules::frame_line(s)) {
             open.add(s, end);
             let open = self.open.take().expect("checked above");
-            out.push(close(open, Close::Marker));
+            out.extend(close(open, Close::Marker));
             return;
         }
         if s.trim().is_empty() {
@@ -226,7 +226,7 @@ impl Scanner {
             open.add(s, end);
             if open.lines >= MAX_LINES {
                 let open = self.open.take().expect("checked above");
-                out.push(close(open, Close::TooLong));
+                out.extend(close(open, Close::TooLong));
             }
             return;
         }
@@ -242,7 +242,7 @@ impl Scanner {
         open.gap += 1;
         if open.gap > GAP_LIMIT {
             let open = self.open.take().expect("checked above");
-            out.push(close(open, Close::Quiet));
+            out.extend(close(open, Close::Quiet));
         }
     }
 }
@@ -262,6 +262,44 @@ fn finder(guest: Guest) -> &'static AhoCorasick {
             .build(rules::triggers(guest))
             .expect("the trigger literals build an automaton")
     })
+}
+
+/// The frame a stall (RCU stall, soft lockup) is titled by: a CPU waiting on others in
+/// `smp_call_function*`; else the outermost frame of the backtrace that is neither a
+/// helper nor a generic dispatch layer ([`is_dispatch`]).
+fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -> Option<Frame> {
+    if let Some(f) = frames.clone().find(|f| f.name().is_some_and(|n| n.starts_with("smp_call_function"))) {
+        let mut f = f.clone();
+        f.function = Some("smp_call_function".to_string());
+        return Some(f);
+    }
+    let syscall = |n: &str| title_name(n).starts_with("sys_");
+    frames.rev().find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n)))).cloned()
+}
+
+/// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
+/// `SyS_futex`, `__se_sys_futex`) all read `sys_futex`.
+fn title_name(name: &str) -> String {
+    for p in [
+        "__do_sys_",
+        "__se_sys_",
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__ia32_compat_sys_",
+        "__x64_compat_sys_",
+        "__arm64_sys_",
+        "__arm64_compat_sys_",
+        "__riscv_sys_",
+        "compat_SyS_",
+        "compat_sys_",
+        "SyS_",
+        "SYSC_",
+    ] {
+        if let Some(rest) = name.strip_prefix(p) {
+            return format!("sys_{rest}");
+        }
+    }
+    name.to_string()
 }
 
 fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
@@ -304,15 +342,24 @@ impl Open {
     }
 }
 
-fn close(open: Open, how: Close) -> Report {
+fn close(open: Open, how: Close) -> Option<Report> {
     let st = &open.start;
-    let guilty = st
-        .hint
-        .iter()
-        .filter(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)))
-        .chain(open.own.iter().map(|&i| &open.frames[i]).filter(|f| f.name().is_some_and(|n| !is_helper(n))))
-        .next()
-        .cloned();
+    if st.tentative && open.own.is_empty() {
+        return None;
+    }
+    let own = || open.own.iter().map(|&i| &open.frames[i]);
+    let guilty = if matches!(st.kind, CrashKind::RcuStall | CrashKind::SoftLockup) {
+        // A stall is where the CPU was sent, not where the timer found it: the
+        // outermost frame of its own backtrace that is not dispatch (stall_frame).
+        stall_frame(own())
+    } else {
+        st.hint
+            .iter()
+            .filter(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)))
+            .chain(own().filter(|f| f.name().is_some_and(|n| !is_helper(n))))
+            .next()
+            .cloned()
+    };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
     let header = match (open.access, st.kind) {
         (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
@@ -337,7 +384,7 @@ fn close(open: Open, how: Close) -> Report {
     let title = if let Some(fixed) = &st.fixed {
         format!("{header} in {fixed}")
     } else if st.in_frame {
-        match guilty.as_ref().and_then(Frame::name) {
+        match guilty.as_ref().and_then(Frame::name).map(title_name) {
             Some(name) => format!("{header} in {name}"),
             None => {
                 corrupted.get_or_insert(Corruption::NoFrame);
@@ -347,7 +394,7 @@ fn close(open: Open, how: Close) -> Report {
     } else {
         header
     };
-    Report {
+    Some(Report {
         kind: st.kind,
         title,
         guilty_frame: guilty,
@@ -355,5 +402,5 @@ fn close(open: Open, how: Close) -> Report {
         range: open.begin..open.end,
         corrupted,
         end_seen: matches!(how, Close::Marker) || (st.single && !matches!(how, Close::ConsoleEnd)),
-    }
+    })
 }

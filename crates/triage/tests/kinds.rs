@@ -362,13 +362,20 @@ fn soft_and_hard_lockup() {
 [   88.000500]  <TASK>
 [   88.000600]  spin_forever+0x10/0x20
 [   88.000700]  proc_spin_write+0x33/0x50
+[   88.000710]  proc_reg_write+0x56/0xa0
+[   88.000720]  vfs_write+0xc7/0x3c0
+[   88.000730]  ksys_write+0x6b/0xf0
+[   88.000740]  do_syscall_64+0x58/0xc0
+[   88.000750]  entry_SYSCALL_64_after_hwframe+0x64/0xce
 [   88.000800]  </TASK>
 [   88.000900] x
 [   88.001000] y
 [   88.001100] z
 [   88.001200] w
 ";
-    check(soft, CrashKind::SoftLockup, "BUG: soft lockup in spin_forever", Some("spin_forever"));
+    // A stall is titled by where the CPU was sent: the outermost frame below the
+    // system call's dispatch layers, not the loop the timer found it in.
+    check(soft, CrashKind::SoftLockup, "BUG: soft lockup in proc_spin_write", Some("proc_spin_write"));
     let hard = "\
 [   99.000000] watchdog: Watchdog detected hard LOCKUP on cpu 0
 [   99.000100] CPU: 0 PID: 160 Comm: irqoff Not tainted 6.6.0 #1
