@@ -786,7 +786,12 @@ pub(crate) fn section(s: &str) -> Option<Section> {
 /// ` ra :`, a user-space `RIP: 0033:`.
 pub(crate) fn not_a_trace_frame(s: &str) -> bool {
     let t = s.trim_start();
-    t.starts_with("lr :") || t.starts_with("ra :") || t.starts_with("RIP: 0033:") || t.starts_with("LR is at")
+    t.starts_with("lr :")
+        || t.starts_with("ra :")
+        || t.starts_with("RIP: 0033:")
+        || t.starts_with("LR is at")
+        || t.starts_with("ODEBUG:")
+        || t.contains(" hint: ")
 }
 
 /// xv6's backtrace lines: `backtrace:` and then `0x…` return addresses.

@@ -280,6 +280,17 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
 /// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
 /// `SyS_futex`, `__se_sys_futex`) all read `sys_futex`.
 fn title_name(name: &str) -> String {
+    // The flavours of an RCU grace-period wait, merged and renamed across kernels.
+    if matches!(
+        name,
+        "synchronize_sched"
+            | "synchronize_rcu_expedited"
+            | "synchronize_sched_expedited"
+            | "synchronize_rcu_bh"
+            | "synchronize_rcu_normal"
+    ) {
+        return "synchronize_rcu".to_string();
+    }
     for p in [
         "__do_sys_",
         "__se_sys_",
