@@ -17,7 +17,10 @@
 //! Each line loses its printk prefixes (`<4>`, `[  12.345678]`, `[ T123]`, `[  C1]`)
 //! before any rule sees it. A line with none of the guest's trigger literals (one
 //! Aho-Corasick search over the whole block) is skipped without being looked at while
-//! no report is open: that is what makes the parser fast on a healthy console.
+//! no report is open: that is what makes the parser fast on a healthy console. A
+//! report's first line glued to other output is found after leading blanks, after a
+//! `login: ` prompt, at a trigger word that starts a word, or at a printk timestamp
+//! inside the line.
 //!
 //! ## Titles
 //!
@@ -38,7 +41,11 @@
 //! `epc :` line, then `Call Trace:` lines in order), that is reliable (not `? func`), not
 //! in interrupt context (`<IRQ>`…`</IRQ>`), not in a section about other stacks (KASAN's
 //! `Allocated by task`, lockdep's dependency chain, held locks), and not one of the
-//! reporting and common helpers ([`HELPERS`], [`HELPER_PREFIXES`]: the one list).
+//! reporting and common helpers ([`HELPERS`], [`HELPER_PREFIXES`]: the one list). A
+//! stall (RCU stall, soft lockup) is titled by where the CPU was sent instead: a wait in
+//! `smp_call_function*`, else the outermost own frame that is neither a helper nor a
+//! dispatch layer ([`DISPATCH`]: the VFS and socket layers, the dispatching system calls,
+//! the softirq and work-queue runners).
 //!
 //! ## Where a report ends
 //!
@@ -47,6 +54,8 @@
 //! `Oops:` after `BUG: unable to handle`, `Kernel panic` inside an oops — is absorbed);
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
 //! last line); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
+//! A free-form `WARNING: <message>` line is a report only if a backtrace of its own
+//! follows (drivers print many that are no crash).
 //!
 //! ## Corrupted
 //!
@@ -69,7 +78,7 @@ mod scan;
 use std::fmt;
 use std::ops::Range;
 
-pub use frames::{base_name, is_helper, parse_frame, Frame, HELPERS, HELPER_PREFIXES};
+pub use frames::{base_name, is_dispatch, is_helper, parse_frame, Frame, DISPATCH, HELPERS, HELPER_PREFIXES};
 pub use scan::{Pending, Scanner, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};
 
 /// Which rules read the console.
