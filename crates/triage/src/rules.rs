@@ -100,6 +100,7 @@ struct Res {
     sanitizer: Regex,
     number: Regex,
     hex: Regex,
+    task: Regex,
     reference: Regex,
 }
 
@@ -113,6 +114,7 @@ fn res() -> &'static Res {
         sanitizer: Regex::new(r"^(?:BUG: )?(KASAN|KMSAN|KFENCE|KCSAN): (.+?)(?: in | on |$)").expect("a valid pattern"),
         number: Regex::new(r"\b\d+\b").expect("a valid pattern"),
         hex: Regex::new(r"\b(?:0x)?[0-9a-fA-F]{8,}\b|\b0x[0-9a-fA-F]+\b").expect("a valid pattern"),
+        task: Regex::new(r"(?:^|\s)[\w.:/-]+/\d+\b").expect("a valid pattern"),
         reference: Regex::new(r"^PANIC (.*?)(?: at ([^\s:]+):(\d+):(\d+))?$").expect("a valid pattern"),
     })
 }
@@ -127,7 +129,10 @@ pub(crate) fn clean(msg: &str) -> String {
             m = s.trim_end();
         }
     }
-    let m = r.hex.replace_all(m, "ADDR");
+    // A task named with its pid (`syz-executor/3321`, `kworker/1:0/17`) is no part of a
+    // title.
+    let m = r.task.replace_all(m, "");
+    let m = r.hex.replace_all(&m, "ADDR");
     let m = r.number.replace_all(&m, "NUM");
     m.into_owned()
 }
@@ -766,7 +771,7 @@ pub(crate) fn section(s: &str) -> Option<Section> {
         "rcu_sched kthread starved",
         "rcu_bh kthread starved",
     ];
-    const OWN: &[&str] = &["NMI backtrace for cpu", "Task dump for CPU"];
+    const OWN: &[&str] = &["NMI backtrace for cpu", "Task dump for CPU", "stack backtrace:"];
     let t = s.trim_start();
     let t = t.strip_prefix("rcu: ").unwrap_or(t);
     if OTHERS.iter().any(|h| t.starts_with(h)) {

@@ -344,7 +344,13 @@ impl Open {
             return;
         }
         if let Some(f) = parse_frame(s) {
-            let own = f.reliable && !self.others && !self.in_irq && !rules::not_a_trace_frame(s);
+            // Interrupt context is the timer's that found a stall, never the stall; a
+            // fault raised in an interrupt is that interrupt's.
+            let stall = matches!(
+                self.start.kind,
+                CrashKind::RcuStall | CrashKind::SoftLockup | CrashKind::HardLockup | CrashKind::HungTask
+            );
+            let own = f.reliable && !self.others && !(self.in_irq && stall) && !rules::not_a_trace_frame(s);
             if own {
                 self.own.push(self.frames.len());
             }
