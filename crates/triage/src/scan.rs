@@ -350,7 +350,8 @@ impl Open {
                 self.start.kind,
                 CrashKind::RcuStall | CrashKind::SoftLockup | CrashKind::HardLockup | CrashKind::HungTask
             );
-            let own = f.reliable && !self.others && !(self.in_irq && stall) && !rules::not_a_trace_frame(s);
+            let timers = self.in_irq && stall;
+            let own = f.reliable && !self.others && !timers && !rules::not_a_trace_frame(s);
             if own {
                 self.own.push(self.frames.len());
             }
