@@ -802,6 +802,44 @@ pub const HELPERS: &[&str] = &[
     "vmalloc_user",
     "quarantine_reduce",
     "tty_ldisc_ref_wait",
+    "system_call_fastpath",
+    "int_ret_from_sys_call",
+    "ret_fast_syscall",
+    "stub_execve",
+    "irqentry_exit_to_user_mode",
+    "common_interrupt_return",
+    "ret_from_intr",
+    "restore_regs_and_return_to_kernel",
+    "swapgs_restore_regs_and_return_to_usermode",
+    "__vunmap",
+    "__free_pages_ok",
+    "__kmalloc_reserve",
+    "__call_rcu",
+    "call_rcu",
+    "device_add",
+    "proc_register",
+    "release_sock",
+    "__seqprop_assert",
+    "skb_put",
+    "skb_push",
+    "skb_pull",
+    "__skb_put",
+    "__skb_push",
+    "flush_workqueue",
+    "__flush_workqueue",
+    "down_trylock",
+    "try_to_grab_pending",
+    "alloc_inode",
+    "kstrdup",
+    "kstrndup",
+    "kstrdup_const",
+    "radix_tree_node_alloc",
+    "sock_kmalloc",
+    "sk_prot_alloc",
+    "create_object",
+    "__create_object",
+    "slab_post_alloc_hook",
+    "debug_objects_mem_init",
 ];
 
 /// Prefixes of helper names (see [`HELPERS`]).
@@ -814,6 +852,14 @@ pub const HELPER_PREFIXES: &[&str] = &[
     "__msan_",
     "kfence_",
     "kmemleak_",
+    "kmem_cache_alloc",
+    "__kmem_cache_alloc",
+    "__kmalloc",
+    "kmalloc_",
+    "kzalloc",
+    "kvmalloc",
+    "kvzalloc",
+    "pcpu_mem_",
     "__hwasan_",
     "__reiserfs_panic",
     "__kfence_",
@@ -1037,9 +1083,74 @@ pub const DISPATCH: &[&str] = &[
     "compat_writev",
 ];
 
-/// Whether `function` is a dispatch layer ([`DISPATCH`]).
+/// The system calls that only hand work on to a file's, a socket's or a device's
+/// operation (by their title names, see [`title_name`]).
+pub const DISPATCH_SYSCALLS: &[&str] = &[
+    "sys_ioctl",
+    "sys_compat_ioctl",
+    "sys_read",
+    "sys_write",
+    "sys_readv",
+    "sys_writev",
+    "sys_pread64",
+    "sys_pwrite64",
+    "sys_preadv",
+    "sys_pwritev",
+    "sys_sendmsg",
+    "sys_sendto",
+    "sys_recvmsg",
+    "sys_recvfrom",
+    "sys_open",
+    "sys_openat",
+    "sys_setsockopt",
+    "sys_getsockopt",
+    "sys_mmap",
+    "sys_mmap_pgoff",
+    "sys_splice",
+    "sys_sendfile64",
+    "sys_close",
+];
+
+/// Whether `function` is a dispatch layer ([`DISPATCH`], [`DISPATCH_SYSCALLS`]).
 pub fn is_dispatch(function: &str) -> bool {
-    DISPATCH.contains(&base_name(function))
+    let name = base_name(function);
+    DISPATCH.contains(&name) || DISPATCH_SYSCALLS.contains(&title_name(name).as_str())
+}
+
+/// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
+/// `SyS_futex`, `__se_sys_futex`) all read `sys_futex`.
+pub fn title_name(name: &str) -> String {
+    // The flavours of an RCU grace-period wait, merged and renamed across kernels.
+    if matches!(
+        name,
+        "synchronize_sched"
+            | "synchronize_rcu_expedited"
+            | "synchronize_sched_expedited"
+            | "synchronize_rcu_bh"
+            | "synchronize_rcu_normal"
+    ) {
+        return "synchronize_rcu".to_string();
+    }
+    for p in [
+        "__do_sys_",
+        "__se_sys_",
+        "__x64_sys_",
+        "__ia32_sys_",
+        "__ia32_compat_sys_",
+        "__x64_compat_sys_",
+        "__arm64_sys_",
+        "__arm64_compat_sys_",
+        "__riscv_sys_",
+        "compat_SyS_",
+        "compat_sys_",
+        "SyS_",
+        "SYSC_",
+    ] {
+        if let Some(rest) = name.strip_prefix(p) {
+            return format!("sys_{rest}");
+        }
+    }
+    name.to_string()
 }
 
 /// Whether `function` is one of the reporting and common helpers (its base name).

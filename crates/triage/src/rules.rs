@@ -28,6 +28,9 @@ pub(crate) struct Start {
     pub framed: bool,
     /// The report is this one line (plus a backtrace that follows, for xv6).
     pub single: bool,
+    /// The title blames the outermost own frame below the dispatch layers (stalls, a
+    /// stack overrun), not the innermost.
+    pub outermost: bool,
     /// A free-form `WARNING: <message>` line: many drivers print one that is no crash.
     /// It is a report only if a backtrace of its own follows.
     pub tentative: bool,
@@ -45,6 +48,7 @@ impl Start {
             framed: false,
             single: false,
             tentative: false,
+            outermost: matches!(kind, CrashKind::RcuStall | CrashKind::SoftLockup),
         }
     }
     fn whole(mut self) -> Start {
@@ -347,7 +351,10 @@ fn panic(msg: &str) -> Start {
         return st;
     }
     if msg.starts_with("corrupted stack end detected inside scheduler") {
-        return Start::new(CrashKind::Panic, "kernel panic: corrupted stack end");
+        // The task overran its stack: titled by the work it was doing, as a stall is.
+        let mut st = Start::new(CrashKind::Panic, "kernel panic: corrupted stack end");
+        st.outermost = true;
+        return st;
     }
     let mut m = msg;
     for cut in [" exitcode=", " --- ", " in interrupt"] {
@@ -387,6 +394,9 @@ fn warning(s: &str) -> Start {
     }
     if msg.starts_with("inconsistent lock state") {
         return lockdep("inconsistent lock state");
+    }
+    if msg.contains("-safe -> ") && msg.contains("-unsafe lock order") {
+        return lockdep("possible deadlock");
     }
     if msg.starts_with("suspicious RCU usage") {
         return lockdep("WARNING: suspicious RCU usage");

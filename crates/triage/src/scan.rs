@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_dispatch, is_helper, parse_frame, Frame};
+use crate::frames::{is_dispatch, is_helper, parse_frame, title_name, Frame};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -277,42 +277,6 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
     frames.rev().find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n)))).cloned()
 }
 
-/// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
-/// `SyS_futex`, `__se_sys_futex`) all read `sys_futex`.
-fn title_name(name: &str) -> String {
-    // The flavours of an RCU grace-period wait, merged and renamed across kernels.
-    if matches!(
-        name,
-        "synchronize_sched"
-            | "synchronize_rcu_expedited"
-            | "synchronize_sched_expedited"
-            | "synchronize_rcu_bh"
-            | "synchronize_rcu_normal"
-    ) {
-        return "synchronize_rcu".to_string();
-    }
-    for p in [
-        "__do_sys_",
-        "__se_sys_",
-        "__x64_sys_",
-        "__ia32_sys_",
-        "__ia32_compat_sys_",
-        "__x64_compat_sys_",
-        "__arm64_sys_",
-        "__arm64_compat_sys_",
-        "__riscv_sys_",
-        "compat_SyS_",
-        "compat_sys_",
-        "SyS_",
-        "SYSC_",
-    ] {
-        if let Some(rest) = name.strip_prefix(p) {
-            return format!("sys_{rest}");
-        }
-    }
-    name.to_string()
-}
-
 fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
     let room = LINE_KEEP.saturating_sub(partial.len());
     partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
@@ -366,7 +330,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         return None;
     }
     let own = || open.own.iter().map(|&i| &open.frames[i]);
-    let guilty = if matches!(st.kind, CrashKind::RcuStall | CrashKind::SoftLockup) {
+    let guilty = if st.outermost {
         // A stall is where the CPU was sent, not where the timer found it: the
         // outermost frame of its own backtrace that is not dispatch (stall_frame).
         stall_frame(own())
