@@ -809,6 +809,13 @@ pub(crate) fn not_a_trace_frame(s: &str) -> bool {
         || t.contains(" hint: ")
 }
 
+/// A line that names the faulting instruction's function, not a frame of the trace:
+/// `RIP:`, `IP:`, `EIP:`, `pc :`, `epc :`, `PC is at`.
+pub(crate) fn pc_line(s: &str) -> bool {
+    let t = s.trim_start();
+    ["RIP:", "IP:", "EIP:", "pc :", "epc :", "PC is at"].iter().any(|p| t.starts_with(p))
+}
+
 /// xv6's backtrace lines: `backtrace:` and then `0x…` return addresses.
 pub(crate) fn xv6_frame(s: &str) -> Option<Frame> {
     let h = s.trim().strip_prefix("0x")?;

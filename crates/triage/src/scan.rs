@@ -53,6 +53,8 @@ struct Open {
     own: Vec<usize>,
     others: bool,
     in_irq: bool,
+    /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
+    traced: bool,
     gap: usize,
     /// Where the current run of lines that are not the report's began, and whether
     /// one of them is someone else's (an unstamped line inside a stamped report, or any
@@ -174,6 +176,7 @@ impl Scanner {
                 own: Vec::new(),
                 others: false,
                 in_irq: false,
+                traced: false,
                 gap: 0,
                 gap_from: 0,
                 foreign: false,
@@ -318,6 +321,9 @@ impl Open {
             let own = f.reliable && !self.others && !timers && !rules::not_a_trace_frame(s);
             if own {
                 self.own.push(self.frames.len());
+                if !rules::pc_line(s) {
+                    self.traced = true;
+                }
             }
             self.frames.push(f);
         }
@@ -350,7 +356,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
     // A report is whole enough when it printed its own backtrace: a console that ends
     // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
     // whether its end marker came.
-    let traced = st.single || !open.own.is_empty();
+    let traced = st.single || open.traced;
     let mut corrupted = match how {
         Close::Marker => None,
         Close::TooLong => Some(Corruption::TooLong),

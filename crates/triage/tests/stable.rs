@@ -66,11 +66,17 @@ fn titles_do_not_drift() {
 
 #[test]
 fn a_report_the_console_cuts_is_corrupted() {
-    // Cut after its RIP line: the guilty frame is known, the end is not seen.
-    let cut = &OOPS[..OOPS.find("Call Trace").unwrap()];
+    // Cut after its first trace frame: whole enough, the end not seen.
+    let cut = &OOPS[..OOPS.find("[   12.875700]").unwrap()];
     let r = &reports(cut.as_bytes(), Guest::Linux)[0];
     assert_eq!(r.corrupted, None);
     assert!(!r.end_seen);
+    assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
+    // Cut after its RIP line, before its trace: the title still names the function,
+    // and the report is corrupted.
+    let cut = &OOPS[..OOPS.find("Call Trace").unwrap()];
+    let r = &reports(cut.as_bytes(), Guest::Linux)[0];
+    assert_eq!(r.corrupted, Some(Corruption::Cut));
     assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
     // Cut before any frame of its own: corrupted.
     let cut = &OOPS[..OOPS.find("[   12.874300]").unwrap()];
