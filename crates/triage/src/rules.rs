@@ -486,6 +486,7 @@ fn bug(s: &str) -> Option<Start> {
         }
     }
     let m = m.trim_end_matches(['!', '.', ',', ':']).trim_end();
+    let m = m.strip_suffix(" detected").unwrap_or(m);
     let m = if msg.contains(" in preemptible") && !m.contains("preemptible") {
         format!("{m} in preemptible code")
     } else {

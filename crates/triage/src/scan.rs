@@ -321,7 +321,9 @@ impl Open {
             let own = f.reliable && !self.others && !timers && !rules::not_a_trace_frame(s);
             if own {
                 self.own.push(self.frames.len());
-                if !rules::pc_line(s) {
+                // Neither the faulting function's line nor the frame the first line
+                // names (a WARNING's `at file:line func`) is a backtrace.
+                if !rules::pc_line(s) && self.lines > 1 {
                     self.traced = true;
                 }
             }
