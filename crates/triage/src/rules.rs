@@ -702,6 +702,8 @@ pub(crate) fn body(s: &str) -> bool {
         "LR is at",
         "PC is at",
         "Allocated:",
+        "Backtrace",
+        "All QSes seen",
         "Freed:",
         "...",
         "DMA",
@@ -832,6 +834,11 @@ pub(crate) fn xv6_frame(s: &str) -> Option<Frame> {
         location: None,
         reliable: true,
     })
+}
+
+/// Whether a printk timestamp begins somewhere inside the line.
+pub(crate) fn stamp_inside(s: &str) -> bool {
+    memchr::memchr_iter(b'[', s.as_bytes()).any(|i| strip_prefix(&s[i..]).1)
 }
 
 /// The printk prefixes a line may carry, stripped: `<4>`, `[   12.345678]`,

@@ -182,7 +182,8 @@ impl Scanner {
                 foreign: false,
                 interleaved: None,
                 access: None,
-                stamped,
+                // A first line glued to other output may carry its stamp inside.
+                stamped: stamped || rules::stamp_inside(&text),
                 backtrace: false,
             };
             open.add(s, end);
@@ -277,7 +278,21 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
         return Some(f);
     }
     let syscall = |n: &str| title_name(n).starts_with("sys_");
-    frames.rev().find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n)))).cloned()
+    frames
+        .clone()
+        .rev()
+        .find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n))))
+        .or_else(|| innermost(frames))
+        .cloned()
+}
+
+/// The first frame that is not a helper; failing that, the system call the trace
+/// entered by (its entry points are helpers only while a frame below them is named).
+fn innermost<'a>(mut frames: impl Iterator<Item = &'a Frame> + Clone) -> Option<&'a Frame> {
+    frames
+        .clone()
+        .find(|f| f.name().is_some_and(|n| !is_helper(n)))
+        .or_else(|| frames.find(|f| f.name().is_some_and(|n| title_name(n).starts_with("sys_"))))
 }
 
 fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
@@ -343,12 +358,8 @@ fn close(open: Open, how: Close) -> Option<Report> {
         // outermost frame of its own backtrace that is not dispatch (stall_frame).
         stall_frame(own())
     } else {
-        st.hint
-            .iter()
-            .filter(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)))
-            .chain(own().filter(|f| f.name().is_some_and(|n| !is_helper(n))))
-            .next()
-            .cloned()
+        let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
+        hint.or_else(|| innermost(own())).cloned()
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
     let header = match (open.access, st.kind) {
