@@ -840,6 +840,20 @@ pub const HELPERS: &[&str] = &[
     "__create_object",
     "slab_post_alloc_hook",
     "debug_objects_mem_init",
+    "vprintk_store",
+    "va_format",
+    "hex_dump_to_buffer",
+    "print_hex_dump",
+    "crc16",
+    "crc32_le",
+    "xas_find",
+    "__try_to_del_timer_sync",
+    "try_to_del_timer_sync",
+    "exiting_irq",
+    "insert_work",
+    "__queue_delayed_work",
+    "kernel_fpu_begin_mask",
+    "_stext",
 ];
 
 /// Prefixes of helper names (see [`HELPERS`]).

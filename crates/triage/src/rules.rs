@@ -105,6 +105,7 @@ struct Res {
     number: Regex,
     hex: Regex,
     task: Regex,
+    keyed: Regex,
     reference: Regex,
 }
 
@@ -118,6 +119,7 @@ fn res() -> &'static Res {
         sanitizer: Regex::new(r"^(?:BUG: )?(KASAN|KMSAN|KFENCE|KCSAN): (.+?)(?: in | on |$)").expect("a valid pattern"),
         number: Regex::new(r"\b\d+\b").expect("a valid pattern"),
         hex: Regex::new(r"\b(?:0x)?[0-9a-fA-F]{8,}\b|\b0x[0-9a-fA-F]+\b").expect("a valid pattern"),
+        keyed: Regex::new(r"\s\w+[:=]\S").expect("a valid pattern"),
         task: Regex::new(r"(?:^|\s)[\w.:/-]+/\d+\b").expect("a valid pattern"),
         reference: Regex::new(r"^PANIC (.*?)(?: at ([^\s:]+):(\d+):(\d+))?$").expect("a valid pattern"),
     })
@@ -441,10 +443,16 @@ fn bug(s: &str) -> Option<Start> {
         let rest = &s[c.get(0).map_or(0, |m| m.end())..];
         if kind == CrashKind::Kcsan {
             // "data-race in foo / bar": both functions name the report.
-            let names: Vec<&str> = rest.split(" / ").map(|n| base_name(n.trim())).collect();
+            let names: Vec<&str> =
+                rest.split(" / ").map(|n| base_name(n.trim().split('+').next().unwrap_or(""))).collect();
             if names.iter().all(|n| !n.is_empty()) {
                 st.fixed = Some(names.join(" / "));
             }
+        } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
+            // Before 4.14 KASAN named the access on the first line and no Read/Write:
+            // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
+            let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
+            st.fixed = Some(format!("{} at addr ADDR", clean(f)));
         } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
             st.hint = parse_frame(rest).or_else(|| {
                 let name = rest.split_whitespace().next()?;
@@ -476,6 +484,10 @@ fn bug(s: &str) -> Option<Start> {
     if msg.starts_with("memory leak") {
         return Some(Start::new(CrashKind::MemoryLeak, "memory leak"));
     }
+    if msg.contains("stack guard page was hit") {
+        // "TASK stack guard page", "IRQ stack guard page": one bug whichever stack.
+        return Some(Start::new(CrashKind::Bug, "BUG: stack guard page was hit"));
+    }
     if msg.contains(" still has locks held") {
         return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));
     }
@@ -485,6 +497,11 @@ fn bug(s: &str) -> Option<Start> {
             m = &m[..i];
         }
     }
+    // A `key:value` or `key=value` word starts the message's variable part.
+    let m = match r.keyed.find(m) {
+        Some(k) => &m[..k.start()],
+        None => m,
+    };
     let m = m.trim_end_matches(['!', '.', ',', ':']).trim_end();
     let m = m.strip_suffix(" detected").unwrap_or(m);
     let m = if msg.contains(" in preemptible") && !m.contains("preemptible") {
@@ -506,7 +523,8 @@ fn info(rest: &str) -> Option<Start> {
         return Some(Start::new(CrashKind::RcuStall, "INFO: rcu detected stall"));
     }
     if rest.starts_with("suspicious RCU usage") {
-        return Some(Start::new(CrashKind::Lockdep, "WARNING: suspicious RCU usage"));
+        // The kernel's word for it before 4.x; kept, as the kernel printed it.
+        return Some(Start::new(CrashKind::Lockdep, "INFO: suspicious RCU usage"));
     }
     if rest.starts_with("possible circular locking")
         || rest.starts_with("possible recursive locking")

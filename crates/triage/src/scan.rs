@@ -363,7 +363,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
     let header = match (open.access, st.kind) {
-        (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
+        (Some(access), CrashKind::Kasan) if st.fixed.is_none() => format!("{header} {access}"),
         _ => header,
     };
     // A report is whole enough when it printed its own backtrace: a console that ends
