@@ -854,6 +854,11 @@ pub const HELPERS: &[&str] = &[
     "__queue_delayed_work",
     "kernel_fpu_begin_mask",
     "_stext",
+    "put_device",
+    "proc_create_data",
+    "call_rcu_sched",
+    "do_nanosleep",
+    "hrtimer_nanosleep",
 ];
 
 /// Prefixes of helper names (see [`HELPERS`]).

@@ -140,7 +140,7 @@ pub(crate) fn clean(msg: &str) -> String {
     let m = r.task.replace_all(m, "");
     let m = r.hex.replace_all(&m, "ADDR");
     let m = r.number.replace_all(&m, "NUM");
-    m.into_owned()
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The part after a `prefix` that is followed by `: `, or at the line's start.

@@ -211,3 +211,48 @@ fn chunked_feeding_equals_whole_feeding() {
         }
     }
 }
+
+fn title(console: &str) -> String {
+    reports(console.as_bytes(), Guest::Linux).first().map(|r| r.title.clone()).unwrap_or_default()
+}
+
+#[test]
+fn names_that_drift_between_kernels_read_alike() {
+    // RCU's grace-period waits, merged and renamed across kernels.
+    let a = "INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n schedule+0x1/0x2\n synchronize_sched+0x1/0x2\n";
+    let b = "INFO: task a:1 blocked for more than 120 seconds.\nCall Trace:\n schedule+0x1/0x2\n synchronize_rcu_expedited.cold+0x1/0x2\n";
+    assert_eq!(title(a), "INFO: task hung in synchronize_rcu");
+    assert_eq!(title(a), title(b));
+    // A system call's entry points, whatever the kernel's wrapper.
+    let s1 = "watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [a:1]\nCall Trace:\n futex_wait+0x1/0x2\n do_futex+0x1/0x2\n __x64_sys_futex+0x1/0x2\n do_syscall_64+0x1/0x2\n";
+    let s2 = "BUG: soft lockup - CPU#3 stuck for 23s! [b:7]\nCall Trace:\n futex_wait+0x1/0x2\n do_futex+0x1/0x2\n SyS_futex+0x1/0x2\n entry_SYSCALL_64_fastpath+0x1/0x2\n";
+    assert_eq!(title(s1), "BUG: soft lockup in sys_futex");
+    assert_eq!(title(s1), title(s2));
+    // A task and its pid are no part of a title.
+    let l1 = "[ BUG: syz-executor/31761 still has locks held! ]\nCall Trace:\n pipe_lock+0x1/0x2\n";
+    let l2 = "[ BUG: kworker/u4:2/39 still has locks held! ]\nCall Trace:\n pipe_lock+0x1/0x2\n";
+    assert_eq!(title(l1), "BUG: still has locks held in pipe_lock");
+    assert_eq!(title(l1), title(l2));
+}
+
+#[test]
+fn a_report_glued_to_other_output_is_found() {
+    let console = "syzkaller login: [   35.1] BUG: using smp_processor_id() in preemptible [00000000] code: a/3344\n[   35.2] Call Trace:\n[   35.3]  debug_smp_processor_id+0x1/0x2\n[   35.4]  get_cache_size+0x1/0x2\n";
+    let got = reports(console.as_bytes(), Guest::Linux);
+    assert_eq!(got[0].title, "BUG: using smp_processor_id() in preemptible code in get_cache_size");
+    assert_eq!(got[0].range.start, 0);
+    let glued = "2018/01/09 14:28:48 BUG: memory leak\nunreferenced object 0xffff (size 32):\n  backtrace:\n    [<ffffffff8146b7c8>] kmemleak_alloc+0x1/0x2\n    [<ffffffff8146b7c9>] new_thing+0x1/0x2\n";
+    assert_eq!(title(glued), "memory leak in new_thing");
+}
+
+#[test]
+fn a_free_form_warning_line_is_a_report_only_with_a_backtrace() {
+    assert!(reports(
+        b"[    1.0] WARNING: fbcon: Driver 'x' missed to adjust virtual screen size\n[    1.1] ok\n",
+        Guest::Linux
+    )
+    .is_empty());
+    let traced =
+        "WARNING: bad unlock balance detected!\nCall Trace:\n dump_stack+0x1/0x2\n ipmr_mfc_seq_stop+0x1/0x2\n";
+    assert_eq!(title(traced), "WARNING: bad unlock balance in ipmr_mfc_seq_stop");
+}
