@@ -53,7 +53,8 @@
 //! before the next report's first line (a line that only continues the open report —
 //! `Oops:` after `BUG: unable to handle`, `Kernel panic` inside an oops — is absorbed);
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
-//! last line); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
+//! last line; in a stamped report only stamped lines count, and [`FOREIGN_LIMIT`]
+//! unstamped ones end it too); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
 //! A free-form `WARNING: <message>` line is a report only if a backtrace of its own
 //! follows (drivers print many that are no crash).
 //!
@@ -80,7 +81,7 @@ use std::fmt;
 use std::ops::Range;
 
 pub use frames::{base_name, is_dispatch, is_helper, parse_frame, Frame, DISPATCH, HELPERS, HELPER_PREFIXES};
-pub use scan::{Pending, Scanner, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};
+pub use scan::{Pending, Scanner, FOREIGN_LIMIT, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};
 
 /// Which rules read the console.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

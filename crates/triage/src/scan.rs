@@ -17,6 +17,9 @@ pub const MAX_LINES: usize = 2000;
 pub const MAX_FRAMES: usize = 256;
 /// This many lines in a row that are no report's ends an open report (at its last own line).
 pub const GAP_LIMIT: usize = 3;
+/// This many lines with no printk stamp inside a stamped report (user space writing to the
+/// console) end it; fewer only make it interleaved.
+pub const FOREIGN_LIMIT: usize = 64;
 
 /// Reads a console as it arrives ([`Scanner::feed`]) and yields each report once its end
 /// is seen; [`Scanner::finish`] closes the report the console ended inside.
@@ -61,6 +64,8 @@ struct Open {
     /// such line where the console has no stamps).
     gap_from: usize,
     foreign: bool,
+    /// Unstamped lines seen inside this stamped report.
+    unstamped: usize,
     interleaved: Option<usize>,
     access: Option<&'static str>,
     stamped: bool,
@@ -180,6 +185,7 @@ impl Scanner {
                 gap: 0,
                 gap_from: 0,
                 foreign: false,
+                unstamped: 0,
                 interleaved: None,
                 access: None,
                 // A first line glued to other output may carry its stamp inside.
@@ -234,13 +240,23 @@ impl Scanner {
             }
             return;
         }
-        if open.gap == 0 {
+        if open.gap == 0 && !open.foreign {
             open.gap_from = begin;
-            open.foreign = false;
+        }
+        if open.stamped && !stamped {
+            // User space writing to the console inside a stamped report: someone
+            // else's output; the kernel's report goes on around it (up to a limit).
+            open.foreign = true;
+            open.unstamped += 1;
+            if open.unstamped > FOREIGN_LIMIT {
+                let open = self.open.take().expect("checked above");
+                out.extend(close(open, Close::Quiet));
+            }
+            return;
         }
         // A kernel line (stamped, in a stamped report) is not the report's but not
         // another's output inside it either: the kernel prints from other CPUs.
-        if !(open.stamped && stamped) {
+        if !open.stamped {
             open.foreign = true;
         }
         open.gap += 1;

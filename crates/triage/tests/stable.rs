@@ -99,6 +99,13 @@ fn other_output_inside_a_report_is_corrupted() {
     assert_eq!(r.corrupted, Some(Corruption::Interleaved { at }));
     assert_eq!(r.range, 0..console.len());
     assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
+    // More lines of user space than GAP_LIMIT: the stamped report goes on around them.
+    let at = OOPS.find("[   12.874225]").unwrap();
+    let console = format!("{}{}{}", &OOPS[..at], "executing program\n".repeat(10), &OOPS[at..]);
+    let got = reports(console.as_bytes(), Guest::Linux);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].corrupted, Some(Corruption::Interleaved { at }));
+    assert!(got[0].end_seen);
 }
 
 #[test]
