@@ -451,8 +451,10 @@ fn bug(s: &str) -> Option<Start> {
         } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
             // Before 4.14 KASAN named the access on the first line and no Read/Write:
             // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
+            // (A later `Read of size` line gives the newer shape: see `close`.)
             let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
             st.fixed = Some(format!("{} at addr ADDR", clean(f)));
+            st.hint = parse_frame(rest);
         } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
             st.hint = parse_frame(rest).or_else(|| {
                 let name = rest.split_whitespace().next()?;

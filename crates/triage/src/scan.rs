@@ -378,8 +378,14 @@ fn close(open: Open, how: Close) -> Option<Report> {
         hint.or_else(|| innermost(own())).cloned()
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
+    // KASAN before 4.14 named no access on its first line; with a `Read of size` line
+    // after it the title takes the newer shape.
+    let fixed = match (st.kind, open.access) {
+        (CrashKind::Kasan, Some(_)) => None,
+        _ => st.fixed.as_ref(),
+    };
     let header = match (open.access, st.kind) {
-        (Some(access), CrashKind::Kasan) if st.fixed.is_none() => format!("{header} {access}"),
+        (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
         _ => header,
     };
     // A report is whole enough when it printed its own backtrace: a console that ends
@@ -398,7 +404,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
             corrupted = Some(Corruption::Interleaved { at });
         }
     }
-    let title = if let Some(fixed) = &st.fixed {
+    let title = if let Some(fixed) = fixed {
         format!("{header} in {fixed}")
     } else if st.in_frame {
         match guilty.as_ref().and_then(Frame::name).map(title_name) {

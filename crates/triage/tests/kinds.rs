@@ -490,3 +490,15 @@ fn no_crash_no_report() {
     assert!(reports(console.as_bytes(), Guest::Linux).is_empty());
     assert!(reports(b"", Guest::Linux).is_empty());
 }
+
+#[test]
+fn kasan_before_4_14_names_the_access_on_its_first_line() {
+    let head = "[   59.534220] ==================================================================\n[   59.541645] BUG: KASAN: slab-out-of-bounds in gup_huge_pmd+0x739/0x770 at addr ffff8800b46111c0\n";
+    let trace =
+        "[   59.541700] Call Trace:\n[   59.541800]  dump_stack+0x1/0x2\n[   59.541900]  gup_huge_pmd+0x739/0x770\n";
+    let r = one(&format!("{head}{trace}"), Guest::Linux);
+    assert_eq!(r.title, "KASAN: slab-out-of-bounds in gup_huge_pmd at addr ADDR");
+    let read = "[   59.541650] Read of size 8 by task a/1\n";
+    let r = one(&format!("{head}{read}{trace}"), Guest::Linux);
+    assert_eq!(r.title, "KASAN: slab-out-of-bounds Read in gup_huge_pmd");
+}
