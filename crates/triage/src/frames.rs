@@ -814,8 +814,6 @@ pub const HELPERS: &[&str] = &[
     "__vunmap",
     "__free_pages_ok",
     "__kmalloc_reserve",
-    "__call_rcu",
-    "call_rcu",
     "device_add",
     "proc_register",
     "release_sock",

@@ -829,6 +829,7 @@ pub(crate) fn not_a_trace_frame(s: &str) -> bool {
         || t.starts_with("RIP: 0033:")
         || t.starts_with("LR is at")
         || t.starts_with("ODEBUG:")
+        || t.starts_with("Register r")
         || t.contains(" hint: ")
 }
 
@@ -854,6 +855,22 @@ pub(crate) fn xv6_frame(s: &str) -> Option<Frame> {
         location: None,
         reliable: true,
     })
+}
+
+/// The caller id a line's printk prefix carries (`T123` of `[  1.2][ T123]`), if any.
+pub(crate) fn caller(mut s: &str) -> Option<&str> {
+    while let Some(rest) = s.strip_prefix('[') {
+        let close = memchr::memchr(b']', &rest.as_bytes()[..rest.len().min(24)])?;
+        let inner = rest[..close].trim_start();
+        if inner.len() >= 2
+            && (inner.starts_with('T') || inner.starts_with('C'))
+            && inner[1..].bytes().all(|c| c.is_ascii_digit())
+        {
+            return Some(inner);
+        }
+        s = &rest[close + 1..];
+    }
+    None
 }
 
 /// Whether a printk timestamp begins somewhere inside the line.

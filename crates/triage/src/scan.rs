@@ -64,7 +64,9 @@ struct Open {
     /// such line where the console has no stamps).
     gap_from: usize,
     foreign: bool,
-    /// Unstamped lines seen inside this stamped report.
+    /// The caller id of its first line (`T123`, `C1`), when the console prints them.
+    caller: Option<String>,
+    /// Unstamped lines (or other callers' lines) seen inside this report.
     unstamped: usize,
     interleaved: Option<usize>,
     access: Option<&'static str>,
@@ -190,6 +192,7 @@ impl Scanner {
                 access: None,
                 // A first line glued to other output may carry its stamp inside.
                 stamped: stamped || rules::stamp_inside(&text),
+                caller: rules::caller(&text).map(str::to_string),
                 backtrace: false,
             };
             open.add(s, end);
@@ -243,10 +246,18 @@ impl Scanner {
         if open.gap == 0 && !open.foreign {
             open.gap_from = begin;
         }
-        if open.stamped && !stamped {
+        // Another task's or CPU's line (its caller id differs from the report's): the
+        // kernel printing beside the report, neither the report's nor an end of it.
+        let other_caller = match (&open.caller, rules::caller(&text)) {
+            (Some(mine), Some(theirs)) => mine != theirs,
+            _ => false,
+        };
+        if other_caller || (open.stamped && !stamped) {
             // User space writing to the console inside a stamped report: someone
-            // else's output; the kernel's report goes on around it (up to a limit).
-            open.foreign = true;
+            // else's output; the kernel's report goes on around both (up to a limit).
+            if !other_caller {
+                open.foreign = true;
+            }
             open.unstamped += 1;
             if open.unstamped > FOREIGN_LIMIT {
                 let open = self.open.take().expect("checked above");

@@ -263,3 +263,24 @@ fn a_free_form_warning_line_is_a_report_only_with_a_backtrace() {
         "WARNING: bad unlock balance detected!\nCall Trace:\n dump_stack+0x1/0x2\n ipmr_mfc_seq_stop+0x1/0x2\n";
     assert_eq!(title(traced), "WARNING: bad unlock balance in ipmr_mfc_seq_stop");
 }
+
+#[test]
+fn another_tasks_lines_inside_a_report_neither_end_nor_corrupt_it() {
+    let other = "[ 1418.060540][ T4436] vhci_hcd: disconnect device\n".repeat(6);
+    let console = format!(
+        "[ 1418.056449][ T6604] Unable to handle kernel paging request at virtual address dfffa00000000003\n\
+         {other}\
+         [ 1418.097299][ T6604] Internal error: Oops: 96000004 [#1] PREEMPT SMP\n\
+         [ 1418.103355][ T6604] pc : selinux_socket_sendmsg+0x28/0x58\n\
+         [ 1418.104161][ T6604] lr : selinux_socket_sendmsg+0x18/0x58\n\
+         [ 1418.110000][ T6604] Call trace:\n\
+         [ 1418.110100][ T6604]  selinux_socket_sendmsg+0x28/0x58\n\
+         [ 1418.110200][ T6604]  security_socket_sendmsg+0x54/0x90\n\
+         [ 1418.110300][ T6604] ---[ end trace 0000000000000000 ]---\n"
+    );
+    let got = reports(console.as_bytes(), Guest::Linux);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].title, "BUG: unable to handle kernel paging request in selinux_socket_sendmsg");
+    assert_eq!(got[0].corrupted, None);
+    assert!(got[0].end_seen);
+}
