@@ -84,6 +84,7 @@ pub(crate) fn triggers(guest: Guest) -> &'static [&'static str] {
             "opcode",
             "nstruction",
             "divide error",
+            "divide_error",
             "Oops",
             "Internal error",
             "INFO:",
@@ -341,6 +342,15 @@ fn linux(s: &str) -> Option<Start> {
             return Some(Start::new(CrashKind::Oops, "PANIC: double fault"))
         }
         _ => {}
+    }
+    // SLUB's checks: "BUG kmalloc-8 (Tainted: G B): Object already free".
+    if let Some(rest) = s.strip_prefix("BUG ") {
+        if let Some((_, msg)) = rest.split_once("): ") {
+            return Some(Start::new(CrashKind::Bug, format!("BUG: {}", clean(msg))).whole());
+        }
+    }
+    if s.contains(" general protection fault") {
+        return Some(Start::new(CrashKind::GeneralProtection, "general protection fault"));
     }
     None
 }
