@@ -883,6 +883,15 @@ pub(crate) fn caller(mut s: &str) -> Option<&str> {
     None
 }
 
+/// The entry of the timer interrupt a stall is found from.
+pub(crate) fn timer_entry(name: &str) -> bool {
+    name.ends_with("apic_timer_interrupt")
+        || name == "arch_timer_handler_virt"
+        || name == "arch_timer_handler_phys"
+        || name == "riscv_timer_interrupt"
+        || name == "hrtimer_interrupt"
+}
+
 /// Whether a printk timestamp begins somewhere inside the line.
 pub(crate) fn stamp_inside(s: &str) -> bool {
     memchr::memchr_iter(b'[', s.as_bytes()).any(|i| strip_prefix(&s[i..]).1)

@@ -56,6 +56,10 @@ struct Open {
     own: Vec<usize>,
     others: bool,
     in_irq: bool,
+    /// In a stall's interrupt context: the timer interrupt's entry was passed, and the
+    /// frames below it (indices into `frames`), the context it interrupted.
+    past_timer: bool,
+    softirq: Vec<usize>,
     /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
     traced: bool,
     gap: usize,
@@ -184,6 +188,8 @@ impl Scanner {
                 others: false,
                 in_irq: false,
                 traced: false,
+                past_timer: false,
+                softirq: Vec::new(),
                 gap: 0,
                 gap_from: 0,
                 foreign: false,
@@ -304,13 +310,14 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
         f.function = Some("smp_call_function".to_string());
         return Some(f);
     }
+    outermost(frames.clone()).or_else(|| innermost(frames)).cloned()
+}
+
+/// The outermost frame that is neither dispatch nor a helper (a system call's entry
+/// counts: it is titled `sys_X`).
+fn outermost<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Option<&'a Frame> {
     let syscall = |n: &str| title_name(n).starts_with("sys_");
-    frames
-        .clone()
-        .rev()
-        .find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n))))
-        .or_else(|| innermost(frames))
-        .cloned()
+    frames.rev().find(|f| f.name().is_some_and(|n| !is_dispatch(n) && (syscall(n) || !is_helper(n))))
 }
 
 /// The first frame that is not a helper; failing that, the system call the trace
@@ -345,7 +352,10 @@ impl Open {
         match rules::section(s) {
             Some(Section::Others) => self.others = true,
             Some(Section::Own) => self.others = false,
-            Some(Section::IrqIn) => self.in_irq = true,
+            Some(Section::IrqIn) => {
+                self.in_irq = true;
+                self.past_timer = false;
+            }
             Some(Section::IrqOut) => self.in_irq = false,
             None => {}
         }
@@ -361,6 +371,15 @@ impl Open {
             );
             let timers = self.in_irq && stall;
             let own = f.reliable && !self.others && !timers && !rules::not_a_trace_frame(s);
+            if timers && f.reliable && !self.others {
+                // In interrupt context, the frames below the timer interrupt's entry are
+                // what the timer interrupted: a softirq that is the stall.
+                if self.past_timer {
+                    self.softirq.push(self.frames.len());
+                } else if f.name().is_some_and(rules::timer_entry) {
+                    self.past_timer = true;
+                }
+            }
             if own {
                 self.own.push(self.frames.len());
                 // Neither the faulting function's line nor the frame the first line
@@ -383,7 +402,12 @@ fn close(open: Open, how: Close) -> Option<Report> {
     let guilty = if st.outermost {
         // A stall is where the CPU was sent, not where the timer found it: the
         // outermost frame of its own backtrace that is not dispatch (stall_frame).
-        stall_frame(own())
+        // A softirq the timer interrupted is the stall, unless a CPU waits on others.
+        let softirq = || open.softirq.iter().map(|&i| &open.frames[i]);
+        match stall_frame(own()) {
+            Some(f) if f.function.as_deref() == Some("smp_call_function") => Some(f),
+            f => outermost(softirq()).cloned().or(f),
+        }
     } else {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
         hint.or_else(|| innermost(own())).cloned()

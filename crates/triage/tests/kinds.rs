@@ -502,3 +502,30 @@ fn kasan_before_4_14_names_the_access_on_its_first_line() {
     let r = one(&format!("{head}{read}{trace}"), Guest::Linux);
     assert_eq!(r.title, "KASAN: slab-out-of-bounds Read in gup_huge_pmd");
 }
+
+#[test]
+fn a_stall_inside_a_softirq_is_titled_by_its_handler() {
+    let console = "\
+[  300.200000] rcu: INFO: rcu_preempt self-detected stall on CPU
+[  300.200700] Call Trace:
+[  300.200800]  <IRQ>
+[  300.200900]  rcu_dump_cpu_stacks+0xed/0x170
+[  300.201000]  rcu_sched_clock_irq+0x53e/0xa90
+[  300.201100]  update_process_times+0x63/0xa0
+[  300.201110]  hrtimer_interrupt+0x1/0x2
+[  300.201120]  sysvec_apic_timer_interrupt+0x1/0x2
+[  300.201130]  asm_sysvec_apic_timer_interrupt+0x1/0x2
+[  300.201140]  ip6_route_input+0x1/0x2
+[  300.201150]  ipv6_rcv+0x1/0x2
+[  300.201160]  __netif_receive_skb_one_core+0x1/0x2
+[  300.201170]  process_backlog+0x1/0x2
+[  300.201180]  net_rx_action+0x1/0x2
+[  300.201190]  __do_softirq+0x1/0x2
+[  300.201200]  </IRQ>
+[  300.201300]  <TASK>
+[  300.201400]  tun_get_user+0x35/0x60
+[  300.201500]  __x64_sys_write+0x8f/0xd0
+[  300.201800]  </TASK>
+";
+    check(console, CrashKind::RcuStall, "INFO: rcu detected stall in ipv6_rcv", Some("ipv6_rcv"));
+}
