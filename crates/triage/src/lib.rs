@@ -44,8 +44,10 @@
 //! reporting and common helpers ([`HELPERS`], [`HELPER_PREFIXES`]: the one list). A
 //! stall (RCU stall, soft lockup) is titled by where the CPU was sent instead: a wait in
 //! `smp_call_function*`, else the outermost own frame that is neither a helper nor a
-//! dispatch layer ([`DISPATCH`]: the VFS and socket layers, the dispatching system calls,
-//! the softirq and work-queue runners).
+//! dispatch layer ([`DISPATCH`], [`DISPATCH_SYSCALLS`]: the VFS, block and socket layers,
+//! the dispatching system calls, the softirq and work-queue runners); when the timer
+//! interrupt found the CPU in a softirq, that softirq's handler. With no frame left
+//! outside the helpers, a report blames the system call it entered by.
 //!
 //! ## Where a report ends
 //!
@@ -54,7 +56,8 @@
 //! `Oops:` after `BUG: unable to handle`, `Kernel panic` inside an oops — is absorbed);
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
 //! last line; in a stamped report only stamped lines count, and [`FOREIGN_LIMIT`]
-//! unstamped ones end it too); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
+//! unstamped ones end it too; another caller id's lines, `[ T4436]` inside a `[ T6604]`
+//! report, neither count nor corrupt it); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
 //! A free-form `WARNING: <message>` line is a report only if a backtrace of its own
 //! follows (drivers print many that are no crash).
 //!
@@ -80,7 +83,10 @@ mod scan;
 use std::fmt;
 use std::ops::Range;
 
-pub use frames::{base_name, is_dispatch, is_helper, parse_frame, Frame, DISPATCH, HELPERS, HELPER_PREFIXES};
+pub use frames::{
+    base_name, is_dispatch, is_helper, parse_frame, title_name, Frame, DISPATCH, DISPATCH_SYSCALLS, HELPERS,
+    HELPER_PREFIXES,
+};
 pub use scan::{Pending, Scanner, FOREIGN_LIMIT, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};
 
 /// Which rules read the console.
