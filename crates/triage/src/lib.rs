@@ -57,7 +57,7 @@
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
 //! last line; in a stamped report only stamped lines count, and [`FOREIGN_LIMIT`]
 //! unstamped ones end it too; another caller id's lines, `[ T4436]` inside a `[ T6604]`
-//! report, neither count nor corrupt it); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
+//! report, do not corrupt it and count only toward [`FOREIGN_LIMIT`]); at [`MAX_LINES`]. [`Report::end_seen`] says whether its end marker came.
 //! A free-form `WARNING: <message>` line is a report only if a backtrace of its own
 //! follows (drivers print many that are no crash).
 //!

@@ -18,7 +18,8 @@ pub const MAX_FRAMES: usize = 256;
 /// This many lines in a row that are no report's ends an open report (at its last own line).
 pub const GAP_LIMIT: usize = 3;
 /// This many lines with no printk stamp inside a stamped report (user space writing to the
-/// console) end it; fewer only make it interleaved.
+/// console), or with another caller id, end it; fewer unstamped ones only make it
+/// interleaved.
 pub const FOREIGN_LIMIT: usize = 64;
 
 /// Reads a console as it arrives ([`Scanner::feed`]) and yields each report once its end
