@@ -1171,6 +1171,10 @@ pub fn is_dispatch(function: &str) -> bool {
 /// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
 /// `SyS_futex`, `__se_sys_futex`) all read `sys_futex`.
 pub fn title_name(name: &str) -> String {
+    // A CPU waiting on the others: one name for the family (`_many`, `_single`, `_cond`).
+    if name.starts_with("smp_call_function") {
+        return "smp_call_function".to_string();
+    }
     // The flavours of an RCU grace-period wait, merged and renamed across kernels.
     if matches!(
         name,

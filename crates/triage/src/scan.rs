@@ -307,9 +307,7 @@ fn finder(guest: Guest) -> &'static AhoCorasick {
 /// helper nor a generic dispatch layer ([`is_dispatch`]).
 fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -> Option<Frame> {
     if let Some(f) = frames.clone().find(|f| f.name().is_some_and(|n| n.starts_with("smp_call_function"))) {
-        let mut f = f.clone();
-        f.function = Some("smp_call_function".to_string());
-        return Some(f);
+        return Some(f.clone());
     }
     outermost(frames.clone()).or_else(|| innermost(frames)).cloned()
 }
@@ -406,7 +404,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         // A softirq the timer interrupted is the stall, unless a CPU waits on others.
         let softirq = || open.softirq.iter().map(|&i| &open.frames[i]);
         match stall_frame(own()) {
-            Some(f) if f.function.as_deref() == Some("smp_call_function") => Some(f),
+            Some(f) if f.name().is_some_and(|n| n.starts_with("smp_call_function")) => Some(f),
             f => outermost(softirq()).cloned().or(f),
         }
     } else {
