@@ -223,8 +223,11 @@ fn reference(s: &str) -> Option<Start> {
 }
 
 fn generic(s: &str) -> Option<Start> {
+    // Linux's panic, BUG and WARNING lines, whatever kind their words make them
+    // (`BUG: unable to handle …` is a page fault).
+    let lines = ["Kernel panic", "BUG", "WARNING", "kernel BUG"];
     if let Some(st) = linux(s) {
-        if matches!(st.kind, CrashKind::Panic | CrashKind::Bug | CrashKind::Warning) {
+        if lines.iter().any(|l| s.starts_with(l)) {
             return Some(st);
         }
     }

@@ -482,6 +482,17 @@ fn generic_guest_reads_only_panic_bug_and_warning() {
     assert_eq!(titles, ["WARNING in skb_warn_bad_offload"]);
     let got = reports(b"boot\npanic: out of frames\n", Guest::Generic);
     assert_eq!(got[0].title, "panic: out of frames");
+    // A BUG line is read whatever kind its words make it.
+    let got = reports(
+        X86_SYSRQ
+            .replace(
+                "Kernel panic - not syncing: sysrq triggered crash",
+                "BUG: kernel NULL pointer dereference, address: 0",
+            )
+            .as_bytes(),
+        Guest::Generic,
+    );
+    assert_eq!(got[0].title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
 }
 
 #[test]
