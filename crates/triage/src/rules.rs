@@ -570,10 +570,11 @@ pub(crate) fn body(s: &str) -> bool {
     if b.len() >= 4 && (s.starts_with("====") || s.starts_with("----") || s.starts_with("-> #")) {
         return true;
     }
-    // Registers: "RAX: ", "R10: ", "pc : ", "x29: ", "epc : ", "s11: ".
+    // Registers: "RAX: ", "R10: ", "CR2: ", "pc : ", "x29: ", "epc : ", "s11: ", "r10: "
+    // (not any short word before a colon: "init: ..." is someone else's).
     if let Some(colon) = s.find(':') {
         let name = s[..colon].trim_end();
-        if (1..=5).contains(&name.len()) && name.bytes().all(|c| c.is_ascii_alphanumeric()) && colon <= 6 {
+        if (1..=5).contains(&name.len()) && colon <= 6 && register(name) {
             return true;
         }
     }
@@ -736,6 +737,10 @@ pub(crate) fn body(s: &str) -> bool {
         "Allocated:",
         "Backtrace",
         "All QSes seen",
+        "pgd =",
+        "Flags:",
+        "Process ",
+        "memcg:",
         "rcu_sched",
         "rcu_preempt",
         "rcu_bh",
@@ -767,6 +772,25 @@ pub(crate) fn body(s: &str) -> bool {
     // lockdep's "3 locks held by kworker/1:0/17:", "4 locks on stack by".
     let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
     digits > 0 && (s[digits..].starts_with(" lock") || s[digits..].starts_with(" pages"))
+}
+
+/// A register's name as the kernels print them: x86's in capitals (`RAX`, `R10`, `CR2`,
+/// `FS`), arm's and riscv's (`x29`, `pc`, `lr`, `sp`, `fp`, `ip`, `ra`, `gp`, `tp`, `t0`,
+/// `s11`, `a7`, `r10`, `epc`).
+fn register(name: &str) -> bool {
+    let b = name.as_bytes();
+    if b.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) && b[0].is_ascii_uppercase() {
+        return true;
+    }
+    // arm's stack dump: "dd40: 977bdda0 8062eec8 …", offsets in lowercase hex.
+    if b.len() == 4 && b.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)) {
+        return true;
+    }
+    if matches!(name, "pc" | "lr" | "sp" | "fp" | "ip" | "ra" | "gp" | "tp" | "epc" | "psr" | "cpsr") {
+        return true;
+    }
+    let (head, digits) = name.split_at(1);
+    matches!(head, "x" | "t" | "s" | "a" | "r") && !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// Whether the line ends the report it is in: the kernel's end-of-trace markers.

@@ -284,3 +284,25 @@ fn another_tasks_lines_inside_a_report_neither_end_nor_corrupt_it() {
     assert_eq!(got[0].corrupted, None);
     assert!(got[0].end_seen);
 }
+
+#[test]
+fn a_short_word_before_a_colon_is_not_a_register() {
+    // A console with no timestamps: "init: ..." between the trace's lines is someone
+    // else's output, while "RAX:", "x29:", "s11:" and arm's "dd40:" are the report's.
+    let console = "\
+BUG: kernel NULL pointer dereference, address: 0000000000000000
+RIP: 0010:sysrq_handle_crash+0x16/0x20
+RAX: 0000000000000000 RBX: ffff888004a2c000
+x29: ffff80000a6b3c60 x28: ffff0000c1b2a200
+s11: 0000000000000000 t3 : ffffffff8075a1cc
+dd40:                   977bdda0 8062eec8
+Call Trace:
+init: starting pid 42
+ __handle_sysrq+0x43/0x11e
+---[ end trace 0000000000000000 ]---
+";
+    let r = &reports(console.as_bytes(), Guest::Linux)[0];
+    let at = console.find("init:").unwrap();
+    assert_eq!(r.corrupted, Some(Corruption::Interleaved { at }));
+    assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
+}
