@@ -38,8 +38,9 @@
 //!
 //! The frame the start line names (a WARNING's `at file:line func+0x1/0x2`, KASAN's
 //! `in func`), else the first frame of the report's own backtrace (its `RIP:`/`pc :`/
-//! `epc :` line, then `Call Trace:` lines in order), that is reliable (not `? func`), not
-//! in interrupt context (`<IRQ>`…`</IRQ>`), not in a section about other stacks (KASAN's
+//! `epc :` line, then `Call Trace:` lines in order), that is reliable (not `? func`), for
+//! a stall, lockup or hung task not in interrupt context (`<IRQ>`…`</IRQ>`, the timer's),
+//! not in a section about other stacks (KASAN's
 //! `Allocated by task`, lockdep's dependency chain, held locks), and not one of the
 //! reporting and common helpers ([`HELPERS`], [`HELPER_PREFIXES`]: the one list). A
 //! stall (RCU stall, soft lockup) is titled by where the CPU was sent instead: a wait in
