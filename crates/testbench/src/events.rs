@@ -95,6 +95,8 @@ pub struct BootFinished<'a> {
     pub failure_line: Option<u64>,
     /// That line's shown form, quoted as the reason quotes it (a few hundred bytes at most).
     pub failure_quote: Option<&'a str>,
+    /// The crash a failing boot's console shows (its first report), when it shows one.
+    pub crash: Option<&'a crate::verdict::Crash>,
     pub console_tail: &'a [String],
     pub notes: &'a [String],
     pub duration_secs: f64,
@@ -153,6 +155,13 @@ mod tests {
     #[test]
     fn each_event_kind_has_the_shape_the_schema_documents() {
         let dir = Path::new("/ws/target/testbench/run-1-2");
+        let crash = crate::verdict::Crash {
+            kind: "panic".into(),
+            title: "kernel panic: mm: leak".into(),
+            frame: Some("mm::check at src/mm.rs:88:9".into()),
+            line: 11,
+            corrupted: None,
+        };
         let finished = BootFinished {
             case: "bench-boot",
             kind: "boot",
@@ -165,6 +174,7 @@ mod tests {
             failure_kind: Some("program-failed"),
             failure_line: Some(12),
             failure_quote: Some("[mm] FAIL leak"),
+            crash: Some(&crash),
             console_tail: &["kernel: harts 2".into()],
             notes: &["net.dial[0] (port 7): echoed 1.20s after the guest started".into()],
             duration_secs: 30.5,

@@ -12,6 +12,7 @@ mod build;
 mod case_result;
 mod cli;
 mod config;
+mod crash;
 mod error;
 mod events;
 mod fdt_edit;

@@ -117,19 +117,52 @@ pub struct Place {
     pub quote: String,
 }
 
-/// A failure: its kind, its reason in words, and the console line that made it, when
-/// one did.
+/// The crash a failing boot's console shows (`testbench_triage`'s first report): its
+/// kind, its stable title, the guilty frame and where the report starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crash {
+    /// The crash's kind in a word (`panic`, `oops`, `warning`, `kasan`...).
+    pub kind: String,
+    pub title: String,
+    /// The guilty frame: its function, and the source place where the kernel printed one.
+    pub frame: Option<String>,
+    /// The report's first line in `console.log` (from 1).
+    pub line: u64,
+    /// Why the report cannot be trusted to name its bug (cut, interleaved), when it cannot.
+    pub corrupted: Option<String>,
+}
+
+impl Crash {
+    /// The crash in a line: its title, the guilty frame, where the report starts, and
+    /// why it cannot be trusted, when it cannot.
+    pub fn shown(&self) -> String {
+        let mut text = self.title.clone();
+        if let Some(frame) = self.frame.as_ref().filter(|frame| !self.title.contains(frame.as_str())) {
+            text.push_str(&format!(" (guilty frame {frame})"));
+        }
+        text.push_str(&format!(", console.log line {}", self.line));
+        if let Some(why) = &self.corrupted {
+            text.push_str(&format!("; corrupted: {why}"));
+        }
+        text
+    }
+}
+
+/// A failure: its kind, its reason in words, the console line that made it, when one
+/// did, and the crash the console shows, when it shows one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failed {
     pub kind: FailKind,
     pub reason: String,
     #[serde(default)]
     pub place: Option<Place>,
+    #[serde(default)]
+    pub crash: Option<Crash>,
 }
 
 impl Failed {
     pub fn new(kind: FailKind, reason: impl Into<String>) -> Failed {
-        Failed { kind, reason: reason.into(), place: None }
+        Failed { kind, reason: reason.into(), place: None, crash: None }
     }
 
     /// The same failure, its reason said of one boot of two (`second boot: ...`).
@@ -150,6 +183,7 @@ impl From<testbench_judge::Failure> for Failed {
             kind: FailKind::of_judge(failure.kind),
             reason: failure.message,
             place: failure.place.map(|p| Place { line: p.line, quote: p.quote }),
+            crash: None,
         }
     }
 }

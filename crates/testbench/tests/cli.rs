@@ -1985,3 +1985,46 @@ fn an_oracle_judges_a_kept_console_by_hand() {
     assert!(run.stdout.contains("line 7") && run.stdout.contains("the rule picks slot 2"), "{}", run.explain());
     oracle(&dir.path().join("missing.log"), &[]).expect_status(2);
 }
+
+/// A failing boot whose console shows a crash names it: its title, guilty frame and
+/// first line under the reason, in the JSON event (`crash`), and first in JUnit's
+/// failure message; the guest is a kernel the bench did not build, read by the generic
+/// rules (a panic line; Linux's own rules, for a recipe's guest, read its frames too).
+#[test]
+fn a_failing_boot_names_the_crash_its_console_shows() {
+    let fake = Wrapped::new();
+    let waits =
+        fake.case.replace("fake-qemu-console: done", "never printed").replace("timeout_secs = 30", "timeout_secs = 5");
+    let dir = cases_dir(&[("crashes", &waits)]);
+    fake.wrap("");
+    let console = fake.tools.path().join("console");
+    std::fs::write(
+        &console,
+        "booting\n\
+[    2.000000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n\
+[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
+[    2.000002] Call Trace:\n\
+[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
+[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
+[    2.000005] [<ffffffff80017e2e>] do_exit+0x7d6/0x8a0\n\
+[    2.000006] [<ffffffff80018010>] do_group_exit+0x30/0x80\n\
+[    2.000007] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---\n",
+    )
+    .unwrap();
+    let file = format!("file:{}", console.display());
+    let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", file.as_str())];
+    let cases = dir.path().to_str().unwrap();
+    let junit = fake.tools.path().join("junit.xml");
+    let run = bench(&["--cases", cases, "--junit", junit.to_str().unwrap()], &env);
+    run.expect_status(1);
+    let line =
+        run.stdout.lines().find(|l| l.starts_with("    crash:  ")).unwrap_or_else(|| panic!("{}", run.explain()));
+    assert!(line.contains("kernel panic: Attempted to kill init!") && line.ends_with("console.log line 2"), "{line}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("message=\"kernel panic: Attempted to kill init!"), "{xml}");
+    let run = bench(&["--cases", cases, "--message-format", "json"], &env);
+    let finished = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("boot-finished");
+    assert_eq!(finished["crash"]["kind"], "panic", "{}", run.explain());
+    assert!(finished["crash"]["title"].as_str().unwrap().starts_with("kernel panic: Attempted to kill init!"));
+    assert_eq!(finished["crash"]["line"], 2, "{}", run.explain());
+}

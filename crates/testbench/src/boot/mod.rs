@@ -59,6 +59,8 @@ pub struct Plan {
     pub parts: Vec<Arc<dyn PartSpec>>,
     /// The boot's deadline, from the guest's start.
     pub timeout: Duration,
+    /// The rules that read a failing boot's console for its crash (crate::crash).
+    pub crash_rules: testbench_triage::Guest,
 }
 
 /// How one boot went: the verdict, what the judge's capture patterns took, and the

@@ -73,6 +73,9 @@ impl Human {
             secs(report.duration),
             reason.replace('\n', "\n      ")
         );
+        if let Some(crash) = report.verdict.failed().and_then(|f| f.crash.as_ref()) {
+            text.push_str(&format!("\n    crash:  {}", crash.shown()));
+        }
         for note in &report.notes {
             text.push_str(&format!("\n    note: {note}"));
         }

@@ -56,6 +56,10 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
                 status.set_message(failure.reason().unwrap_or_default().into_owned());
                 if let Some(failed) = failure.failed() {
                     status.set_type(failed.kind.name());
+                    // The crash first: what CI's list of failures shows.
+                    if let Some(crash) = &failed.crash {
+                        status.set_message(format!("{}: {}", crash.shown(), failed.reason));
+                    }
                 }
                 let mut description = String::new();
                 if !boot.console_tail.is_empty() {

@@ -456,7 +456,12 @@ pub fn jobs(
                     extra_args: p.extra_args,
                     dt_edits: boot_of(case).device_tree.clone(),
                 },
-                plan: Plan { judge: judge_of(case, boot, ws), parts, timeout: boot.timeout },
+                plan: Plan {
+                    judge: judge_of(case, boot, ws),
+                    parts,
+                    timeout: boot.timeout,
+                    crash_rules: crate::crash::rules_for(boot_of(case)),
+                },
                 dir: boot.dir.clone(),
                 first_boot: None,
                 qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),

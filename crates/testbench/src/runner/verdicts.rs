@@ -118,6 +118,26 @@ fn deadline_passed(verdict: &ConsoleVerdict) -> bool {
 /// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
+    let (dir, rules) = (spec.dir.clone(), spec.plan.crash_rules);
+    name_crash(boot_and_compare(spec, root, repeat_exactly), &dir, rules)
+}
+
+/// A failing boot's crash, named on its failure: read from the console of the boot that
+/// failed (the second's, when the reason says so).
+fn name_crash(mut booted: Booted, dir: &Path, rules: testbench_triage::Guest) -> Booted {
+    if let Ok(Err(failed)) = &mut booted.result {
+        let console = match failed.reason.starts_with("second boot: ") {
+            true => dir.join("second-boot").join("console.log"),
+            false => dir.join("console.log"),
+        };
+        if failed.crash.is_none() {
+            failed.crash = crate::crash::in_console(&console, rules);
+        }
+    }
+    booted
+}
+
+fn boot_and_compare(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
     let console = |dir: &Path, verdict: &ConsoleVerdict| timed_out(verdict).then(|| dir.join("console.log"));
     let trouble =
         |e: crate::boot::Trouble| Booted::blocked(Blocked::Trouble(format!("the bench could not boot it: {e}")));
