@@ -157,7 +157,7 @@ pub struct Failed {
     #[serde(default)]
     pub place: Option<Place>,
     #[serde(default)]
-    pub crash: Option<Crash>,
+    pub crash: Option<Box<Crash>>,
 }
 
 impl Failed {

@@ -75,7 +75,7 @@ impl Sink for Json {
             failure_kind: failed.map(|f| f.kind.name()),
             failure_line: failed.and_then(|f| f.place.as_ref()).map(|p| p.line),
             failure_quote: failed.and_then(|f| f.place.as_ref()).map(|p| p.quote.as_str()),
-            crash: failed.and_then(|f| f.crash.as_ref()),
+            crash: failed.and_then(|f| f.crash.as_deref()),
             console_tail: &report.console_tail,
             notes: &report.notes,
             duration_secs: report.duration.as_secs_f64(),

@@ -131,7 +131,7 @@ fn name_crash(mut booted: Booted, dir: &Path, rules: testbench_triage::Guest) ->
             false => dir.join("console.log"),
         };
         if failed.crash.is_none() {
-            failed.crash = crate::crash::in_console(&console, rules);
+            failed.crash = crate::crash::in_console(&console, rules).map(Box::new);
         }
     }
     booted
