@@ -789,8 +789,8 @@ fn register(name: &str) -> bool {
     if matches!(name, "pc" | "lr" | "sp" | "fp" | "ip" | "ra" | "gp" | "tp" | "epc" | "psr" | "cpsr") {
         return true;
     }
-    let (head, digits) = name.split_at(1);
-    matches!(head, "x" | "t" | "s" | "a" | "r") && !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
+    let (head, digits) = (b[0], &b[1..]);
+    matches!(head, b'x' | b't' | b's' | b'a' | b'r') && !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
 }
 
 /// Whether the line ends the report it is in: the kernel's end-of-trace markers.

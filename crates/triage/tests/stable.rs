@@ -306,3 +306,13 @@ init: starting pid 42
     assert_eq!(r.corrupted, Some(Corruption::Interleaved { at }));
     assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash");
 }
+
+#[test]
+fn a_non_ascii_word_before_a_colon_inside_a_report_is_read() {
+    // Found by the crash_reports fuzz target: the register test cut a word at its first
+    // byte, inside a multi-byte character.
+    let console = "[  250.000000] INFO: task sync:1203 blocked for more than 5 seconds.\n\u{fffd}: .\né: x\n";
+    let got = reports(console.as_bytes(), Guest::Linux);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].title, "INFO: task hung in corrupted");
+}
