@@ -1,6 +1,7 @@
 //! What running one case gives, whatever its kind: its verdict (pass, or the reason it
 //! failed), or why it could not run at all (`Blocked`). The runner makes a boot's, the
-//! host kinds (host.rs, gates.rs) their own; the runner turns either into an `Outcome`.
+//! host kinds (host.rs, gates.rs) their own; the runner turns either into the case's
+//! `verdict::Verdict` (runner/verdicts.rs).
 //! The bench's own trouble is neither a pass nor a failure (`Blocked::Trouble`).
 
 /// What running a boot case gave: its verdict (pass, or its typed failure), or why it
