@@ -12,21 +12,6 @@ use testbench_triage::{Guest, Scanner};
 const CHUNK: usize = 64 * 1024;
 const REPORTS: usize = 10_000;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 const SUBSYSTEMS: &[&str] =
     &["virtio_blk", "EXT4-fs (vda)", "systemd[1]", "random", "NET", "audit", "usb 1-1", "ACPI", "pci 0000:00:02.0"];
 const WORDS: &[&str] = &[
@@ -64,14 +49,14 @@ const WORDS: &[&str] = &[
 ];
 
 /// A Linux report of a kind drawn from a few (WARNING, oops, KASAN, hung task).
-fn report(rng: &mut Rng, out: &mut Vec<u8>) {
-    let t = rng.below(100_000);
-    let f = ["ext4_find_entry", "tcp_retransmit_timer", "skb_warn_bad_offload", "rtnl_lock"][rng.below(4)];
-    let head = match rng.below(4) {
-        0 => format!("WARNING: CPU: 1 PID: {} at net/core/dev.c:3345 {f}+0x1f0/0x2c0", rng.below(9999)),
+fn report(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
+    let t = rng.usize(..100_000);
+    let f = ["ext4_find_entry", "tcp_retransmit_timer", "skb_warn_bad_offload", "rtnl_lock"][rng.usize(..4)];
+    let head = match rng.usize(..4) {
+        0 => format!("WARNING: CPU: 1 PID: {} at net/core/dev.c:3345 {f}+0x1f0/0x2c0", rng.usize(..9999)),
         1 => "BUG: kernel NULL pointer dereference, address: 0000000000000000".to_string(),
         2 => format!("BUG: KASAN: use-after-free in {f}+0x1a/0x40"),
-        _ => format!("INFO: task kworker/1:0:{} blocked for more than 143 seconds.", rng.below(9999)),
+        _ => format!("INFO: task kworker/1:0:{} blocked for more than 143 seconds.", rng.usize(..9999)),
     };
     let lines = [
         head.as_str(),
@@ -85,21 +70,21 @@ fn report(rng: &mut Rng, out: &mut Vec<u8>) {
         " __schedule+0x94f/0x1e70",
     ];
     for l in lines {
-        out.extend_from_slice(format!("[{:5}.{:06}] {l}\n", t / 100, rng.below(1_000_000)).as_bytes());
+        out.extend_from_slice(format!("[{:5}.{:06}] {l}\n", t / 100, rng.usize(..1_000_000)).as_bytes());
     }
     out.extend_from_slice(format!("[{:5}.{:06}]  {f}+0x10a/0x190\n", t / 100, 1).as_bytes());
     out.extend_from_slice(format!("[{:5}.{:06}] ---[ end trace 0000000000000000 ]---\n", t / 100, 2).as_bytes());
 }
 
-fn line(rng: &mut Rng, out: &mut Vec<u8>) {
+fn line(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
     let start = out.len();
-    let secs = rng.below(100_000);
-    out.extend_from_slice(format!("[{:5}.{:06}] ", secs / 100, rng.below(1_000_000)).as_bytes());
-    out.extend_from_slice(SUBSYSTEMS[rng.below(SUBSYSTEMS.len())].as_bytes());
+    let secs = rng.usize(..100_000);
+    out.extend_from_slice(format!("[{:5}.{:06}] ", secs / 100, rng.usize(..1_000_000)).as_bytes());
+    out.extend_from_slice(SUBSYSTEMS[rng.usize(..SUBSYSTEMS.len())].as_bytes());
     out.extend_from_slice(b": ");
-    let target = 60 + rng.below(41);
+    let target = 60 + rng.usize(..41);
     while out.len() - start < target {
-        out.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
+        out.extend_from_slice(WORDS[rng.usize(..WORDS.len())].as_bytes());
         out.push(b' ');
     }
     out.pop();
@@ -107,7 +92,7 @@ fn line(rng: &mut Rng, out: &mut Vec<u8>) {
 }
 
 fn generate(size: usize, reports: usize) -> Vec<u8> {
-    let mut rng = Rng(42);
+    let mut rng = fastrand::Rng::with_seed(42);
     let mut pool = Vec::new();
     let mut starts = vec![0];
     for _ in 0..65_536 {
@@ -122,7 +107,7 @@ fn generate(size: usize, reports: usize) -> Vec<u8> {
             placed += 1;
             continue;
         }
-        let i = rng.below(65_536);
+        let i = rng.usize(..65_536);
         log.extend_from_slice(&pool[starts[i]..starts[i + 1]]);
     }
     log

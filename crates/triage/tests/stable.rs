@@ -136,21 +136,6 @@ fn a_report_is_yielded_when_its_end_is_seen_and_pending_before() {
     assert!(s.finish().is_empty());
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 const PIECES: &[&str] = &[
     OOPS,
     "[   41.2] WARNING: CPU: 1 PID: 312 at net/core/dev.c:3345 skb_warn+0x1f0/0x2c0\n",
@@ -181,17 +166,17 @@ fn key(r: &Report) -> String {
 
 #[test]
 fn chunked_feeding_equals_whole_feeding() {
-    let mut rng = Rng(0x7269_6167_6174);
+    let mut rng = fastrand::Rng::with_seed(0x7269_6167_6174);
     for _ in 0..250 {
         let mut console = Vec::new();
-        for _ in 0..rng.below(40) {
-            let piece = PIECES[rng.below(PIECES.len())].as_bytes();
-            if rng.below(10) == 0 {
+        for _ in 0..rng.usize(..40) {
+            let piece = PIECES[rng.usize(..PIECES.len())].as_bytes();
+            if rng.usize(..10) == 0 {
                 // A piece cut short, a long line, or a stray byte.
-                match rng.below(3) {
-                    0 => console.extend_from_slice(&piece[..rng.below(piece.len() + 1)]),
-                    1 => console.extend(std::iter::repeat_n(b'a', rng.below(3000))),
-                    _ => console.push(rng.below(256) as u8),
+                match rng.usize(..3) {
+                    0 => console.extend_from_slice(&piece[..rng.usize(..piece.len() + 1)]),
+                    1 => console.extend(std::iter::repeat_n(b'a', rng.usize(..3000))),
+                    _ => console.push(rng.usize(..256) as u8),
                 }
             } else {
                 console.extend_from_slice(piece);
@@ -203,8 +188,8 @@ fn chunked_feeding_equals_whole_feeding() {
             let mut got = Vec::new();
             let mut at = 0;
             while at < console.len() {
-                let most = if rng.below(2) == 0 { 8 } else { 400 };
-                let n = 1 + rng.below(most);
+                let most = if rng.usize(..2) == 0 { 8 } else { 400 };
+                let n = 1 + rng.usize(..most);
                 let end = (at + n).min(console.len());
                 got.extend(s.feed(&console[at..end]));
                 at = end;
