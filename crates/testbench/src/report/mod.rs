@@ -250,7 +250,6 @@ pub struct Reporter {
     /// told an event before the form, so the form's last line can name them.
     files: Vec<Box<dyn Sink>>,
     reports: Vec<BootReport>,
-    pub summary: Summary,
 }
 
 impl Summary {
@@ -258,18 +257,14 @@ impl Summary {
     pub fn of(reports: &[BootReport]) -> Summary {
         let mut summary = Summary::default();
         for report in reports {
-            summary.count(&report.verdict);
+            match &report.verdict {
+                Verdict::Pass | Verdict::ExpectedFailure(_) => summary.passed += 1,
+                Verdict::Fail(_) | Verdict::Unfailed(_) => summary.failed += 1,
+                Verdict::Skip(_) => summary.skipped += 1,
+                Verdict::Trouble(_) => summary.trouble += 1,
+            }
         }
         summary
-    }
-
-    fn count(&mut self, verdict: &Verdict) {
-        match verdict {
-            Verdict::Pass | Verdict::ExpectedFailure(_) => self.passed += 1,
-            Verdict::Fail(_) | Verdict::Unfailed(_) => self.failed += 1,
-            Verdict::Skip(_) => self.skipped += 1,
-            Verdict::Trouble(_) => self.trouble += 1,
-        }
     }
 }
 
@@ -304,7 +299,7 @@ impl Reporter {
             MessageFormat::Human => Box::new(human::Human::new(color)),
             MessageFormat::Json => Box::new(json::Json),
         };
-        Reporter { form, files: Vec::new(), reports: Vec::new(), summary: Summary::default() }
+        Reporter { form, files: Vec::new(), reports: Vec::new() }
     }
 
     /// One more file the run writes, told every event from now on.
@@ -350,7 +345,6 @@ impl Reporter {
     pub fn boot_finished(&mut self, report: BootReport) {
         // Every sink (and JUnit, from the reports) quotes the clipped reason.
         let report = BootReport { verdict: report.verdict.map_reason(clip_reason), ..report };
-        self.summary.count(&report.verdict);
         self.reports.push(report);
         let report = self.reports.last().expect("just pushed");
         let mut troubles = Vec::new();
@@ -363,6 +357,11 @@ impl Reporter {
         for (note, error) in troubles {
             self.note(note, &format!("error: {error}"));
         }
+    }
+
+    /// The counts of the reports so far.
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.reports)
     }
 
     /// The reports so far, in the order they were finished.
@@ -392,7 +391,7 @@ impl Reporter {
     /// line), then the form's summary. The first file that could not be written is the
     /// run's error (a `report.html` that cannot be written is said and fails nothing).
     pub fn run_finished(&mut self, took: Duration, run_dir: &Path) -> Result<(), BenchError> {
-        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary, reports: &self.reports };
+        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary(), reports: &self.reports };
         let mut first_error = None;
         for file in &mut self.files {
             if let Err(error) = file.run_finished(&mut end) {

@@ -365,7 +365,7 @@ fn finish(
         let first = first.to_string();
         return Err(BenchError::Ran { labels: troubled.into_iter().map(|(label, _)| label).collect(), first });
     }
-    Ok(if reporter.summary.failed > 0 { Finished::Failed } else { Finished::Passed })
+    Ok(if reporter.summary().failed > 0 { Finished::Failed } else { Finished::Passed })
 }
 
 /// One case that boots nothing, run on this machine: its report.
