@@ -132,6 +132,7 @@ pub(crate) fn run_measured(
         Err(e) => {
             let reason = format!("cannot create the session's transcript {}: {e}", log.display());
             fail_the_case(marks, stop, &spec.name);
+            marks.ended(&spec.name);
             return (SessionOutcome::Fail { reason }, Stats::default());
         }
     };
@@ -141,6 +142,7 @@ pub(crate) fn run_measured(
         transcript.note(Instant::now(), &format!("FAILED: {reason}"));
         transcript.close(Instant::now());
         fail_the_case(marks, stop, &spec.name);
+        marks.ended(&spec.name);
         return (SessionOutcome::Fail { reason }, Stats::default());
     }
     let forbid = |_| spec.forbid.iter().map(|f| LineCheck::new(&f.pattern)).collect::<Vec<_>>();
@@ -188,6 +190,8 @@ pub(crate) fn run_measured(
         }
     };
     let stats = engine.finish();
+    // It sets no more marks: a session still waiting on it may now be in a deadlock.
+    marks.ended(&spec.name);
     (outcome, stats)
 }
 
@@ -396,41 +400,42 @@ impl Engine<'_> {
 
     fn wait(&mut self, name: &str, bound: Bound) -> Result<(), End> {
         if self.client.is_none() {
-            match self.marks.wait_for(name, bound.at(), self.stop) {
-                Ok(()) => {}
-                Err(WaitEnd::Stopped) => return Err(self.stopped()),
-                Err(WaitEnd::Deadline) => {
-                    return Err(self.fail(bound.missed(&format!("the mark '{name}' was never set"))));
-                }
-            }
-        } else {
-            while !self.marks.is_set(name) {
-                self.check_stop()?;
-                if bound.passed() {
-                    let last = self.last.quoted();
-                    return Err(
-                        self.fail(format!("{}; {last}", bound.missed(&format!("the mark '{name}' was never set"))))
-                    );
-                }
-                if self.done()? {
-                    // Nothing more will come from the client: wait on the marks alone.
-                    return self.wait_without_client(name, bound);
-                }
-                self.pump(bound.at())?;
-            }
+            return self.wait_without_client(name, bound);
         }
+        let session = &self.spec.name;
+        while !self.marks.is_set(name) {
+            self.check_stop()?;
+            if let Some(deadlock) = self.marks.waiting(session, Some(name)) {
+                let last = self.last.quoted();
+                self.marks.waiting(session, None);
+                return Err(self.fail(format!("{deadlock}; {last}")));
+            }
+            if bound.passed() {
+                let last = self.last.quoted();
+                self.marks.waiting(session, None);
+                return Err(self.fail(format!("{}; {last}", bound.missed(&format!("the mark '{name}' was never set")))));
+            }
+            if self.done()? {
+                // Nothing more will come from the client: wait on the marks alone.
+                self.marks.waiting(session, None);
+                return self.wait_without_client(name, bound);
+            }
+            self.pump(bound.at())?;
+        }
+        self.marks.waiting(session, None);
         self.note(&format!("mark {name} seen"));
         Ok(())
     }
 
     fn wait_without_client(&mut self, name: &str, bound: Bound) -> Result<(), End> {
-        match self.marks.wait_for(name, bound.at(), self.stop) {
+        match self.marks.wait_as(&self.spec.name, name, bound.at(), self.stop) {
             Ok(()) => {
                 self.note(&format!("mark {name} seen"));
                 Ok(())
             }
             Err(WaitEnd::Stopped) => Err(self.stopped()),
             Err(WaitEnd::Deadline) => Err(self.fail(bound.missed(&format!("the mark '{name}' was never set")))),
+            Err(WaitEnd::Deadlock(deadlock)) => Err(self.fail(deadlock)),
         }
     }
 

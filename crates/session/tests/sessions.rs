@@ -156,6 +156,49 @@ fn a_wait_that_never_comes_fails_naming_the_mark() {
 }
 
 #[test]
+fn sessions_waiting_for_each_other_fail_at_once_naming_the_deadlock() {
+    // With their clients running (after an expect) and before them: either way no
+    // session can set a mark any more, and the case ends long before its deadline.
+    for (case, first) in [("clients", Some(expect("up"))), ("no-clients", None)] {
+        let dir = dir(&format!("deadlock-{case}"));
+        let marks = Marks::for_sessions(["left", "right"]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let threads: Vec<_> = [("left", "right-ready", "left-ready"), ("right", "left-ready", "right-ready")]
+            .into_iter()
+            .map(|(name, wait, mark)| {
+                let steps =
+                    first.iter().cloned().chain([Step::Wait(wait.into()), Step::Mark(mark.into()), Step::Exit(0)]);
+                let spec = spec(name, steps.collect());
+                let (marks, stop, log) = (marks.clone(), stop.clone(), dir.join(format!("{name}.log")));
+                std::thread::spawn(move || {
+                    run(&spec, &sh("echo up; cat"), &marks, &stop, start, start + DEADLINE, &log)
+                })
+            })
+            .collect();
+        let reasons: Vec<String> = threads
+            .into_iter()
+            .map(|t| match t.join().unwrap() {
+                SessionOutcome::Fail { reason } => reason,
+                SessionOutcome::Pass { .. } => panic!("{case}: a session passed"),
+            })
+            .collect();
+        assert!(start.elapsed() < DEADLINE / 2, "{case}: found only at the deadline");
+        let deadlock = "deadlock: every session still running waits for a mark none of them can set \
+                        (left for 'right-ready', right for 'left-ready')";
+        let step = if first.is_some() { 2 } else { 1 };
+        // The first to see it fails; the other fails the same way or is stopped by it.
+        let failed: Vec<&String> = reasons.iter().filter(|r| !r.starts_with("stopped:")).collect();
+        assert!(!failed.is_empty(), "{case}: {reasons:?}");
+        for r in failed {
+            assert!(r.starts_with(&format!("step {step} (wait '")), "{case}: {r}");
+            assert!(r.contains(deadlock), "{case}: {r}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn a_step_past_its_within_fails() {
     let client = python("import time; print('start'); time.sleep(30); print('late')");
     let steps = vec![expect("start"), Step::Within(Duration::from_millis(300)), expect("late"), Step::Exit(0)];

@@ -282,7 +282,7 @@ pub(crate) fn run_all(
     deadline: Instant,
     fail: &dyn Fn(String),
 ) -> Vec<SessionOutcome> {
-    let marks = Arc::new(Marks::new());
+    let marks = Arc::new(Marks::for_sessions(runs.iter().map(|run| run.spec.name.as_str())));
     let start = Instant::now();
     let (done, finished) = std::sync::mpsc::channel::<(usize, SessionOutcome)>();
     let mut threads = Vec::new();
