@@ -354,6 +354,28 @@ reset)
   sleep 10
   fail "reboot -f returned"
   ;;
+crash)
+  # The kernel's own crash on demand: sysrq c dereferences NULL in sysrq_handle_crash,
+  # an oops the kernel turns into a panic (with panic=-1, a reset).
+  say "crash: sysrq c"
+  echo c > /proc/sysrq-trigger
+  sleep 10
+  fail "sysrq c returned"
+  ;;
+hung-task)
+  # A task in D state past the hung-task detector's timeout: a write into a frozen
+  # filesystem (partition $PART of the slot's disk, ext4, mounted read-write) waits,
+  # uninterruptibly, for a thaw that never comes.
+  [ -e /proc/sys/kernel/hung_task_timeout_secs ] || fail "no hung-task detector in this kernel"
+  mount_part ext4 || fail "mounting $P (ext4): $(cat /tmp/mount.err)"
+  mount -o remount,rw /mnt || fail "remounting /mnt read-write"
+  fsfreeze --freeze /mnt || fail "fsfreeze --freeze /mnt"
+  echo 2 > /proc/sys/kernel/hung_task_timeout_secs
+  say "hung-task: writing into a frozen filesystem"
+  echo stuck > /mnt/stuck &
+  sleep 60
+  fail "no hung task reported in 60 s"
+  ;;
 probe)
   load_blk; load_net
   for d in /sys/block/* /sys/class/net/*; do

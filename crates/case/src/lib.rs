@@ -227,7 +227,7 @@ pub struct Case {
 }
 
 /// The kinds of failure a verdict names, and `must_fail = { kind = "..." }` takes: the
-/// console judge's, a part's (`device`), the bench's own checks across boots (`repeat`,
+/// console judge's, a part's (`device`), a crash report's (`crash`), the bench's own checks across boots (`repeat`,
 /// `replay`), what stopped a case before its run (`build`, `host-lack`), each host
 /// kind's own, and a boot a `--slurm` task never reported (`unreported`).
 pub const FAILURE_KINDS: &[&str] = &[
@@ -245,6 +245,7 @@ pub const FAILURE_KINDS: &[&str] = &[
     "reporter",
     "distinct",
     "device",
+    "crash",
     "repeat",
     "replay",
     "build",
@@ -462,6 +463,68 @@ pub struct BootCase {
     pub idle: Option<IdleSpec>,
     /// A command that judges the console log once the boot has passed.
     pub post_check: Option<PostCheck>,
+    /// `[triage]`: which rules read the console for crash reports, and which kinds of
+    /// crash end the boot as a failure.
+    pub triage: Triage,
+}
+
+/// The kinds of crash report the bench reads from a console (testbench-triage's
+/// `CrashKind` names, checked equal there), in its order.
+pub const CRASH_KINDS: &[&str] = &[
+    "panic",
+    "oops",
+    "bug",
+    "warning",
+    "kasan",
+    "kfence",
+    "kmsan",
+    "kcsan",
+    "ubsan",
+    "lockdep",
+    "rcu-stall",
+    "hung-task",
+    "soft-lockup",
+    "hard-lockup",
+    "out-of-memory",
+    "memory-leak",
+    "general-protection",
+    "page-fault",
+    "illegal-instruction",
+    "assertion",
+];
+
+/// The kinds of crash that do not fail a boot unless `[triage] forbid` names them: a
+/// kernel prints them and goes on (a driver's WARNING, the OOM killer at work, a leak
+/// kmemleak found), and a case may cause them on purpose. Every other kind fails it.
+pub const CRASH_KINDS_ALLOWED: &[&str] = &["warning", "out-of-memory", "memory-leak"];
+
+/// Which crash rules read a boot's console.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TriageRules {
+    Linux,
+    Xv6,
+    Reference,
+    Generic,
+}
+
+/// A boot case's `[triage]` (docs/triage.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Triage {
+    /// `None` with `off = false`: the rules follow the guest (the reference kernel's for
+    /// the guest the bench builds, Linux's for a recipe's, the generic ones otherwise).
+    pub rules: Option<TriageRules>,
+    /// `rules = "off"`: no crash is read, and none ends the boot.
+    pub off: bool,
+    /// The kinds that fail the boot (from [`CRASH_KINDS`]): every kind but
+    /// [`CRASH_KINDS_ALLOWED`], with `forbid` added and `allow` taken out.
+    pub fatal: Vec<String>,
+}
+
+impl Default for Triage {
+    fn default() -> Triage {
+        let fatal = CRASH_KINDS.iter().filter(|k| !CRASH_KINDS_ALLOWED.contains(k)).map(|k| k.to_string()).collect();
+        Triage { rules: None, off: false, fatal }
+    }
 }
 
 /// `memory = true` on a reference-guest boot case (docs/ram.md).

@@ -500,6 +500,25 @@ mod toml_errors {
     }
 
     #[test]
+    fn every_refusal_within_triage_comes_in_turn_naming_what_is_accepted() {
+        let triage = "programs = [\"logsrv\"]\n[triage]\nrules = \"linx\"\nallow = [\"warning\", \"opps\"]\nforbid = [\"warning\", \"rcu-stal\"]\n";
+        assert_eq!(boot_fields(triage), ["triage.rules", "triage.allow[1]", "triage.forbid[1]", "triage.forbid[0]"]);
+        let text = format!("description = \"d\"\nkind = \"boot\"\narch = [\"rv64\"]\nexpect = ['x']\n{triage}");
+        let each = crate::parse("tests/c.toml", &text).unwrap_err().each();
+        assert!(
+            each[0].starts_with("tests/c.toml: triage.rules: \"linx\" is not accepted; did you mean `linux`?"),
+            "{each:?}"
+        );
+        assert!(each[0].ends_with("One of \"linux\", \"xv6\", \"reference\", \"generic\", \"off\""), "{each:?}");
+        assert!(each[1].contains("\"opps\" is not accepted; did you mean `oops`?"), "{each:?}");
+        assert!(each[3].contains("\"warning\" is in triage.allow too"), "{each:?}");
+        let off = "programs = [\"logsrv\"]\n[triage]\nrules = \"off\"\nallow = [\"oops\"]\n";
+        assert_eq!(boot_fields(off), ["triage.rules"]);
+        let unknown = "programs = [\"logsrv\"]\n[triage]\nrule = \"linux\"\n";
+        assert_eq!(boot_fields(unknown), ["triage.rule"]);
+    }
+
+    #[test]
     fn every_refusal_within_one_programs_entry_comes_in_turn() {
         // Budgets, keys not supported yet and unknown keys, then the form's fields; the
         // form is not told from keys of which one is refused, nor the features' names

@@ -189,6 +189,10 @@ pub enum FailureKind {
     /// connected another number of times than the case says, a capture that breaks a
     /// rule or cannot be read).
     Device,
+    /// A crash report on the console (read by testbench-triage) of a kind the case lets
+    /// fail the boot: the boot ends at the report's end, or at its start when the guest
+    /// then says nothing more.
+    Crash,
 }
 
 /// Why the boot failed, when (time since the boot started), the message, and the

@@ -51,6 +51,8 @@ pub enum RunEvent<'a> {
         duration_secs: f64,
         run_dir: &'a Path,
         report: Option<&'a Path>,
+        /// The failures grouped by their crash's title (report::crash_groups).
+        crashes: &'a [crate::report::CrashGroup],
     },
     /// Which accelerator a width's boots run under, and why.
     Accel { message: &'a str },
@@ -183,6 +185,13 @@ mod tests {
             replay_note: None,
         };
         let errors = ["tests/a.toml: expect: missing".to_string()];
+        let groups = [crate::report::CrashGroup {
+            title: "kernel panic: mm: leak".into(),
+            kind: "panic".into(),
+            boots: vec!["bench-boot rv64 smp2".into()],
+            seeds: vec![7],
+            first_replay: "cd /ws && cargo testbench --exact bench-boot --arch rv64 --smp 2 --qemu-seed 7".into(),
+        }];
         let events = [
             RunEvent::Refused { errors: &errors },
             RunEvent::Case {
@@ -209,6 +218,7 @@ mod tests {
                 duration_secs: 41.25,
                 run_dir: dir,
                 report: Some(&dir.join("report.html")),
+                crashes: &groups,
             },
             Note::Accel.event("accel rv64: tcg (the case asks for tcg)"),
             Note::QemuProbed.event("rv64: QEMU emulator version 10.0.2"),

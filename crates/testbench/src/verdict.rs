@@ -27,6 +27,8 @@ pub enum FailKind {
     /// A part's check, from outside the guest (a disk, the network, a session, the RAM,
     /// the post-check).
     Device,
+    /// A crash report on the console ended the boot (boot/crash_watch.rs).
+    Crash,
     /// Two boots of a case that must repeat (or differ) did not.
     Repeat,
     /// A replay differs from its recording.
@@ -45,7 +47,7 @@ pub enum FailKind {
 
 impl FailKind {
     /// Every kind, in the order the case crate's `FAILURE_KINDS` lists them.
-    pub const ALL: [FailKind; 23] = [
+    pub const ALL: [FailKind; 24] = [
         FailKind::Forbidden,
         FailKind::TimedOut,
         FailKind::ProgramFailed,
@@ -60,6 +62,7 @@ impl FailKind {
         FailKind::Reporter,
         FailKind::Distinct,
         FailKind::Device,
+        FailKind::Crash,
         FailKind::Repeat,
         FailKind::Replay,
         FailKind::Build,
@@ -93,6 +96,7 @@ impl FailKind {
             FailureKind::Reporter => FailKind::Reporter,
             FailureKind::Distinct => FailKind::Distinct,
             FailureKind::Device => FailKind::Device,
+            FailureKind::Crash => FailKind::Crash,
         }
     }
 

@@ -2028,3 +2028,65 @@ fn a_failing_boot_names_the_crash_its_console_shows() {
     assert!(finished["crash"]["title"].as_str().unwrap().starts_with("kernel panic: Attempted to kill init!"));
     assert_eq!(finished["crash"]["line"], 2, "{}", run.explain());
 }
+
+/// A crash ends the boot at once (the report's end marker, not the case's deadline), and
+/// a sweep whose seeds hit two different crashes ends with them grouped by title: the
+/// most boots first, their seeds, the first one's replay; the same in JSON.
+#[test]
+fn a_sweep_groups_its_failures_by_the_crash_they_hit() {
+    let fake = Wrapped::new();
+    let waits =
+        fake.case.replace("fake-qemu-console: done", "never printed").replace("timeout_secs = 30", "timeout_secs = 60");
+    let dir = cases_dir(&[("crashes", &waits)]);
+    let panic = |message: &str| {
+        format!(
+            "booting\n\
+[    2.000000] Kernel panic - not syncing: {message}\n\
+[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
+[    2.000002] Call Trace:\n\
+[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
+[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
+[    2.000005] [<ffffffff80017e2e>] mount_root_generic+0x1d6/0x2a0\n\
+[    2.000007] ---[ end Kernel panic - not syncing: {message} ]---\n"
+        )
+    };
+    let tools = fake.tools.path();
+    std::fs::write(tools.join("console-0"), panic("VFS: Unable to mount root fs on unknown-block(0,0)")).unwrap();
+    std::fs::write(tools.join("console-1"), panic("No working init found.")).unwrap();
+    // Odd seeds hit one crash, even seeds the other.
+    fake.wrap(&format!(
+        "S=0; prev=; for a; do [ \"$prev\" = -seed ] && S=$a; prev=$a; done\nexport FAKE_QEMU_CONSOLE=file:'{}'/console-$((S % 2))\n",
+        tools.display()
+    ));
+    let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap())];
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--sweep", "1..5", "--color", "never"], &env);
+    run.expect_status(1);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let at = lines.iter().position(|l| *l == "2 distinct crashes:").unwrap_or_else(|| panic!("{}", run.explain()));
+    assert!(
+        lines[at + 1].starts_with("    kernel panic: No working init found — 3 boots (seeds 1, 3, 5), first replay: "),
+        "{}",
+        run.explain()
+    );
+    assert!(lines[at + 1].contains("--exact crashes --arch rv64 --smp 1 --sweep 1 "), "{}", lines[at + 1]);
+    assert!(
+        lines[at + 2].starts_with(
+            "    kernel panic: VFS: Unable to mount root fs on unknown-block(NUM,NUM) — 2 boots (seeds 2, 4)"
+        ),
+        "{}",
+        run.explain()
+    );
+    // Each boot ended at its crash, not at the 60 s deadline, and says so.
+    assert!(run.stdout.contains("crash at "), "{}", run.explain());
+    assert!(!run.stdout.contains("timed out"), "{}", run.explain());
+    let run = bench(&["--cases", cases, "--sweep", "1..5", "--message-format", "json"], &env);
+    let finished = run.events().into_iter().find(|e| e["event"] == "run-finished").expect("run-finished");
+    let crashes = finished["crashes"].as_array().unwrap_or_else(|| panic!("{}", run.explain()));
+    assert_eq!(crashes.len(), 2, "{}", run.explain());
+    assert_eq!(crashes[0]["seeds"], serde_json::json!([1, 3, 5]));
+    assert_eq!(crashes[0]["kind"], "panic");
+    assert_eq!(crashes[1]["boots"].as_array().unwrap().len(), 2);
+    let boot = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("boot-finished");
+    assert_eq!(boot["failure_kind"], "crash", "{}", run.explain());
+}

@@ -132,6 +132,35 @@ pub enum CrashKind {
 }
 
 impl CrashKind {
+    /// Every kind, in the order of the enum.
+    pub const ALL: [CrashKind; 20] = [
+        CrashKind::Panic,
+        CrashKind::Oops,
+        CrashKind::Bug,
+        CrashKind::Warning,
+        CrashKind::Kasan,
+        CrashKind::Kfence,
+        CrashKind::Kmsan,
+        CrashKind::Kcsan,
+        CrashKind::Ubsan,
+        CrashKind::Lockdep,
+        CrashKind::RcuStall,
+        CrashKind::HungTask,
+        CrashKind::SoftLockup,
+        CrashKind::HardLockup,
+        CrashKind::OutOfMemory,
+        CrashKind::MemoryLeak,
+        CrashKind::GeneralProtection,
+        CrashKind::PageFault,
+        CrashKind::IllegalInstruction,
+        CrashKind::Assertion,
+    ];
+
+    /// The kind [`CrashKind::name`] names.
+    pub fn from_name(name: &str) -> Option<CrashKind> {
+        CrashKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
     /// A short lowercase name (`kasan`, `page-fault`), for JSON and grouping.
     pub fn name(self) -> &'static str {
         match self {

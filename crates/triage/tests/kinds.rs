@@ -352,6 +352,32 @@ fn hung_task() {
 }
 
 #[test]
+fn riscv64_hung_task_in_a_frozen_filesystem_is_blamed_past_the_per_cpu_rwsem() {
+    // The shape Debian's riscv64 kernel prints for a write into a frozen ext4
+    // (tests/linux-hung-task.toml): the per-CPU rwsem's wait is a locking helper.
+    let console = "\
+[    7.408010] INFO: task init:146 blocked for more than 2 seconds.
+[    7.408809]       Not tainted 6.12.117+deb13-riscv64 #1 Debian 6.12.117-1
+[    7.409241] \"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.
+[    7.409822] task:init            state:D stack:0     pid:146   tgid:146   ppid:1      flags:0x00000002
+[    7.410607] Call Trace:
+[    7.411138] [<ffffffff80a7854c>] __schedule+0x3a6/0xbd2
+[    7.412571] [<ffffffff80a78d9c>] schedule+0x24/0xd4
+[    7.412865] [<ffffffff80091a56>] percpu_rwsem_wait+0xba/0x14e
+[    7.413203] [<ffffffff80a7cabc>] __percpu_down_read+0x40/0xb2
+[    7.413533] [<ffffffff803426c4>] mnt_want_write+0xb8/0xf4
+[    7.413894] [<ffffffff8032bdf2>] path_openat+0x3ec/0xfce
+[    7.414056] [<ffffffff8032ca5c>] do_filp_open+0x88/0x10e
+[    7.414620] [<ffffffff80a8138a>] handle_exception+0x14a/0x156
+testbench-guest: the next line
+";
+    let r = one(console, Guest::Linux);
+    assert_eq!(r.kind, CrashKind::HungTask);
+    assert_eq!(r.title, "INFO: task hung in mnt_want_write");
+    assert_eq!(r.guilty_frame.as_ref().and_then(|f| f.name()), Some("mnt_want_write"));
+}
+
+#[test]
 fn soft_and_hard_lockup() {
     let soft = "\
 [   88.000000] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [spin:155]

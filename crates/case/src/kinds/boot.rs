@@ -20,6 +20,7 @@ mod net;
 pub(crate) mod raw;
 mod reference;
 mod repeat;
+pub(crate) mod triage;
 
 use crate::common::{arch_list, is_feature_name, shown, Ctx, Refusals};
 use crate::fields::{check_table, names};
@@ -96,6 +97,7 @@ pub(crate) fn check(ctx: &Ctx, table: &toml::Table) -> Vec<CaseError> {
         crate::session::check(ctx, table),
         idle::check(ctx, table),
         post_check(),
+        triage::check(ctx, table),
     ]
     .into_iter()
     .filter_map(Result::err)
@@ -267,6 +269,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     let memory = guest.as_ref().and_then(|guest| refused.keep(memory(ctx, &raw, poweroff, guest)));
     let idle = timeout.and_then(|timeout| refused.keep(idle::idle(ctx, raw.idle.as_ref(), timeout)));
     let post_check = refused.keep(post_check(ctx, raw.post_check.as_ref()));
+    let triage = refused.keep(triage::triage(ctx, raw.triage.as_ref(), raw.allow_panic.unwrap_or(false)));
     if raw.idle.is_some() && poweroff {
         refused.push(
             ctx.err("idle", "not with poweroff = true: the window measures a guest at rest, which must still run"),
@@ -310,6 +313,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             memory: memory?,
             idle: idle?,
             post_check: post_check?,
+            triage: triage?,
         })
     };
     refused.end(ctx, made())

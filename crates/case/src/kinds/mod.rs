@@ -85,7 +85,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawKind, self_check: bool) -> Result<Kind
 mod tests {
     use super::boot::raw::{
         RawBoot, RawDial, RawDisk, RawFlip, RawGuest, RawIdle, RawInput, RawNet, RawOverlay, RawPeer, RawPoke,
-        RawPostCheck, DIAL, DISK, FLIP, GUEST, IDLE, INPUT, NET, OVERLAY, PEER, POKE, POST_CHECK,
+        RawPostCheck, RawTriage, DIAL, DISK, FLIP, GUEST, IDLE, INPUT, NET, OVERLAY, PEER, POKE, POST_CHECK, TRIAGE,
     };
     use super::*;
     use crate::fields::{names, serde_names};
@@ -96,7 +96,7 @@ mod tests {
     /// by the check in words and then refused by serde, or the other way round).
     #[test]
     fn each_raw_struct_and_its_list_of_fields_agree() {
-        let pairs: [(&str, &[Field], &[&str]); 19] = [
+        let pairs: [(&str, &[Field], &[&str]); 20] = [
             ("boot", boot::FIELDS, serde_names::<RawBoot>()),
             ("host-tests", host_tests::FIELDS, serde_names::<host_tests::RawHostTests>()),
             ("build", build::FIELDS, serde_names::<build::RawBuild>()),
@@ -106,6 +106,7 @@ mod tests {
             ("[guest]", GUEST, serde_names::<RawGuest>()),
             ("[idle]", IDLE, serde_names::<RawIdle>()),
             ("post_check", POST_CHECK, serde_names::<RawPostCheck>()),
+            ("[triage]", TRIAGE, serde_names::<RawTriage>()),
             ("guest.overlay", OVERLAY, serde_names::<RawOverlay>()),
             ("[[input]]", INPUT, serde_names::<RawInput>()),
             ("[disk]", DISK, serde_names::<RawDisk>()),

@@ -6,6 +6,7 @@
 //! | `machine.rs` | [`Machine`]: QEMU's command line as values, and the device tree dumped and edited |
 //! | `stages.rs` | the boot as stages: launch, the loop over one channel of events, the pass's checks, stop, collect |
 //! | `event.rs` | [`Event`], the loop's one kind of event (a leaf) |
+//! | `crash_watch.rs` | the console's crash reports read as it arrives: a fatal one ends the boot |
 //! | `part.rs` | [`Part`], [`PartSpec`] and the [`Phase`]s a part acts at; [`Evidence`] and [`Broken`] |
 //! | `live_parts.rs` | the parts of one running boot: the phase machine, who holds the verdict, triggers, finish |
 //! | `slot.rs` | [`Slot`]: the fixed virtio-mmio transports and PCI device numbers |
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use testbench_judge::Verdict;
 
+pub mod crash_watch;
 pub mod event;
 mod live_parts;
 pub mod machine;
@@ -59,8 +61,9 @@ pub struct Plan {
     pub parts: Vec<Arc<dyn PartSpec>>,
     /// The boot's deadline, from the guest's start.
     pub timeout: Duration,
-    /// The rules that read a failing boot's console for its crash (crate::crash).
-    pub crash_rules: testbench_triage::Guest,
+    /// How the console is read for crashes: the rules (also for the crash a failing
+    /// boot names, crate::crash) and the kinds that end the boot (crash_watch.rs).
+    pub crash: crash_watch::CrashPlan,
 }
 
 /// How one boot went: the verdict, what the judge's capture patterns took, and the

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use testbench_console::{ConsoleEvent, ConsoleLog};
 use testbench_judge::{Ending, ExitStatus, Failure, FailureKind, Judge, Shutdown, Verdict};
 
+use super::crash_watch::Watch;
 use super::event::{Event, PartEvent};
 use super::live_parts::LiveParts;
 use super::part::{attach_all, AttachedSet, BootPlace, Passing};
@@ -54,12 +55,17 @@ pub fn run(spec: &BootSpec, root: &Path) -> Result<Judged, Trouble> {
         Launched::Refused(verdict) => return Ok(Judged { verdict, captures: Vec::new(), notes: Vec::new() }),
     };
     let ended = boot.run_loop();
-    let verdict = boot.check_pass(ended);
     let closed = matches!(ended, Loop::Closed);
+    let ended = boot.crash_left_open(ended);
+    let verdict = boot.check_pass(ended);
     if !closed {
         // The verdict is known, or the deadline passed: nothing QEMU does now can
         // change the verdict.
         boot.stop();
+    } else if verdict.is_some() {
+        // The console closed inside a crash, which is the verdict: QEMU's exit is not
+        // judged, only waited for.
+        boot.reap();
     }
     boot.collect(verdict, closed)
 }
@@ -97,6 +103,8 @@ struct Running<'a> {
     /// QEMU's QMP connection, when QEMU made it before it exited.
     qmp: Option<Arc<QmpClient>>,
     judge: Judge,
+    /// The console's crash reports, when the case reads them (crash_watch.rs).
+    crashes: Option<Watch>,
     parts: LiveParts,
     qmp_log: QmpLog,
     notes: Vec<String>,
@@ -154,6 +162,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         stderr: Some(stderr),
         qmp,
         judge: Judge::new(judge),
+        crashes: Watch::new(&spec.plan.crash, start),
         parts,
         qmp_log: QmpLog::default(),
         notes: Vec::new(),
@@ -223,7 +232,9 @@ impl Running<'_> {
                 // Parts take part only in a boot whose guest the bench started (QMP).
                 self.parts.advance(self.judge.expects_done(), &live);
             }
+            let crash_wake = self.crashes.as_ref().and_then(Watch::wake_at);
             let wake = self.judge.wake_at().map(|at| self.start + at).unwrap_or(self.deadline).min(self.deadline);
+            let wake = crash_wake.map_or(wake, |at| at.min(wake));
             let event = self.events.recv_timeout(wake.saturating_duration_since(now));
             let verdict = match event {
                 Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
@@ -233,12 +244,32 @@ impl Running<'_> {
                     None
                 }
                 Ok(Event::Part(event)) => self.take_part_event(event),
-                Err(RecvTimeoutError::Timeout) => self.judge.poll(self.now()),
+                Err(RecvTimeoutError::Timeout) => {
+                    let crash = self.crashes.as_mut().and_then(|watch| watch.poll(Instant::now()));
+                    crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now()))
+                }
             };
             if verdict.is_some() {
                 self.verdict = verdict;
                 return Loop::Verdict;
             }
+        }
+    }
+
+    /// A boot whose console closed, or whose deadline passed, inside a fatal crash report
+    /// ends on that crash: it is the verdict.
+    fn crash_left_open(&mut self, ended: Loop) -> Loop {
+        let why = match ended {
+            Loop::Verdict => return ended,
+            Loop::Closed => "the console closed",
+            Loop::Deadline => "the deadline passed",
+        };
+        match self.crashes.as_mut().and_then(|watch| watch.close(Instant::now(), why)) {
+            Some(failure) => {
+                self.verdict = Some(Verdict::Fail(failure));
+                Loop::Verdict
+            }
+            None => ended,
         }
     }
 
@@ -267,7 +298,14 @@ impl Running<'_> {
         if let Some(live) = self.live() {
             self.parts.triggered(&taken.triggered, &live);
         }
-        taken.verdict
+        // A crash fails the boot even in the chunk that made the judge's pass; the
+        // judge's own failure, when it has one, came first.
+        let crash = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
+        match (taken.verdict, crash) {
+            (Some(Verdict::Fail(failure)), _) => Some(Verdict::Fail(failure)),
+            (_, Some(crash)) => Some(Verdict::Fail(crash)),
+            (verdict, None) => verdict,
+        }
     }
 
     /// A part's event: a note kept, a release counted (the last one releases the judge),
@@ -339,6 +377,14 @@ impl Running<'_> {
                 Event::Qmp(_) | Event::Part(_) => {}
             }
         }
+        if !matches!(crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Wait for a QEMU that closed its console (killed if it does not exit in time).
+    fn reap(&mut self) {
         if !matches!(crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
             let _ = self.child.kill();
             let _ = self.child.wait();

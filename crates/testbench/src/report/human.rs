@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{secs, seed_text, BootReport, Row, RunEnd, Sink};
+use super::{crash_groups_heading, secs, seed_text, BootReport, Row, RunEnd, Sink};
 use crate::error::BenchError;
 use crate::events::Note;
 use crate::verdict::{Failed, Verdict};
@@ -200,6 +200,12 @@ impl Sink for Human {
                     report.label(),
                     report.replay_shown()
                 ));
+            }
+        }
+        if !end.crashes.is_empty() {
+            self.line(&crash_groups_heading(&end.crashes));
+            for group in &end.crashes {
+                self.line(&format!("    {}", group.shown()));
             }
         }
         let s = end.summary;

@@ -100,6 +100,7 @@ impl Sink for Json {
             duration_secs: end.took.as_secs_f64(),
             run_dir: end.run_dir,
             report: end.html.as_deref(),
+            crashes: &end.crashes,
         });
         Ok(())
     }

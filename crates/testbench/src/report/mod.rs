@@ -268,6 +268,87 @@ impl Summary {
     }
 }
 
+/// The failures of a run that name the same crash: one bug, however many boots hit it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CrashGroup {
+    pub title: String,
+    /// The crash's kind in a word (`panic`, `hung-task`...).
+    pub kind: String,
+    /// Each boot that hit it, by its label, in the order they finished.
+    pub boots: Vec<String>,
+    /// Their seeds, where they had one (a sweep's), in the order they finished.
+    pub seeds: Vec<u64>,
+    /// The line that replays the first of them.
+    pub first_replay: String,
+}
+
+/// The failures (not the self-checks that failed as they must) grouped by their crash's
+/// title, the most boots first (then the first to finish). A failure whose console shows
+/// no crash is in no group.
+pub fn crash_groups(reports: &[BootReport]) -> Vec<CrashGroup> {
+    let mut groups: Vec<CrashGroup> = Vec::new();
+    for report in reports {
+        let Verdict::Fail(failed) = &report.verdict else { continue };
+        let Some(crash) = failed.crash.as_deref() else { continue };
+        let index = match groups.iter().position(|g| g.title == crash.title) {
+            Some(index) => index,
+            None => {
+                groups.push(CrashGroup {
+                    title: crash.title.clone(),
+                    kind: crash.kind.clone(),
+                    boots: Vec::new(),
+                    seeds: Vec::new(),
+                    first_replay: report.replay_shown(),
+                });
+                groups.len() - 1
+            }
+        };
+        groups[index].boots.push(report.label());
+        groups[index].seeds.extend(report.seed);
+    }
+    // A stable sort: among equal counts, the first to finish stays first.
+    groups.sort_by_key(|g| std::cmp::Reverse(g.boots.len()));
+    groups
+}
+
+/// How many of a group's seeds (or labels) a line names before `…`.
+const GROUP_NAMES_SHOWN: usize = 8;
+
+impl CrashGroup {
+    /// The group in a line: `TITLE — 9 boots (seeds 3, 7, 12, …), first replay: …`.
+    pub fn shown(&self) -> String {
+        let count = self.boots.len();
+        let names: Vec<String> = match self.seeds.len() == count {
+            true => self.seeds.iter().map(u64::to_string).collect(),
+            false => self.boots.clone(),
+        };
+        let mut list = names.iter().take(GROUP_NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if names.len() > GROUP_NAMES_SHOWN {
+            list.push_str(", …");
+        }
+        let what = if self.seeds.len() == count {
+            if count == 1 {
+                "seed "
+            } else {
+                "seeds "
+            }
+        } else {
+            ""
+        };
+        format!(
+            "{} — {count} boot{} ({what}{list}), first replay: {}",
+            self.title,
+            if count == 1 { "" } else { "s" },
+            self.first_replay
+        )
+    }
+}
+
+/// The heading of a run's crash groups: `2 distinct crashes:`.
+pub fn crash_groups_heading(groups: &[CrashGroup]) -> String {
+    format!("{} distinct crash{}:", groups.len(), if groups.len() == 1 { "" } else { "es" })
+}
+
 /// The longest line of a reason a report quotes, in bytes: a verdict's message with its
 /// pattern and its quoted console line fits; a line of a megabyte does not.
 const REASON_LINE_LIMIT: usize = 1024;
@@ -391,7 +472,8 @@ impl Reporter {
     /// line), then the form's summary. The first file that could not be written is the
     /// run's error (a `report.html` that cannot be written is said and fails nothing).
     pub fn run_finished(&mut self, took: Duration, run_dir: &Path) -> Result<(), BenchError> {
-        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary(), reports: &self.reports };
+        let crashes = crash_groups(&self.reports);
+        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary(), crashes, reports: &self.reports };
         let mut first_error = None;
         for file in &mut self.files {
             if let Err(error) = file.run_finished(&mut end) {
@@ -406,6 +488,8 @@ impl Reporter {
 /// What a sink is told at the run's end.
 pub struct RunEnd<'a> {
     pub took: Duration,
+    /// The run's failures grouped by their crash ([`crash_groups`]).
+    pub crashes: Vec<CrashGroup>,
     pub run_dir: &'a Path,
     /// `report.html`, once its sink wrote it.
     pub html: Option<PathBuf>,

@@ -200,6 +200,7 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     results_table(&mut out, reports);
     out.push_str("</header>\n");
     sweep(&mut out, info, reports);
+    crashes(&mut out, reports);
     // Failures first, each open; then the rest, closed.
     let order: Vec<usize> = (0..reports.len())
         .filter(|&i| reports[i].verdict.is_failure())
@@ -246,6 +247,47 @@ fn results_table(out: &mut String, reports: &[BootReport]) {
         );
     }
     out.push_str("</table>");
+}
+
+/// The run's failures grouped by their crash's title (`report::crash_groups`): each
+/// group's boots link to their blocks.
+fn crashes(out: &mut String, reports: &[BootReport]) {
+    let groups = crate::report::crash_groups(reports);
+    if groups.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<section id=\"crashes\"><h2>{}</h2><table class=\"results\">",
+        escaped(&crate::report::crash_groups_heading(&groups))
+    );
+    out.push_str("<tr><th>crash</th><th>kind</th><th>boots</th><th>first replay</th></tr>");
+    for group in &groups {
+        let links: Vec<String> = reports
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.verdict.failed().and_then(|f| f.crash.as_deref()).is_some_and(|c| c.title == group.title)
+            })
+            .filter(|(_, r)| r.verdict.is_failure())
+            .map(|(i, r)| {
+                format!(
+                    "<a href=\"#b{i}\">{}</a>",
+                    escaped(format!("{} {}", r.label(), seed_text(r.seed, r.smp.is_some())).trim_end())
+                )
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "<tr class=\"FAIL\"><td>{}</td><td>{}</td><td>{} ({})</td><td><code class=\"command\">{}</code></td></tr>",
+            escaped(&group.title),
+            escaped(&group.kind),
+            group.boots.len(),
+            links.join(", "),
+            escaped(&group.first_replay)
+        );
+    }
+    out.push_str("</table></section>\n");
 }
 
 /// A sweep's grid (a row per label, a cell per seed, coloured by verdict, each a link

@@ -460,7 +460,7 @@ pub fn jobs(
                     judge: judge_of(case, boot, ws),
                     parts,
                     timeout: boot.timeout,
-                    crash_rules: crate::crash::rules_for(boot_of(case)),
+                    crash: crate::boot::crash_watch::CrashPlan::of(boot_of(case)),
                 },
                 dir: boot.dir.clone(),
                 first_boot: None,

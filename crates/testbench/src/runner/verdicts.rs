@@ -118,8 +118,12 @@ fn deadline_passed(verdict: &ConsoleVerdict) -> bool {
 /// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
-    let (dir, rules) = (spec.dir.clone(), spec.plan.crash_rules);
-    name_crash(boot_and_compare(spec, root, repeat_exactly), &dir, rules)
+    let (dir, rules) = (spec.dir.clone(), spec.plan.crash.rules);
+    let booted = boot_and_compare(spec, root, repeat_exactly);
+    match rules {
+        Some(rules) => name_crash(booted, &dir, rules),
+        None => booted,
+    }
 }
 
 /// A failing boot's crash, named on its failure: read from the console of the boot that

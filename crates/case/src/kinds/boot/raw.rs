@@ -59,6 +59,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("ram_forbid", Shape::StrList, "a list of byte strings, 8 to 4096 bytes each, such as ['tb-secret-42']"),
     field("idle", Shape::Table, "an [idle] table, with seconds"),
     field("post_check", Shape::Table, "a table with command, such as { command = [\"scripts/oracles/printk-times\"] }"),
+    field("triage", Shape::Table, "a [triage] table, such as { rules = \"linux\", allow = [\"warning\"] }"),
 ];
 
 /// Kind "boot" as serde reads it: the fields of [`FIELDS`], in its order.
@@ -114,6 +115,7 @@ pub(crate) struct RawBoot {
     pub ram_forbid: Option<Vec<String>>,
     pub idle: Option<RawIdle>,
     pub post_check: Option<RawPostCheck>,
+    pub triage: Option<RawTriage>,
 }
 
 /// The fields of a `[guest]` table.
@@ -335,4 +337,20 @@ pub(crate) struct RawPostCheck {
     pub oracle: Option<String>,
     pub args: Option<Vec<String>>,
     pub timeout_secs: Option<f64>,
+}
+
+/// The fields of `[triage]`, in the order messages name them.
+pub(crate) const TRIAGE: &[Field] = &[
+    field("rules", Shape::Str, "\"linux\", \"xv6\", \"reference\", \"generic\" or \"off\""),
+    field("allow", Shape::StrList, "crash kinds that do not fail the boot, such as [\"oops\"]"),
+    field("forbid", Shape::StrList, "crash kinds that fail the boot besides the default ones, such as [\"warning\"]"),
+];
+
+/// A `[triage]` table as serde reads it: the fields of [`TRIAGE`], in its order.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTriage {
+    pub rules: Option<String>,
+    pub allow: Option<Vec<String>>,
+    pub forbid: Option<Vec<String>>,
 }
