@@ -52,7 +52,7 @@ pub enum RunEvent<'a> {
         run_dir: &'a Path,
         report: Option<&'a Path>,
         /// The failures grouped by their crash's title (report::crash_groups).
-        crashes: &'a [crate::report::CrashGroup],
+        crashes: &'a [crate::verdict::CrashGroup],
     },
     /// Which accelerator a width's boots run under, and why.
     Accel { message: &'a str },
@@ -185,7 +185,7 @@ mod tests {
             replay_note: None,
         };
         let errors = ["tests/a.toml: expect: missing".to_string()];
-        let groups = [crate::report::CrashGroup {
+        let groups = [crate::verdict::CrashGroup {
             title: "kernel panic: mm: leak".into(),
             kind: "panic".into(),
             boots: vec!["bench-boot rv64 smp2".into()],

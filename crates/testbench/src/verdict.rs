@@ -248,6 +248,53 @@ impl Verdict {
     }
 }
 
+/// The failures of a run that name the same crash: one bug, however many boots hit it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CrashGroup {
+    pub title: String,
+    /// The crash's kind in a word (`panic`, `hung-task`...).
+    pub kind: String,
+    /// Each boot that hit it, by its label, in the order they finished.
+    pub boots: Vec<String>,
+    /// Their seeds, where they had one (a sweep's), in the order they finished.
+    pub seeds: Vec<u64>,
+    /// The line that replays the first of them.
+    pub first_replay: String,
+}
+
+/// How many of a group's seeds (or labels) a line names before `…`.
+const GROUP_NAMES_SHOWN: usize = 8;
+
+impl CrashGroup {
+    /// The group in a line: `TITLE — 9 boots (seeds 3, 7, 12, …), first replay: …`.
+    pub fn shown(&self) -> String {
+        let count = self.boots.len();
+        let names: Vec<String> = match self.seeds.len() == count {
+            true => self.seeds.iter().map(u64::to_string).collect(),
+            false => self.boots.clone(),
+        };
+        let mut list = names.iter().take(GROUP_NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if names.len() > GROUP_NAMES_SHOWN {
+            list.push_str(", …");
+        }
+        let what = if self.seeds.len() == count {
+            if count == 1 {
+                "seed "
+            } else {
+                "seeds "
+            }
+        } else {
+            ""
+        };
+        format!(
+            "{} — {count} boot{} ({what}{list}), first replay: {}",
+            self.title,
+            if count == 1 { "" } else { "s" },
+            self.first_replay
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

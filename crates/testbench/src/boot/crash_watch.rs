@@ -87,6 +87,11 @@ impl Watch {
         None
     }
 
+    /// A report of a kind that fails the boot has begun and not yet ended.
+    pub fn inside_fatal(&self) -> bool {
+        self.quiet_at.is_some()
+    }
+
     /// When [`Watch::poll`] has something to say, if ever.
     pub fn wake_at(&self) -> Option<Instant> {
         self.quiet_at

@@ -105,6 +105,10 @@ struct Running<'a> {
     judge: Judge,
     /// The console's crash reports, when the case reads them (crash_watch.rs).
     crashes: Option<Watch>,
+    /// A failure reached while a fatal crash report was still being printed: the
+    /// verdict once the report ends (or the console goes quiet, closes, or the deadline
+    /// passes), so that the console holds the whole report.
+    held: Option<Verdict>,
     parts: LiveParts,
     qmp_log: QmpLog,
     notes: Vec<String>,
@@ -163,6 +167,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         qmp,
         judge: Judge::new(judge),
         crashes: Watch::new(&spec.plan.crash, start),
+        held: None,
         parts,
         qmp_log: QmpLog::default(),
         notes: Vec::new(),
@@ -228,37 +233,79 @@ impl Running<'_> {
             if now >= self.deadline {
                 return Loop::Deadline;
             }
-            if let Some(live) = self.live() {
-                // Parts take part only in a boot whose guest the bench started (QMP).
-                self.parts.advance(self.judge.expects_done(), &live);
+            if self.held.is_none() {
+                if let Some(live) = self.live() {
+                    // Parts take part only in a boot whose guest the bench started (QMP).
+                    self.parts.advance(self.judge.expects_done(), &live);
+                }
             }
             let crash_wake = self.crashes.as_ref().and_then(Watch::wake_at);
-            let wake = self.judge.wake_at().map(|at| self.start + at).unwrap_or(self.deadline).min(self.deadline);
+            let judge_wake = self.judge.wake_at().filter(|_| self.held.is_none()).map(|at| self.start + at);
+            let wake = judge_wake.unwrap_or(self.deadline).min(self.deadline);
             let wake = crash_wake.map_or(wake, |at| at.min(wake));
             let event = self.events.recv_timeout(wake.saturating_duration_since(now));
             let verdict = match event {
                 Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
+                Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.held.is_some() => self.finish_report(&chunk),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
                 Ok(Event::Qmp(event)) => {
                     self.qmp_log.note(&event);
                     None
                 }
+                Ok(Event::Part(_)) if self.held.is_some() => None,
                 Ok(Event::Part(event)) => self.take_part_event(event),
                 Err(RecvTimeoutError::Timeout) => {
                     let crash = self.crashes.as_mut().and_then(|watch| watch.poll(Instant::now()));
-                    crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now()))
+                    match self.held.take() {
+                        Some(held) if crash.is_some() => Some(held),
+                        Some(held) => {
+                            self.held = Some(held);
+                            None
+                        }
+                        None => crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now())),
+                    }
                 }
             };
-            if verdict.is_some() {
-                self.verdict = verdict;
-                return Loop::Verdict;
+            match verdict {
+                // A failure while a crash report is being printed waits for the report's
+                // end (bounded by its quiet time and the deadline), so that the console
+                // holds the whole report the failure then names.
+                Some(failure @ Verdict::Fail(_))
+                    if self.held.is_none() && self.crashes.as_ref().is_some_and(Watch::inside_fatal) =>
+                {
+                    self.held = Some(failure);
+                }
+                Some(verdict) => {
+                    self.verdict = Some(verdict);
+                    return Loop::Verdict;
+                }
+                None => {}
             }
         }
+    }
+
+    /// A console chunk while a failure waits for the crash report being printed: to the
+    /// log and the crash watch only; the held failure once the report has ended.
+    fn finish_report(&mut self, chunk: &testbench_console::Chunk) -> Option<Verdict> {
+        if let Some(log) = self.console.as_mut() {
+            let _ = log.write(&chunk.bytes);
+        }
+        let ended = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
+        let still_inside = self.crashes.as_ref().is_some_and(Watch::inside_fatal);
+        if ended.is_some() || !still_inside {
+            return self.held.take();
+        }
+        None
     }
 
     /// A boot whose console closed, or whose deadline passed, inside a fatal crash report
     /// ends on that crash: it is the verdict.
     fn crash_left_open(&mut self, ended: Loop) -> Loop {
+        if let Some(held) = self.held.take() {
+            // The failure that waited for the report is the verdict, however it ended.
+            self.verdict = Some(held);
+            return Loop::Verdict;
+        }
         let why = match ended {
             Loop::Verdict => return ended,
             Loop::Closed => "the console closed",

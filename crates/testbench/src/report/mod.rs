@@ -268,20 +268,6 @@ impl Summary {
     }
 }
 
-/// The failures of a run that name the same crash: one bug, however many boots hit it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct CrashGroup {
-    pub title: String,
-    /// The crash's kind in a word (`panic`, `hung-task`...).
-    pub kind: String,
-    /// Each boot that hit it, by its label, in the order they finished.
-    pub boots: Vec<String>,
-    /// Their seeds, where they had one (a sweep's), in the order they finished.
-    pub seeds: Vec<u64>,
-    /// The line that replays the first of them.
-    pub first_replay: String,
-}
-
 /// The failures (not the self-checks that failed as they must) grouped by their crash's
 /// title, the most boots first (then the first to finish). A failure whose console shows
 /// no crash is in no group.
@@ -311,43 +297,12 @@ pub fn crash_groups(reports: &[BootReport]) -> Vec<CrashGroup> {
     groups
 }
 
-/// How many of a group's seeds (or labels) a line names before `…`.
-const GROUP_NAMES_SHOWN: usize = 8;
-
-impl CrashGroup {
-    /// The group in a line: `TITLE — 9 boots (seeds 3, 7, 12, …), first replay: …`.
-    pub fn shown(&self) -> String {
-        let count = self.boots.len();
-        let names: Vec<String> = match self.seeds.len() == count {
-            true => self.seeds.iter().map(u64::to_string).collect(),
-            false => self.boots.clone(),
-        };
-        let mut list = names.iter().take(GROUP_NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ");
-        if names.len() > GROUP_NAMES_SHOWN {
-            list.push_str(", …");
-        }
-        let what = if self.seeds.len() == count {
-            if count == 1 {
-                "seed "
-            } else {
-                "seeds "
-            }
-        } else {
-            ""
-        };
-        format!(
-            "{} — {count} boot{} ({what}{list}), first replay: {}",
-            self.title,
-            if count == 1 { "" } else { "s" },
-            self.first_replay
-        )
-    }
-}
-
 /// The heading of a run's crash groups: `2 distinct crashes:`.
 pub fn crash_groups_heading(groups: &[CrashGroup]) -> String {
     format!("{} distinct crash{}:", groups.len(), if groups.len() == 1 { "" } else { "es" })
 }
+
+pub use crate::verdict::CrashGroup;
 
 /// The longest line of a reason a report quotes, in bytes: a verdict's message with its
 /// pattern and its quoted console line fits; a line of a megabyte does not.
