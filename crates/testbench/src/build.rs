@@ -33,6 +33,13 @@ pub const REFERENCE_KERNEL_PACKAGE: &str = "kernel";
 /// The package whose binaries a bare programs entry names.
 pub const PROGRAMS_PACKAGE: &str = "programs";
 
+/// The reference kernel is built with frame pointers, for its panic handler's backtrace
+/// (guest/kernel/src/backtrace.rs): cargo's own `target.<triple>.rustflags`, given on the
+/// kernel's command line only (a profile cannot carry rustflags on stable cargo), so no
+/// other guest build changes. Every crate of the kernel's build gets it; the core library
+/// the toolchain ships already keeps frame pointers.
+pub const KERNEL_RUSTFLAGS: &str = "['-C', 'force-frame-pointers=yes']";
+
 /// A cargo build cannot hang a run forever: ten minutes is far past any build here.
 const BUILD_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -149,6 +156,9 @@ impl Builder {
             .env_remove("CARGO_ENCODED_RUSTFLAGS");
         if !key.features.is_empty() {
             cmd = cmd.args(["--features", &key.features.join(",")]);
+        }
+        if key.package == REFERENCE_KERNEL_PACKAGE {
+            cmd = cmd.arg("--config").arg(format!("target.{triple}.rustflags={KERNEL_RUSTFLAGS}"));
         }
         let command = cmd.display();
         let env = crate::fresh::build_env();

@@ -52,7 +52,8 @@
 //!
 //! ## Where a report ends
 //!
-//! At `---[ end trace`, `---[ end Kernel panic`, the sanitizers' closing `=====` line;
+//! At `---[ end trace`, `---[ end Kernel panic`, the sanitizers' closing `=====` line,
+//! the reference kernel's `end of backtrace` (its report is cut without it);
 //! before the next report's first line (a line that only continues the open report —
 //! `Oops:` after `BUG: unable to handle`, `Kernel panic` inside an oops — is absorbed);
 //! after [`GAP_LIMIT`] lines in a row that no report prints (the report then ends at its
@@ -97,7 +98,9 @@ pub enum Guest {
     Linux,
     /// xv6: `panic: <msg>`, and the `backtrace:` of return addresses some versions print.
     Xv6,
-    /// The bench's own reference kernel: `PANIC <msg> at <file>:<line>:<col>`.
+    /// The bench's own reference kernel: `PANIC <msg> at <file>:<line>:<col>`, its
+    /// `backtrace:` of `#N 0x…` call sites (` (core)` on the panic machinery's) and its
+    /// `end of backtrace` line.
     Reference,
     /// A guest the bench knows nothing of: panic, BUG and WARNING lines only.
     Generic,
@@ -238,7 +241,8 @@ pub struct Report {
     /// else's output inside.
     pub corrupted: Option<Corruption>,
     /// Its end was seen: an end marker (`---[ end trace`, `---[ end Kernel panic`, the
-    /// sanitizers' closing line), or for xv6 and the reference kernel the line after it.
+    /// sanitizers' closing line, the reference kernel's `end of backtrace`), or for xv6
+    /// and a one-line `PANIC` the line after it.
     /// False for a report the console ended inside, or that other output or the next
     /// report ended.
     pub end_seen: bool,

@@ -26,8 +26,12 @@ pub(crate) struct Start {
     pub secondary: bool,
     /// The report ends at the next line of `=` (the sanitizers' frame).
     pub framed: bool,
-    /// The report is this one line (plus a backtrace that follows, for xv6).
+    /// The report is this one line (plus a backtrace that follows, for xv6 and the
+    /// reference kernel).
     pub single: bool,
+    /// The reference kernel's own `PANIC` line: the report runs on to its backtrace's
+    /// end line (`end of backtrace`), and is cut without it.
+    pub traced_to_end: bool,
     /// The title blames the outermost own frame below the dispatch layers (stalls, a
     /// stack overrun), not the innermost.
     pub outermost: bool,
@@ -47,6 +51,7 @@ impl Start {
             secondary: false,
             framed: false,
             single: false,
+            traced_to_end: false,
             tentative: false,
             outermost: matches!(kind, CrashKind::RcuStall | CrashKind::SoftLockup),
         }
@@ -150,11 +155,18 @@ fn after<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// Whether the line starts a report (or continues an open one), for `guest`.
 pub(crate) fn start(s: &str, guest: Guest, finder: &aho_corasick::AhoCorasick) -> Option<Start> {
-    if let Some(st) = start_at(s, guest) {
+    if let Some(mut st) = start_at(s, guest) {
+        // The reference kernel's PANIC line starts its line (a program's is behind its
+        // prefix, `[pid 2] [name] PANIC …`) and is followed by its backtrace.
+        st.traced_to_end = guest == Guest::Reference;
         return Some(st);
     }
-    // A report glued to other output: after leading blanks, after a console's
-    // `login: ` prompt, or from a printk timestamp inside the line.
+    glued(s, guest, finder)
+}
+
+/// A report's first line glued to other output: after leading blanks, after a
+/// console's `login: ` prompt, or from a printk timestamp inside the line.
+fn glued(s: &str, guest: Guest, finder: &aho_corasick::AhoCorasick) -> Option<Start> {
     let t = s.trim_start();
     if t.len() != s.len() {
         if let Some(st) = start_at(t, guest) {
@@ -162,7 +174,8 @@ pub(crate) fn start(s: &str, guest: Guest, finder: &aho_corasick::AhoCorasick) -
         }
     }
     if let Some((_, rest)) = s.split_once("login: ") {
-        if let Some(st) = start(strip_prefix(rest).0, guest, finder) {
+        let rest = strip_prefix(rest).0;
+        if let Some(st) = start_at(rest, guest).or_else(|| glued(rest, guest, finder)) {
             return Some(st);
         }
     }
@@ -896,6 +909,44 @@ pub(crate) fn xv6_frame(s: &str) -> Option<Frame> {
         location: None,
         reliable: true,
     })
+}
+
+/// A frame of the reference kernel's backtrace, `#N 0x<call site>` (trimmed), and
+/// whether it is marked ` (core)`: a call site in the core library's code, the panic
+/// machinery, never the guilty frame.
+pub(crate) fn reference_frame(s: &str) -> Option<(Frame, bool)> {
+    let rest = s.strip_prefix('#')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = rest[digits..].strip_prefix(" 0x")?;
+    let hex = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+    let (address, mark) = rest.split_at(hex);
+    let core = match mark {
+        "" => false,
+        " (core)" => true,
+        _ => return None,
+    };
+    if hex == 0 || hex > 16 {
+        return None;
+    }
+    let frame = Frame {
+        function: None,
+        offset: None,
+        size: None,
+        module: None,
+        address: u64::from_str_radix(address, 16).ok(),
+        location: None,
+        reliable: true,
+    };
+    Some((frame, core))
+}
+
+/// The reference kernel's backtrace's end line (trimmed): `end of backtrace`, with why
+/// the walk stopped after a colon when it was not the chain's end.
+pub(crate) fn reference_end(s: &str) -> bool {
+    s == "end of backtrace" || s.starts_with("end of backtrace: ")
 }
 
 /// The caller id a line's printk prefix carries (`T123` of `[  1.2][ T123]`), if any.

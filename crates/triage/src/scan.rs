@@ -208,12 +208,46 @@ impl Scanner {
         }
         let Some(open) = &mut self.open else { return };
         if open.start.single {
-            // xv6: "backtrace:" and return addresses may follow its panic line.
+            // xv6 and the reference kernel: "backtrace:" and its frames may follow the
+            // panic line.
             let t = s.trim();
             if t == "backtrace:" && open.lines == 1 {
                 open.backtrace = true;
                 open.lines += 1;
                 open.end = end;
+                open.gap = 0;
+                return;
+            }
+            if open.start.traced_to_end {
+                // The reference kernel's: `#N 0x…` frames, then its end line; anything
+                // else before that line is someone else's output inside the report.
+                if open.backtrace {
+                    if let Some((f, core)) = rules::reference_frame(t) {
+                        if open.frames.len() < MAX_FRAMES {
+                            if !core {
+                                open.own.push(open.frames.len());
+                            }
+                            open.frames.push(f);
+                        }
+                        open.lines += 1;
+                        open.end = end;
+                        open.gap = 0;
+                        return;
+                    }
+                    if rules::reference_end(t) {
+                        open.lines += 1;
+                        open.end = end;
+                        let open = self.open.take().expect("checked above");
+                        out.extend(close(open, Close::Marker));
+                        return;
+                    }
+                }
+                open.interleaved.get_or_insert(begin);
+                open.gap += 1;
+                if open.gap > GAP_LIMIT {
+                    let open = self.open.take().expect("checked above");
+                    out.extend(close(open, Close::Quiet));
+                }
                 return;
             }
             if open.backtrace {
@@ -407,6 +441,13 @@ fn close(open: Open, how: Close) -> Option<Report> {
             Some(f) if f.name().is_some_and(|n| n.starts_with("smp_call_function")) => Some(f),
             f => outermost(softirq()).cloned().or(f),
         }
+    } else if st.traced_to_end {
+        // The reference kernel's: the first frame of its backtrace outside the core
+        // library (the panic machinery), at the source place its PANIC line names.
+        match own().next() {
+            Some(f) => Some(Frame { location: st.hint.as_ref().and_then(|h| h.location.clone()), ..f.clone() }),
+            None => st.hint.clone(),
+        }
     } else {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
         hint.or_else(|| innermost(own())).cloned()
@@ -425,11 +466,13 @@ fn close(open: Open, how: Close) -> Option<Report> {
     // A report is whole enough when it printed its own backtrace: a console that ends
     // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
     // whether its end marker came.
-    let traced = st.single || open.traced;
+    // The reference kernel's report is whole only at its backtrace's end line.
+    let traced = (st.single && !st.traced_to_end) || open.traced;
     let mut corrupted = match how {
         Close::Marker => None,
         Close::TooLong => Some(Corruption::TooLong),
         _ if traced => None,
+        _ if st.traced_to_end => Some(Corruption::Cut),
         Close::Quiet => Some(Corruption::NoTrace),
         Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
     };
@@ -458,6 +501,6 @@ fn close(open: Open, how: Close) -> Option<Report> {
         frames: open.frames,
         range: open.begin..open.end,
         corrupted,
-        end_seen: matches!(how, Close::Marker) || (st.single && !matches!(how, Close::ConsoleEnd)),
+        end_seen: matches!(how, Close::Marker) || (st.single && !st.traced_to_end && !matches!(how, Close::ConsoleEnd)),
     })
 }

@@ -2,7 +2,7 @@
 //! print them (not copied from anyone's test data), with the title, kind, guilty frame
 //! and corrupted flag each must give.
 
-use testbench_triage::{reports, CrashKind, Guest, Report};
+use testbench_triage::{reports, Corruption, CrashKind, Guest, Report};
 
 fn one(console: &str, guest: Guest) -> Report {
     let got = reports(console.as_bytes(), guest);
@@ -495,9 +495,100 @@ fn reference_kernel_panic_line() {
     assert_eq!(r.title, "panic: trap in the kernel: scause ADDR sepc ADDR stval ADDR");
     assert_eq!(r.kind, CrashKind::Panic);
     assert_eq!(r.guilty_frame.unwrap().location.as_deref(), Some("src/proc.rs:676:9"));
+    // The kernel's PANIC line is followed by its backtrace: a console that ends after
+    // the line alone cut the report.
+    assert_eq!(r.corrupted, Some(Corruption::Cut));
+    assert!(!r.end_seen);
     let r = one("PANIC assertion failed: len <= cap at src/mm.rs:88:5\r\n", Guest::Reference);
     assert_eq!(r.kind, CrashKind::Assertion);
     assert_eq!(r.title, "panic: assertion failed: len <= cap");
+}
+
+/// The reference kernel's panic as `panic-test` printed it on riscv64 (the end of a
+/// console of reference-panic-backtrace): the PANIC line, the backtrace of call sites
+/// (`core::panicking::panic_fmt` marked as the core library's, then `third`, `second`,
+/// `first`, `run`, `kmain`, `_start`), the end line.
+pub const REFERENCE_PANIC: &str = "\
+kernel: disk: none on virtio-mmio slot 0\r
+kernel: net: none on virtio-mmio slot 2\r
+PANIC panic-test: three calls deep at kernel/src/panic_test.rs:38:9\r
+backtrace:\r
+  #0 0x0000000080800d20 (core)\r
+  #1 0x000000008080290e\r
+  #2 0x0000000080802942\r
+  #3 0x000000008080289e\r
+  #4 0x00000000808027da\r
+  #5 0x0000000080808b3c\r
+  #6 0x000000008080001e\r
+end of backtrace\r
+";
+
+#[test]
+fn reference_kernel_backtrace() {
+    let r = one(REFERENCE_PANIC, Guest::Reference);
+    assert_eq!(r.title, "panic: panic-test: three calls deep");
+    assert_eq!(r.kind, CrashKind::Panic);
+    let addrs: Vec<_> = r.frames.iter().map(|f| f.address.unwrap()).collect();
+    assert_eq!(addrs, [0x8080_0d20, 0x8080_290e, 0x8080_2942, 0x8080_289e, 0x8080_27da, 0x8080_8b3c, 0x8080_001e]);
+    // The first frame outside the core library's panic machinery, at the PANIC line's
+    // source place.
+    let guilty = r.guilty_frame.unwrap();
+    assert_eq!(guilty.address, Some(0x8080_290e));
+    assert_eq!(guilty.location.as_deref(), Some("kernel/src/panic_test.rs:38:9"));
+    assert_eq!(r.corrupted, None);
+    assert!(r.end_seen);
+    let start = REFERENCE_PANIC.find("PANIC").unwrap();
+    assert_eq!(r.range, start..REFERENCE_PANIC.len());
+    // riscv32's addresses, and an end line that says why the walk stopped.
+    let rv32 = "PANIC boom at src/main.rs:1:2\r\nbacktrace:\r\n  #0 0x80800a10 (core)\r\n  #1 0x80800b20 (core)\r\n  #2 0x80801c30\r\nend of backtrace: no frame record of this hart's stack at fp 0x10\r\nafter\r\n";
+    let r = one(rv32, Guest::Reference);
+    assert_eq!(r.frames.len(), 3);
+    assert_eq!(r.guilty_frame.unwrap().address, Some(0x8080_1c30));
+    assert_eq!((r.corrupted, r.end_seen), (None, true));
+    assert_eq!(&rv32[r.range], &rv32[..rv32.find("after").unwrap()]);
+    // Only the core library's frames: no guilty address, the source place stays.
+    let machinery = "PANIC boom at src/main.rs:1:2\nbacktrace:\n  #0 0x80800a10 (core)\nend of backtrace\n";
+    let guilty = one(machinery, Guest::Reference).guilty_frame.unwrap();
+    assert_eq!((guilty.address, guilty.location.as_deref()), (None, Some("src/main.rs:1:2")));
+}
+
+#[test]
+fn a_reference_backtrace_cut_or_interleaved_is_corrupted() {
+    // The console ends inside the backtrace (the boot was ended at the PANIC line).
+    let cut = &REFERENCE_PANIC[..REFERENCE_PANIC.find("  #3").unwrap()];
+    let r = one(cut, Guest::Reference);
+    assert_eq!(r.corrupted, Some(Corruption::Cut));
+    assert!(!r.end_seen);
+    assert_eq!(r.frames.len(), 3);
+    assert_eq!(r.guilty_frame.unwrap().address, Some(0x8080_290e));
+    // Other output takes over before the end line.
+    let taken = format!("{cut}one\r\ntwo\r\nthree\r\nfour\r\nfive\r\n");
+    let r = one(&taken, Guest::Reference);
+    assert_eq!(r.corrupted, Some(Corruption::Cut));
+    assert_eq!(&taken[r.range], &cut[cut.find("PANIC").unwrap()..]);
+    // Another hart's line inside it: the report runs on to its end line, interleaved.
+    let inside = REFERENCE_PANIC.replace("  #3", "kernel: harts 2\r\n  #3");
+    let r = one(&inside, Guest::Reference);
+    let at = inside.find("kernel: harts").unwrap();
+    assert_eq!(r.corrupted, Some(Corruption::Interleaved { at }));
+    assert_eq!(r.frames.len(), 7);
+    assert!(r.end_seen);
+    // The next report before the end line cuts the first.
+    let two = format!("{cut}PANIC again at src/main.rs:3:4\r\n");
+    let got = reports(two.as_bytes(), Guest::Reference);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].corrupted, Some(Corruption::Cut));
+    assert_eq!(got[0].title, "panic: panic-test: three calls deep");
+}
+
+#[test]
+fn a_programs_panic_on_the_reference_guest_is_its_one_line() {
+    // Behind its prefix: a program's panic, which prints no backtrace.
+    let console = "[pid 2] [panicker] PANIC on purpose\r\n[server] panicker place 2 pid 3 exited with status 101\r\n";
+    let r = one(console, Guest::Reference);
+    assert_eq!(r.title, "panic: on purpose");
+    assert_eq!((r.corrupted, r.end_seen), (None, true));
+    assert!(r.frames.is_empty());
 }
 
 #[test]

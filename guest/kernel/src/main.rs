@@ -6,10 +6,13 @@
 #![no_std]
 #![no_main]
 
+mod backtrace;
 mod console;
 mod disk;
 mod mm;
 mod net;
+#[cfg(feature = "panic-test")]
+mod panic_test;
 mod proc;
 mod sbi;
 #[cfg(feature = "sched-trace")]
@@ -24,6 +27,8 @@ use trap::{MAX_HARTS, NONE};
 /// The shortest /chosen/rng-seed the kernel accepts, in bytes.
 const MIN_SEED: usize = 16;
 
+// Each entry sets s0 (the frame pointer) to 0 before its first call: the end of the
+// chain of frame records the panic handler's backtrace walks (backtrace.rs).
 core::arch::global_asm!(
     r#"
     .section .text.entry, "ax"
@@ -34,6 +39,7 @@ _start:
     la      sp, __stacks_top
     slli    t1, a0, 14
     sub     sp, sp, t1
+    li      s0, 0
     call    kmain
 2:  wfi
     j       2b
@@ -45,6 +51,7 @@ _secondary:
     la      sp, __stacks_top
     slli    t1, a0, 14
     sub     sp, sp, t1
+    li      s0, 0
     call    secondary_main
     j       2b
 "#,
@@ -159,6 +166,10 @@ extern "C" fn kmain(hartid: usize, info: usize) -> ! {
         power_off(STATUS_REFUSED);
     }
     drop(k);
+    // The test-only panic: here, after every check of the boot and before any other
+    // hart or any program runs, so nothing prints beside its report.
+    #[cfg(feature = "panic-test")]
+    panic_test::run();
 
     let hart = hart_setup(hartid);
     // The other harts wait for the kernel lock before they run anything, so holding it
@@ -181,13 +192,29 @@ extern "C" fn secondary_main(hartid: usize) -> ! {
     proc::run(hart)
 }
 
+/// Whether a hart is already printing a panic.
+static PANICKING: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The one line `PANIC <message> at <file>:<line>:<col>`, the backtrace (backtrace.rs),
+/// power-off with status 1. A second panic, on another hart or inside this one, waits
+/// forever: the first report is printed whole, and its power-off ends the machine.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     use core::fmt::Write;
+    use core::sync::atomic::Ordering;
+    // The frame record of this function: its caller's return address and fp.
+    let fp: usize;
+    // SAFETY: reading s0 (this function's frame pointer: the kernel is built with frame
+    // pointers) has no side effects.
+    unsafe { core::arch::asm!("mv {}, s0", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    if PANICKING.swap(true, Ordering::AcqRel) {
+        console::halt()
+    }
     let _ = write!(console::Uart, "PANIC {}", info.message());
     if let Some(location) = info.location() {
         let _ = write!(console::Uart, " at {location}");
     }
     console::put_bytes(b"\r\n");
+    backtrace::print(fp);
     power_off(1)
 }

@@ -114,6 +114,7 @@ trap_entry:
     csrw satp, zero
     sfence.vma
     LDX sp, 32
+    li s0, 0
     call trap_from_user
 1:  j 1b
 
