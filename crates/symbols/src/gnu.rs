@@ -34,10 +34,12 @@ pub enum GnuError {
     Count { command: String, got: usize, asked: usize },
 }
 
-/// `addr2line -fi -a -e ELF` (the `addr2line` on the path) given `addresses` on its
-/// standard input (written first to `scratch/addresses`), each address's frames read
-/// back in order, within `timeout`.
+/// `PROGRAM -fi -a -e ELF` (`addr2line` for GNU's; `llvm-addr2line` takes the same
+/// arguments and answers in the same form) given `addresses` on its standard input
+/// (written first to `scratch/addresses`), each address's frames read back in order,
+/// within `timeout`.
 pub fn addr2line_fi(
+    program: &str,
     elf: &Path,
     addresses: &[u64],
     scratch: &Path,
@@ -47,7 +49,7 @@ pub fn addr2line_fi(
     let text: String = addresses.iter().map(|a| format!("{a:#x}\n")).collect();
     std::fs::write(&list, text).map_err(|source| GnuError::Write { path: list.clone(), source })?;
     let input = std::fs::File::open(&list).map_err(|source| GnuError::Write { path: list.clone(), source })?;
-    let cmd = Cmd::new("addr2line", "GNU addr2line", timeout).args(["-f", "-i", "-a", "-e"]).arg(elf);
+    let cmd = Cmd::new(program, program, timeout).args(["-f", "-i", "-a", "-e"]).arg(elf);
     let command = cmd.display();
     let mut child = cmd.spawn_with_stdin(input)?;
     let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());

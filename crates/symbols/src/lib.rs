@@ -64,6 +64,9 @@ pub struct Symbol {
     pub size: u64,
     /// An `STT_FUNC` symbol (else a label in an executable section).
     pub function: bool,
+    /// For a local symbol, the source file the table names before it (`STT_FILE`, a
+    /// base name such as `core.c`): what GNU and LLVM `addr2line` say where DWARF says nothing.
+    pub file: Option<String>,
 }
 
 /// One frame of an address, as `addr2line -fi` prints it.
@@ -154,7 +157,8 @@ impl Symbols {
 
     /// The frames at `address` (a link-time address): innermost inlined function first,
     /// the function it is in last (as `addr2line -fi`); the symbol table's function
-    /// alone, with no line, where DWARF says nothing; empty where neither knows it.
+    /// alone, with no line (and a local symbol's file as the table names it), where DWARF
+    /// says nothing; empty where neither knows it.
     pub fn lookup(&self, address: u64) -> Result<Vec<Located>, Error> {
         let mut out = Vec::new();
         if let Some(dwarf) = &self.dwarf {
@@ -173,18 +177,19 @@ impl Symbols {
                 out.push(Located { function, file, line, inlined: true });
             }
         }
-        let table = || self.symbol_at(address).map(|(symbol, _)| demangled(&symbol.name));
+        let table = || self.symbol_at(address).map(|(symbol, _)| symbol);
         match out.last_mut() {
             // What DWARF did not name (an assembly file's lines), the symbol table does.
             Some(last) => {
                 last.inlined = false;
                 if last.function.is_none() {
-                    last.function = table();
+                    last.function = table().map(|symbol| demangled(&symbol.name));
                 }
             }
             None => {
-                if let Some(function) = table() {
-                    out.push(Located { function: Some(function), file: None, line: None, inlined: false });
+                if let Some(symbol) = table() {
+                    let (function, file) = (Some(demangled(&symbol.name)), symbol.file.clone());
+                    out.push(Located { function, file, line: None, inlined: false });
                 }
             }
         }
@@ -236,28 +241,37 @@ fn demangled(name: &str) -> String {
 /// The ELF's function symbols (`STT_FUNC`, and labels in executable sections), sorted by
 /// address, functions before labels and larger before smaller at one address.
 fn function_symbols<'data, R: object::ReadRef<'data>>(elf: &object::File<'data, R>) -> Vec<Symbol> {
-    let mut symbols: Vec<Symbol> = elf
-        .symbols()
-        .filter_map(|symbol| {
-            let function = match symbol.kind() {
-                SymbolKind::Text => true,
-                SymbolKind::Unknown => {
-                    let SymbolSection::Section(index) = symbol.section() else { return None };
-                    if elf.section_by_index(index).ok()?.kind() != SectionKind::Text {
-                        return None;
-                    }
-                    false
-                }
-                _ => return None,
-            };
-            let name = symbol.name().ok()?;
-            // Mapping symbols ($x, $d) and local labels name no function.
-            if name.is_empty() || name.starts_with('$') || name.starts_with(".L") || symbol.is_undefined() {
-                return None;
+    let mut file: Option<String> = None;
+    let mut symbols: Vec<Symbol> = Vec::new();
+    for symbol in elf.symbols() {
+        let function = match symbol.kind() {
+            SymbolKind::File => {
+                file = symbol.name().ok().filter(|name| !name.is_empty()).map(str::to_string);
+                continue;
             }
-            Some(Symbol { name: name.to_string(), address: symbol.address(), size: symbol.size(), function })
-        })
-        .collect();
+            SymbolKind::Text => true,
+            SymbolKind::Unknown => {
+                let SymbolSection::Section(index) = symbol.section() else { continue };
+                if elf.section_by_index(index).map(|s| s.kind()) != Ok(SectionKind::Text) {
+                    continue;
+                }
+                false
+            }
+            _ => continue,
+        };
+        let Ok(name) = symbol.name() else { continue };
+        // Mapping symbols ($x, $d) and local labels name no function.
+        if name.is_empty() || name.starts_with('$') || name.starts_with(".L") || symbol.is_undefined() {
+            continue;
+        }
+        symbols.push(Symbol {
+            name: name.to_string(),
+            address: symbol.address(),
+            size: symbol.size(),
+            function,
+            file: if symbol.is_local() { file.clone() } else { None },
+        });
+    }
     symbols.sort_by(|a, b| {
         (a.address, !a.function, std::cmp::Reverse(a.size), &a.name).cmp(&(
             b.address,

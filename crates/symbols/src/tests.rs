@@ -75,7 +75,7 @@ fn every_address_of_a_program_gives_the_frames_gnu_addr2line_gives() {
         assert!(f.function && f.size > 0, "{f:?}");
         addresses.extend(f.address..f.address + f.size);
     }
-    let gnu = gnu::addr2line_fi(&elf, &addresses, dir.path(), Duration::from_secs(60))
+    let gnu = gnu::addr2line_fi("addr2line", &elf, &addresses, dir.path(), Duration::from_secs(60))
         .expect("these tests need GNU addr2line (binutils) on the path");
     let mut inlined = 0;
     for (address, theirs) in addresses.iter().zip(&gnu) {
