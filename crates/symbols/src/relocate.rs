@@ -89,7 +89,8 @@ pub struct Symbolized {
 
 /// The first `limit` frames of a report looked up in `symbols`. A frame after the first
 /// is a return address: it is looked up one byte before, in the call that returns
-/// there (as debuggers do); the first is where the CPU was.
+/// there (as debuggers do); the first is where the CPU was, and so is a later frame
+/// that points at the same place (riscv's and arm64's call traces start with it again).
 pub fn symbolize(
     symbols: &Symbols,
     frames: &[Frame],
@@ -97,10 +98,11 @@ pub fn symbolize(
     limit: usize,
 ) -> Result<Vec<Symbolized>, Error> {
     let mut out = Vec::with_capacity(frames.len().min(limit));
-    for (index, frame) in frames.iter().take(limit).enumerate() {
+    let first = frames.first().and_then(|frame| link_address_of(symbols, frame, relocation));
+    for frame in frames.iter().take(limit) {
         let address = link_address_of(symbols, frame, relocation);
         let located = match address {
-            Some(address) if index > 0 && address > 0 => symbols.lookup(address - 1)?,
+            Some(address) if address != first.unwrap_or(address) && address > 0 => symbols.lookup(address - 1)?,
             Some(address) => symbols.lookup(address)?,
             None => Vec::new(),
         };

@@ -135,17 +135,23 @@ fn the_offset_is_read_from_the_console_else_from_the_frames() {
     let (crash, caller) = (function(&symbols, "crash_here").clone(), function(&symbols, "caller").clone());
     let delta = 0x2a00_0000;
     let at = |s: &Symbol, off: u64| Some(s.address + off + delta);
+    // Where the CPU was: a place whose frames are not those of the byte before it.
+    let pc = (1..crash.size)
+        .find(|&off| symbols.lookup(crash.address + off).unwrap() != symbols.lookup(crash.address + off - 1).unwrap())
+        .expect("two places in crash_here with other lines");
     let frames = vec![
-        frame("crash_here", 4, crash.size, at(&crash, 4)),
+        frame("crash_here", pc, crash.size, at(&crash, pc)),
         frame("caller", 9, caller.size, at(&caller, 9)),
         // A frame that lies (a stale stack word) is outvoted.
         frame("main", 2, 0x40, Some(0x1234)),
         // Names the table does not have, or a module's, do not vote.
         frame("no_such_function", 1, 2, Some(0x5000)),
         Frame { module: Some("virtio_net".into()), ..frame("virtnet_poll", 1, 2, Some(0x6000)) },
+        // The faulting place again, as riscv's call trace starts.
+        frame("crash_here", pc, crash.size, at(&crash, pc)),
     ];
     let relocation = relocation(&symbols, b"[ 1.0] Oops\n", &frames);
-    assert_eq!(relocation, Relocation { offset: delta, from: OffsetFrom::Frames { agreeing: 2, of: 3 } });
+    assert_eq!(relocation, Relocation { offset: delta, from: OffsetFrom::Frames { agreeing: 3, of: 4 } });
 
     let console = b"[ 2.0] Kernel panic - not syncing: Fatal exception\n[ 2.0] Kernel Offset: 0x1000 from 0xffffffff81000000 (relocation range: 0xffffffff80000000-0xffffffffbfffffff)\n";
     assert_eq!(super::relocation(&symbols, console, &frames), Relocation { offset: 0x1000, from: OffsetFrom::Console });
@@ -154,14 +160,16 @@ fn the_offset_is_read_from_the_console_else_from_the_frames() {
     assert_eq!(super::relocation(&symbols, b"", &[]), Relocation { offset: 0, from: OffsetFrom::Unknown });
 
     let traced = symbolize(&symbols, &frames, relocation, 64).expect("symbolized");
-    assert_eq!(traced.len(), 5);
-    assert_eq!(traced[0].address, Some(crash.address + 4));
-    assert_eq!(traced[0].located, symbols.lookup(crash.address + 4).unwrap());
+    assert_eq!(traced.len(), 6);
+    assert_eq!(traced[0].address, Some(crash.address + pc));
+    assert_eq!(traced[0].located, symbols.lookup(crash.address + pc).unwrap());
     assert_eq!(traced[0].located.last().and_then(|l| l.function.as_deref()), Some("crash_here"));
     // A return address: its call, one byte before.
     assert_eq!(traced[1].located, symbols.lookup(caller.address + 8).unwrap());
     assert_eq!(traced[1].located.last().and_then(|l| l.function.as_deref()), Some("caller"));
     assert_eq!(traced[4], Symbolized { address: None, located: Vec::new() });
+    // Where the CPU was, again: not a return address.
+    assert_eq!(traced[5], traced[0]);
     assert_eq!(symbolize(&symbols, &frames, relocation, 2).expect("symbolized").len(), 2);
 
     // No address printed (arm64's and x86's call traces): the function's link address

@@ -61,6 +61,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// The rules that read a failing boot's console for its crash (crate::crash).
     pub crash_rules: testbench_triage::Guest,
+    /// The kernel's ELF the crash's frames are symbolized against, when one is known.
+    pub crash_elf: Option<crate::crash::KernelElf>,
 }
 
 /// How one boot went: the verdict, what the judge's capture patterns took, and the
