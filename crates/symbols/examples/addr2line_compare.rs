@@ -68,6 +68,11 @@ fn main() {
         addresses.iter().map(|&a| symbols.lookup(a).unwrap_or_else(|e| panic!("{e}"))).collect();
     let ours_time = started.elapsed();
 
+    // The crate's peak memory so far (Linux's high-water mark), before GNU's process runs.
+    let peak = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        status.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l["VmHWM:".len()..].trim().to_string())
+    });
+
     let scratch = std::env::temp_dir().join(format!("addr2line-compare-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
     let started = Instant::now();
@@ -166,6 +171,9 @@ fn main() {
         ms(ours_time),
         ms(theirs_time)
     );
+    if let Some(peak) = peak {
+        println!("crate's peak memory (VmHWM), loaded and {} addresses looked up: {peak}", addresses.len());
+    }
     if llvm.is_some() {
         println!("llvm-addr2line {:.0} ms (one process, from its start)", ms(llvm_time));
     }

@@ -51,6 +51,8 @@ pub enum Error {
     NoSymbols { path: PathBuf },
     #[error("{}: its {section} section cannot be read: {source}", path.display())]
     Section { path: PathBuf, section: &'static str, source: object::Error },
+    #[error("{}: its {section} section ({size} bytes at {offset}) goes past the file's end ({len} bytes): a cut file", path.display())]
+    PastEnd { path: PathBuf, section: &'static str, offset: u64, size: u64, len: u64 },
     #[error("{}: its DWARF cannot be read: {source}", path.display())]
     Dwarf { path: PathBuf, source: gimli::Error },
 }
@@ -115,13 +117,17 @@ impl Symbols {
     /// Read `path`: an ELF with DWARF, a symbol table, or both (one with neither is
     /// refused; [`Symbols::require_dwarf`] refuses one without DWARF).
     pub fn open(path: &Path) -> Result<Symbols, Error> {
-        let file = File::open(path).map_err(|source| Error::Unreadable { path: path.to_owned(), source })?;
-        let cache = object::ReadCache::new(file);
+        let unreadable = |source| Error::Unreadable { path: path.to_owned(), source };
+        let file = File::open(path).map_err(unreadable)?;
+        let len = file.metadata().map_err(unreadable)?.len();
+        // The headers and the symbol table through object's cache of what it read; the
+        // DWARF sections read once, each straight into the buffer the lookups keep.
+        let cache = object::ReadCache::new(file.try_clone().map_err(unreadable)?);
         let elf = object::File::parse(&cache).map_err(|source| Error::NotElf { path: path.to_owned(), source })?;
         let symbols = function_symbols(&elf);
         let dwarf = match elf.section_by_name(".debug_info") {
             None => None,
-            Some(_) => Some(Mutex::new(context(path, &elf)?)),
+            Some(_) => Some(Mutex::new(context(path, &file, len, &elf)?)),
         };
         if dwarf.is_none() && symbols.is_empty() {
             return Err(Error::NoSymbols { path: path.to_owned() });
@@ -287,21 +293,52 @@ fn function_symbols<'data, R: object::ReadRef<'data>>(elf: &object::File<'data, 
 /// The DWARF of `elf`, each section it needs read (and decompressed) into memory.
 fn context<'data, R: object::ReadRef<'data>>(
     path: &Path,
+    file: &File,
+    len: u64,
     elf: &object::File<'data, R>,
 ) -> Result<addr2line::Context<Reader>, Error> {
     let endian = if elf.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
     let load = |id: gimli::SectionId| -> Result<Reader, Error> {
         let bytes: Arc<[u8]> = match elf.section_by_name(id.name()) {
-            Some(section) if !UNREAD.contains(&id) => match section.uncompressed_data() {
-                Ok(data) => Arc::from(data.as_ref()),
-                Err(source) => return Err(Error::Section { path: path.to_owned(), section: id.name(), source }),
-            },
+            Some(section) if !UNREAD.contains(&id) => section_bytes(path, file, len, &section, id.name())?,
             _ => Arc::from(&[][..]),
         };
         Ok(gimli::EndianArcSlice::new(bytes, endian))
     };
     let dwarf = gimli::Dwarf::load(load)?;
     addr2line::Context::from_dwarf(dwarf).map_err(|source| Error::Dwarf { path: path.to_owned(), source })
+}
+
+/// A section's bytes: read from the file into their one buffer, or decompressed.
+fn section_bytes<'data, R: object::ReadRef<'data>>(
+    path: &Path,
+    file: &File,
+    len: u64,
+    section: &object::Section<'data, '_, R>,
+    name: &'static str,
+) -> Result<Arc<[u8]>, Error> {
+    use std::os::unix::fs::FileExt;
+
+    let failed = |source| Error::Section { path: path.to_owned(), section: name, source };
+    let range = section.compressed_file_range().map_err(failed)?;
+    if range.format != object::CompressionFormat::None {
+        return Ok(Arc::from(section.uncompressed_data().map_err(failed)?.as_ref()));
+    }
+    let past = || Error::PastEnd {
+        path: path.to_owned(),
+        section: name,
+        offset: range.offset,
+        size: range.uncompressed_size,
+        len,
+    };
+    if range.offset.checked_add(range.uncompressed_size).is_none_or(|end| end > len) {
+        return Err(past());
+    }
+    let size = usize::try_from(range.uncompressed_size).map_err(|_| past())?;
+    let mut bytes: Arc<[u8]> = std::iter::repeat_n(0u8, size).collect();
+    let buffer = Arc::get_mut(&mut bytes).expect("a buffer no one else holds");
+    file.read_exact_at(buffer, range.offset).map_err(|source| Error::Unreadable { path: path.to_owned(), source })?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -220,6 +220,26 @@ fn a_file_that_cannot_be_symbolized_against_is_refused_naming_it() {
     let located = symbols.lookup(f.address + 1).unwrap();
     assert_eq!(located, vec![Located { function: Some("caller".into()), file: None, line: None, inlined: false }]);
 
+    // An ELF whose .debug_info says it is larger than the file (a cut or damaged file).
+    let (_dir, elf) = with_dwarf("past-end");
+    let mut bytes = std::fs::read(&elf).unwrap();
+    let index = {
+        let parsed = object::File::parse(&*bytes).unwrap();
+        parsed.section_by_name(".debug_info").unwrap().index().0
+    };
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    // ELF64, little-endian: e_shoff at 0x28, 64-byte section headers, sh_size at 0x20.
+    let size_at = word(0x28) + index * 64 + 0x20;
+    bytes[size_at..size_at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let damaged = dir.path().join("damaged");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let error = said(&damaged);
+    assert!(
+        error.starts_with(&format!("{}: its .debug_info section (1099511627776 bytes at ", damaged.display()))
+            && error.contains("goes past the file's end"),
+        "{error}"
+    );
+
     let (_dir, stripped) = build("stripped", &["-O2", "-s", "-fno-pie", "-no-pie"]);
     assert!(said(&stripped).contains("has neither DWARF nor a symbol table"), "{}", said(&stripped));
 }
