@@ -892,6 +892,10 @@ pub struct ExternalGuest {
     /// Files added to the guest's initramfs as a second archive appended to it, which a
     /// Linux kernel unpacks over the first (a recipe's or the case's `initrd`).
     pub overlay: Vec<Overlay>,
+    /// The kernel's ELF with DWARF (`symbols`): a crash's backtrace is symbolized
+    /// against it. Whether it is there, a regular file, is asked by the bench
+    /// ([`Case::paths`]); whether it is an ELF with DWARF, when a crash is symbolized.
+    pub symbols: Option<PathBuf>,
 }
 
 /// One `guest.overlay` file: the host's `from` at the guest's `to`, with `mode`.
@@ -1155,6 +1159,9 @@ impl Case {
                         }
                     }
                     GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
+                }
+                if let Some(symbols) = &guest.symbols {
+                    paths.push(NamedPath::file("guest.symbols", symbols, "the kernel's ELF with DWARF"));
                 }
                 for (index, file) in guest.overlay.iter().enumerate() {
                     let field = format!("guest.overlay[{index}].from");

@@ -470,7 +470,8 @@ mod toml_errors {
     fn every_refusal_within_guest_comes_in_turn() {
         let guest = "[guest]\nkernel = \" \"\ninitrd = \"\"\nfirmware = \"\"\nmachine = \"a b\"\n\
                      qemu_args = [\"-serial\", \"x\", \"--kernel\"]\n\
-                     overlay = [{ to = \"/etc\", mode = 0o10000 }, { from = \"a\", to = \"etc/x\" }, { from = \"b\", to = \"etc/x\" }]\n";
+                     overlay = [{ to = \"/etc\", mode = 0o10000 }, { from = \"a\", to = \"etc/x\" }, { from = \"b\", to = \"etc/x\" }]\n\
+                     symbols = \" \"\n";
         assert_eq!(
             boot_fields(guest),
             [
@@ -484,6 +485,7 @@ mod toml_errors {
                 "guest.overlay[0].to",
                 "guest.overlay[0].mode",
                 "guest.overlay[2].to",
+                "guest.symbols",
             ]
         );
     }

@@ -113,6 +113,9 @@ fn describe(case: &Case) -> String {
                 guest.append, guest.firmware, guest.machine, guest.qemu_args
             )
             .unwrap();
+            if let Some(symbols) = &guest.symbols {
+                writeln!(out, "  symbols {symbols:?}").unwrap();
+            }
         }
     }
     if boot.reporter.is_some() || boot.hostile != Default::default() || !boot.files.is_empty() {

@@ -163,6 +163,25 @@ mod tests {
             frame: Some("mm::check at src/mm.rs:88:9".into()),
             line: 11,
             corrupted: None,
+            trace: vec![
+                crate::verdict::SymFrame {
+                    frame: 0,
+                    address: Some(0x8020_1a2c),
+                    function: Some("kernel::mm::check_page".into()),
+                    file: Some("src/mm.rs".into()),
+                    line: Some(88),
+                    inlined: true,
+                },
+                crate::verdict::SymFrame {
+                    frame: 0,
+                    address: Some(0x8020_1a2c),
+                    function: Some("kernel::mm::check".into()),
+                    file: Some("src/mm.rs".into()),
+                    line: Some(120),
+                    inlined: false,
+                },
+            ],
+            trace_error: None,
         };
         let finished = BootFinished {
             case: "bench-boot",

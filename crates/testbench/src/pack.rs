@@ -134,6 +134,21 @@ pub fn programs_listing(programs: &[ProgramEntry]) -> String {
     listing
 }
 
+/// The reference kernel's ELF a case boots on `arch`, built once per run (the run's copy:
+/// the bundle packs it, and a crash's frames are symbolized against it).
+pub fn reference_kernel(
+    case: &Case,
+    arch: Arch,
+    builder: &mut Builder,
+    log: &mut dyn FnMut(&str),
+) -> Result<PathBuf, PackError> {
+    let boot = case.as_boot().expect("a bundle is packed for a boot case");
+    let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
+    let kernel_key =
+        BuildKey::new(arch, REFERENCE_KERNEL_PACKAGE, REFERENCE_KERNEL_PACKAGE, profile, &boot.kernel_features);
+    Ok(builder.get(&kernel_key, log)?.path)
+}
+
 /// Build, pack, sign (and break, if the case says so) the bundle; its path in the run.
 pub fn reference_bundle(
     case: &Case,
@@ -145,10 +160,7 @@ pub fn reference_bundle(
     log: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, PackError> {
     let boot = case.as_boot().expect("a bundle is packed for a boot case");
-    let profile = if boot.debug_assertions { Profile::Checked } else { Profile::Release };
-    let kernel_key =
-        BuildKey::new(arch, REFERENCE_KERNEL_PACKAGE, REFERENCE_KERNEL_PACKAGE, profile, &boot.kernel_features);
-    let kernel_path = builder.get(&kernel_key, log)?.path;
+    let kernel_path = reference_kernel(case, arch, builder, log)?;
     let kernel = match std::fs::read(&kernel_path) {
         Ok(kernel) => kernel,
         Err(source) => return Err(PackError::Read { path: kernel_path, source }),

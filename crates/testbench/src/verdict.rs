@@ -134,6 +134,77 @@ pub struct Crash {
     pub line: u64,
     /// Why the report cannot be trusted to name its bug (cut, interleaved), when it cannot.
     pub corrupted: Option<String>,
+    /// The report's frames symbolized against the kernel's ELF (crate::crash::MAX_TRACE
+    /// frames at most; an inlined call a frame of its own, before its caller); empty when
+    /// no ELF is known or the report printed no frame.
+    #[serde(default)]
+    pub trace: Vec<SymFrame>,
+    /// Why the frames are not symbolized, when an ELF was named and could not be read
+    /// (missing, not an ELF, no DWARF where DWARF was asked for).
+    #[serde(default)]
+    pub trace_error: Option<String>,
+}
+
+/// One frame of a crash's symbolized backtrace, as `addr2line -fi` would print it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SymFrame {
+    /// Which frame of the report it is (from 0): an inlined call shares its caller's.
+    pub frame: u32,
+    /// The ELF's address the frame was looked up at (its printed address less the
+    /// kernel's offset, or its function's address plus its offset), in hex (`0x…`: a
+    /// kernel address does not fit a JSON reader's double); None for a frame not in the
+    /// ELF (a module's) or whose function the ELF does not have.
+    #[serde(with = "hex_address")]
+    pub address: Option<u64>,
+    /// The function (the printed one where the ELF does not know the frame).
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Inlined into the frame that follows it.
+    pub inlined: bool,
+}
+
+impl SymFrame {
+    /// `#N 0xADDR function at file:line`, with ` (inlined)` for an inlined call.
+    pub fn shown(&self) -> String {
+        let mut text = format!("#{}", self.frame);
+        if let Some(address) = self.address {
+            text.push_str(&format!(" {address:#x}"));
+        }
+        text.push(' ');
+        text.push_str(self.function.as_deref().unwrap_or("??"));
+        if let Some(file) = &self.file {
+            text.push_str(&format!(" at {file}"));
+            if let Some(line) = self.line {
+                text.push_str(&format!(":{line}"));
+            }
+        }
+        if self.inlined {
+            text.push_str(" (inlined)");
+        }
+        text
+    }
+}
+
+/// An address as `"0x…"` text in JSON.
+mod hex_address {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(address: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match address {
+            Some(address) => s.serialize_str(&format!("{address:#x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|text| {
+            let digits = text.strip_prefix("0x").unwrap_or(&text);
+            u64::from_str_radix(digits, 16).map_err(serde::de::Error::custom)
+        })
+        .transpose()
+    }
 }
 
 impl Crash {
@@ -308,5 +379,37 @@ mod tests {
         assert_eq!(names, testbench_case::FAILURE_KINDS);
         assert_eq!(FailKind::TimedOut.name(), "timed-out");
         assert_eq!(FailKind::SshLoopback.name(), "ssh-loopback");
+    }
+
+    /// A symbolized trace's addresses are `0x…` text in JSON and read back the same (a
+    /// `--slurm` task's save); a crash saved before traces existed reads with none.
+    #[test]
+    fn a_trace_reads_back_as_it_was_saved_and_an_older_crash_reads_without_one() {
+        let frame = |address, inlined| SymFrame {
+            frame: 3,
+            address,
+            function: Some("vfs_write".into()),
+            file: Some("fs/read_write.c".into()),
+            line: Some(590),
+            inlined,
+        };
+        let crash = Crash {
+            kind: "oops".into(),
+            title: "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash".into(),
+            frame: Some("sysrq_handle_crash".into()),
+            line: 3,
+            corrupted: None,
+            trace: vec![frame(Some(0xffff_ffff_8123_4567), true), frame(None, false)],
+            trace_error: None,
+        };
+        let json = serde_json::to_value(&crash).unwrap();
+        assert_eq!(json["trace"][0]["address"], "0xffffffff81234567");
+        assert_eq!(json["trace"][1]["address"], serde_json::Value::Null);
+        assert_eq!(serde_json::from_value::<Crash>(json).unwrap(), crash);
+        assert_eq!(crash.trace[0].shown(), "#3 0xffffffff81234567 vfs_write at fs/read_write.c:590 (inlined)");
+        assert_eq!(crash.trace[1].shown(), "#3 vfs_write at fs/read_write.c:590");
+        let older = r#"{"kind":"panic","title":"kernel panic: x","frame":null,"line":1,"corrupted":null}"#;
+        let older: Crash = serde_json::from_str(older).unwrap();
+        assert!(older.trace.is_empty() && older.trace_error.is_none());
     }
 }

@@ -990,7 +990,7 @@ fn a_directory_named_as_a_kernel_initrd_firmware_or_program_is_refused_before_an
     let image = tempfile::tempdir().unwrap();
     let not_a_file = image.path().display().to_string();
     let external = format!(
-        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"{not_a_file}\"\ninitrd = \"{not_a_file}\"\nfirmware = \"{not_a_file}\"\n"
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\n[guest]\nkernel = \"{not_a_file}\"\ninitrd = \"{not_a_file}\"\nfirmware = \"{not_a_file}\"\nsymbols = \"{not_a_file}\"\n"
     );
     let built = SMOKE_DONE
         .replace("{ package = \"smoke\", bin = \"smoke\" }", &format!("{{ path = \"{not_a_file}\" }}"))
@@ -1002,6 +1002,7 @@ fn a_directory_named_as_a_kernel_initrd_firmware_or_program_is_refused_before_an
         ("external", "guest.kernel", "a kernel image"),
         ("external", "guest.initrd", "an initrd image"),
         ("external", "guest.firmware", "a firmware image"),
+        ("external", "guest.symbols", "the kernel's ELF with DWARF"),
         ("built", "programs[0].path", "a program's ELF file"),
         ("built", "firmware", "a firmware image"),
     ] {

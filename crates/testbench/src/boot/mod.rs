@@ -64,6 +64,8 @@ pub struct Plan {
     /// How the console is read for crashes: the rules (also for the crash a failing
     /// boot names, crate::crash) and the kinds that end the boot (crash_watch.rs).
     pub crash: crash_watch::CrashPlan,
+    /// The kernel's ELF the crash's frames are symbolized against, when one is known.
+    pub crash_elf: Option<crate::crash::KernelElf>,
 }
 
 /// How one boot went: the verdict, what the judge's capture patterns took, and the

@@ -75,6 +75,12 @@ impl Human {
         );
         if let Some(crash) = report.verdict.failed().and_then(|f| f.crash.as_ref()) {
             text.push_str(&format!("\n    crash:  {}", crash.shown()));
+            for frame in &crash.trace {
+                text.push_str(&format!("\n            {}", frame.shown()));
+            }
+            if let Some(why) = &crash.trace_error {
+                text.push_str(&format!("\n    trace:  not symbolized: {why}"));
+            }
         }
         for note in &report.notes {
             text.push_str(&format!("\n    note: {note}"));
@@ -220,5 +226,29 @@ impl Sink for Human {
             end.html.as_ref().map(|path| format!("; report: {}", path.display())).unwrap_or_default()
         ));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The symbolized trace is under the crash's line, a frame a line, and why it could
+    /// not be symbolized, when it could not.
+    #[test]
+    fn a_crashs_trace_is_shown_under_its_line() {
+        let text =
+            Human::new(false).failure("crashes rv64 smp1", &super::super::a_crashed_boot(), "timed out after 5s");
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.starts_with("    crash:  BUG: unable to handle")).expect(&text);
+        assert_eq!(
+            lines[at + 1..at + 4],
+            [
+                "            #0 0xffffffff8149a2b6 crash_write at drivers/tty/sysrq.c:154 (inlined)",
+                "            #0 0xffffffff8149a2b6 sysrq_handle_crash at drivers/tty/sysrq.c:160",
+                "    trace:  not symbolized: vmlinux: a second reason, for the test",
+            ],
+            "{text}"
+        );
     }
 }

@@ -62,6 +62,17 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
                     }
                 }
                 let mut description = String::new();
+                if let Some(crash) = failure.failed().and_then(|f| f.crash.as_ref()) {
+                    if !crash.trace.is_empty() {
+                        description.push_str("symbolized trace:\n");
+                        for frame in &crash.trace {
+                            description.push_str(&format!("  {}\n", frame.shown()));
+                        }
+                    }
+                    if let Some(why) = &crash.trace_error {
+                        description.push_str(&format!("trace not symbolized: {why}\n"));
+                    }
+                }
                 if !boot.console_tail.is_empty() {
                     description.push_str("last console lines:\n");
                     for line in &boot.console_tail {
@@ -105,4 +116,22 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
     report.add_test_suite(suite);
     let xml = report.to_string()?;
     std::fs::write(path, xml).map_err(|e| BenchError::at("write", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// JUnit's failure text holds the symbolized trace, a frame a line.
+    #[test]
+    fn a_crashs_trace_is_in_the_failure_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("junit.xml");
+        write(&[super::super::a_crashed_boot()], &[], &path).unwrap();
+        let xml = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            xml.contains("symbolized trace:\n  #0 0xffffffff8149a2b6 crash_write at drivers/tty/sysrq.c:154 (inlined)\n  #0 0xffffffff8149a2b6 sysrq_handle_crash at drivers/tty/sysrq.c:160\ntrace not symbolized: vmlinux: a second reason, for the test\n"),
+            "{xml}"
+        );
+    }
 }

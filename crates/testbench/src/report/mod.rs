@@ -158,6 +158,46 @@ impl BootReport {
     }
 }
 
+/// A failing boot whose crash has a symbolized trace (one frame inlined into the next),
+/// for the sinks' tests.
+#[cfg(test)]
+pub(super) fn a_crashed_boot() -> BootReport {
+    let frame = |function: &str, line, inlined| crate::verdict::SymFrame {
+        frame: 0,
+        address: Some(0xffff_ffff_8149_a2b6),
+        function: Some(function.into()),
+        file: Some("drivers/tty/sysrq.c".into()),
+        line: Some(line),
+        inlined,
+    };
+    let crash = crate::verdict::Crash {
+        kind: "page-fault".into(),
+        title: "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash".into(),
+        frame: Some("sysrq_handle_crash".into()),
+        line: 3,
+        corrupted: None,
+        trace: vec![frame("crash_write", 154, true), frame("sysrq_handle_crash", 160, false)],
+        trace_error: Some("vmlinux: a second reason, for the test".into()),
+    };
+    let mut failed = crate::verdict::Failed::new(crate::verdict::FailKind::TimedOut, "timed out after 5s");
+    failed.crash = Some(Box::new(crash));
+    BootReport {
+        case: "crashes".into(),
+        kind: "boot",
+        arch: Some("rv64".into()),
+        smp: Some(1),
+        seed: None,
+        verdict: Verdict::Fail(failed),
+        duration: Duration::from_secs(5),
+        dir: PathBuf::from("/ws/target/testbench/run-1-2/crashes/rv64-smp1"),
+        replay: "cargo testbench --exact crashes".into(),
+        replay_note: None,
+        sweep: false,
+        console_tail: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
 /// What a scheduler (q, through scripts/jobs) leases for one run of a case by name.
 pub struct JobClass {
     /// A core per guest hart (the most any of its boots takes); two for host tests,

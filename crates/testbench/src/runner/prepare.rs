@@ -37,6 +37,8 @@ pub struct Prepared {
     /// TCG until the probes are joined ([`block_on_host_lacks`] decides).
     accel: ChosenAccel,
     extra_args: Vec<String>,
+    /// The reference kernel's ELF built for it (a crash's frames are symbolized against it).
+    kernel_elf: Option<PathBuf>,
 }
 
 /// A guest recipe that could not be read or built: the same failure for every case that
@@ -93,6 +95,7 @@ impl Prepared {
                 machine: machine.clone(),
                 accel: ChosenAccel::Tcg,
                 extra_args: extra_args.clone(),
+                kernel_elf: None,
             }),
         }
     }
@@ -182,6 +185,8 @@ pub fn prepare(
             let loader = builder
                 .get(&BuildKey::new(arch, LOADER_PACKAGE, LOADER_PACKAGE, profile, &[]), &mut log)
                 .map_err(|e| Blocked::Build(e.to_string()))?;
+            let kernel_elf = crate::pack::reference_kernel(case, arch, builder, &mut log)
+                .map_err(|e| Blocked::Build(e.to_string()))?;
             Ok(Prepared {
                 kernel: loader.path,
                 initrd: Some(bundle),
@@ -190,6 +195,7 @@ pub fn prepare(
                 machine: arch.default_machine().into(),
                 accel: ChosenAccel::Tcg,
                 extra_args: Vec::new(),
+                kernel_elf: Some(kernel_elf),
             })
         }
         Guest::External(guest) => {
@@ -233,6 +239,7 @@ pub fn prepare(
                 machine: guest.machine.clone().unwrap_or_else(|| arch.default_machine().into()),
                 accel: ChosenAccel::Tcg,
                 extra_args: guest.qemu_args.clone(),
+                kernel_elf: None,
             })
         }
     }
@@ -461,6 +468,7 @@ pub fn jobs(
                     parts,
                     timeout: boot.timeout,
                     crash: crate::boot::crash_watch::CrashPlan::of(boot_of(case)),
+                    crash_elf: crate::crash::kernel_elf(boot_of(case), &ws.root, p.kernel_elf.as_deref()),
                 },
                 dir: boot.dir.clone(),
                 first_boot: None,

@@ -118,24 +118,29 @@ fn deadline_passed(verdict: &ConsoleVerdict) -> bool {
 /// two consoles the same byte for byte (`repeat_exactly`). A replayed boot
 /// (`--rr-replay`) is compared byte for byte with the console it was recorded with.
 pub fn boot_once_or_twice(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted {
-    let (dir, rules) = (spec.dir.clone(), spec.plan.crash.rules);
+    let (dir, rules, elf) = (spec.dir.clone(), spec.plan.crash.rules, spec.plan.crash_elf.clone());
     let booted = boot_and_compare(spec, root, repeat_exactly);
     match rules {
-        Some(rules) => name_crash(booted, &dir, rules),
+        Some(rules) => name_crash(booted, &dir, rules, elf.as_ref()),
         None => booted,
     }
 }
 
 /// A failing boot's crash, named on its failure: read from the console of the boot that
-/// failed (the second's, when the reason says so).
-fn name_crash(mut booted: Booted, dir: &Path, rules: testbench_triage::Guest) -> Booted {
+/// failed (the second's, when the reason says so), its frames symbolized against `elf`.
+fn name_crash(
+    mut booted: Booted,
+    dir: &Path,
+    rules: testbench_triage::Guest,
+    elf: Option<&crate::crash::KernelElf>,
+) -> Booted {
     if let Ok(Err(failed)) = &mut booted.result {
         let console = match failed.reason.starts_with("second boot: ") {
             true => dir.join("second-boot").join("console.log"),
             false => dir.join("console.log"),
         };
         if failed.crash.is_none() {
-            failed.crash = crate::crash::in_console(&console, rules).map(Box::new);
+            failed.crash = crate::crash::in_console(&console, rules, elf).map(Box::new);
         }
     }
     booted

@@ -139,6 +139,7 @@ pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest,
         }
     }
     let overlay = refused.keep(overlay(ctx, raw));
+    let symbols = refused.keep(raw.symbols.as_deref().map(|path| path_field(ctx, "guest.symbols", path)).transpose());
     let made = || {
         Some(ExternalGuest {
             image: image?,
@@ -147,6 +148,7 @@ pub(crate) fn external_guest(ctx: &Ctx, raw: &RawGuest) -> Result<ExternalGuest,
             machine,
             qemu_args,
             overlay: overlay?,
+            symbols: symbols?,
         })
     };
     refused.end(ctx, made())

@@ -132,6 +132,11 @@ pub(crate) const GUEST: &[Field] = &[
         Shape::TableList,
         "a list of files added to the guest's initramfs, such as [{ from = \"tests/keys/guest-host\", to = \"etc/ssh/ssh_host_ed25519_key\", mode = 0o600 }]",
     ),
+    field(
+        "symbols",
+        Shape::Str,
+        "the path of the kernel's ELF with DWARF, which a crash's backtrace is symbolized against, such as Debian's usr/lib/debug/boot/vmlinux-…",
+    ),
 ];
 
 /// The fields of one `guest.overlay` entry; `mode` may be left out (0o644).
@@ -162,6 +167,7 @@ pub(crate) struct RawGuest {
     pub machine: Option<String>,
     pub qemu_args: Option<Vec<String>>,
     pub overlay: Option<Vec<RawOverlay>>,
+    pub symbols: Option<String>,
 }
 
 /// The fields of an `[[input]]` table, every one required.
