@@ -78,7 +78,7 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
     let report = reports.iter().find(|r| !r.is_corrupted()).or(reports.first())?;
     let (trace, trace_error) = match elf {
         Some(elf) if report.frames.iter().any(|f| f.function.is_some() || f.address.is_some()) => {
-            match trace(console, report, elf) {
+            match trace(console, report, elf, rules) {
                 Ok(trace) => (trace, None),
                 Err(error) => (Vec::new(), Some(error)),
             }
@@ -86,8 +86,18 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
         _ => (Vec::new(), None),
     };
     let start = report.range.start.min(console.len());
+    // A guilty frame printed as an address alone (the reference kernel's, xv6's) is named
+    // by its symbolized function (the outermost, not an inlined call).
+    let guilty_index = report.guilty_frame.as_ref().and_then(|g| report.frames.iter().position(|f| f == g));
+    let symbolized_name = guilty_index.and_then(|index| {
+        trace.iter().filter(|f| f.frame as usize == index && !f.inlined).find_map(|f| f.function.clone())
+    });
     let frame = report.guilty_frame.as_ref().map(|frame| {
-        let name = frame.name().map_or_else(|| format!("{:#x}", frame.address.unwrap_or(0)), str::to_string);
+        let name = frame
+            .name()
+            .map(str::to_string)
+            .or(symbolized_name)
+            .unwrap_or_else(|| format!("{:#x}", frame.address.unwrap_or(0)));
         match &frame.location {
             Some(location) => format!("{name} at {location}"),
             None => name,
@@ -108,24 +118,41 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
 /// by `testbench_symbols::cached`), each inlined call a frame of its own before its
 /// caller; a frame the ELF does not have keeps the function it was printed with. The
 /// frames with neither a function nor an address (a source place alone) are left out.
-fn trace(console: &[u8], report: &Report, elf: &KernelElf) -> Result<Vec<SymFrame>, String> {
+fn trace(console: &[u8], report: &Report, elf: &KernelElf, rules: Rules) -> Result<Vec<SymFrame>, String> {
     let symbols = testbench_symbols::cached(elf.path()).map_err(|e| e.to_string())?;
     if let KernelElf::Named(_) = elf {
         symbols.require_dwarf().map_err(|e| e.to_string())?;
     }
-    let relocation = testbench_symbols::relocation(&symbols, console, &report.frames);
-    let frames =
-        testbench_symbols::symbolize(&symbols, &report.frames, relocation, MAX_TRACE).map_err(|e| e.to_string())?;
+    // The reference kernel prints call sites (a return address less 2: inside the call,
+    // guest/kernel/src/backtrace.rs), not return addresses; the symbolizer looks a
+    // return address up one byte before, so each is given one byte after (the first,
+    // looked up as it is, is then still inside its call).
+    let call_sites: Vec<testbench_triage::Frame>;
+    let printed = match rules {
+        Rules::Reference => {
+            call_sites = report
+                .frames
+                .iter()
+                .map(|f| testbench_triage::Frame { address: f.address.map(|a| a.wrapping_add(1)), ..f.clone() })
+                .collect();
+            &call_sites
+        }
+        _ => &report.frames,
+    };
+    let relocation = testbench_symbols::relocation(&symbols, console, printed);
+    let frames = testbench_symbols::symbolize(&symbols, printed, relocation, MAX_TRACE).map_err(|e| e.to_string())?;
+    let shift = u64::from(matches!(rules, Rules::Reference));
     let mut trace = Vec::new();
     for (index, (printed, found)) in report.frames.iter().zip(frames).enumerate() {
         if printed.function.is_none() && printed.address.is_none() {
             continue;
         }
         let frame = index as u32;
+        let address = found.address.map(|a| a.wrapping_sub(shift));
         if found.located.is_empty() {
             trace.push(SymFrame {
                 frame,
-                address: found.address,
+                address,
                 function: printed.function.clone(),
                 file: None,
                 line: None,
@@ -135,7 +162,7 @@ fn trace(console: &[u8], report: &Report, elf: &KernelElf) -> Result<Vec<SymFram
         for located in found.located {
             trace.push(SymFrame {
                 frame,
-                address: found.address,
+                address,
                 function: located.function.or_else(|| printed.function.clone()),
                 file: located.file,
                 line: located.line,
