@@ -145,6 +145,40 @@ port_named() {
   return 1
 }
 
+# In the serial mode, a session that has not ended 30 s after sshd started (a passing
+# one ends within 15 s) is described on the console every 15 s: the virtio interrupts
+# taken, each port's counters as the driver keeps them (debugfs), and every process's
+# state, kernel wait channel, kernel stack and open files. It reads and writes no
+# virtio-serial port, so it cannot wake one that stalled.
+watchdog() {
+  mkdir -p /sys/kernel/debug
+  mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+  sleep 30
+  while :; do
+    say "watchdog: sshd still runs at uptime $(cut -d ' ' -f 1 /proc/uptime) s"
+    grep -i -e virtio -e plic /proc/interrupts | sed 's/^/testbench-guest: watchdog: irq /'
+    for f in /sys/kernel/debug/virtio-ports/*; do
+      [ -e "$f" ] && sed "s|^|testbench-guest: watchdog: ${f##*/} |" "$f"
+    done
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      # Kernel threads (kthreadd, 2, and its children) are left out; zombies are not.
+      pp=$(sed -n 's/^PPid:\t//p' $d/status 2>/dev/null)
+      [ "$p" = 2 ] || [ "$pp" = 2 ] && continue
+      c=$(cat $d/comm 2>/dev/null) || continue
+      say "watchdog: pid $p ($c) $(grep -e '^State' -e '^PPid' $d/status | tr '\t\n' '  ') wchan $(cat $d/wchan 2>/dev/null)"
+      say "watchdog:     $(grep -e '^Sig' -e '^ShdPnd' $d/status | tr '\t\n' '  ')"
+      say "watchdog:     $(tr '\n' ' ' < $d/io 2>/dev/null) syscall $(cat $d/syscall 2>/dev/null)"
+      sed 's/^/testbench-guest: watchdog:     /' $d/stack 2>/dev/null
+      for fd in $d/fd/*; do
+        [ -e "$fd" ] || [ -L "$fd" ] || continue
+        say "watchdog:     fd ${fd##*/} -> $(readlink $fd) $(grep -e '^flags' -e '^pos' $d/fdinfo/${fd##*/} 2>/dev/null | tr '\t\n' '  ')"
+      done
+    done
+    sleep 15
+  done
+}
+
 # The appended archive's files and the configuration, checked once the mode's devices
 # are up (in the serial mode a failure then reaches the log port too).
 prepare() {
@@ -247,9 +281,12 @@ serial)
   CARRIER=$!
   echo "testbench-guest: sshd version $VERSION" > /tmp/sshd-log
   say "sshd -i on $SSHDEV (uptime $(cut -d ' ' -f 1 /proc/uptime) s)"
+  watchdog &
+  WATCHDOG=$!
   # One open of the port, read and write, for sshd's stdin and stdout.
   /usr/sbin/sshd -i -E /tmp/sshd-log <>$SSHDEV >&0
   say "sshd exited with status $? (uptime $(cut -d ' ' -f 1 /proc/uptime) s)"
+  kill $WATCHDOG 2>/dev/null
   echo "$END" > /tmp/sshd-log
   wait $CARRIER
   poweroff -f; sleep 10

@@ -88,7 +88,9 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
     let start = report.range.start.min(console.len());
     // A guilty frame printed as an address alone (the reference kernel's, xv6's) is named
     // by its symbolized function (the outermost, not an inlined call).
-    let guilty_index = report.guilty_frame.as_ref().and_then(|g| report.frames.iter().position(|f| f == g));
+    let guilty_index = report.guilty_frame.as_ref().and_then(|g| {
+        report.frames.iter().position(|f| f.address.is_some() && f.address == g.address && f.function == g.function)
+    });
     let symbolized_name = guilty_index.and_then(|index| {
         trace.iter().filter(|f| f.frame as usize == index && !f.inlined).find_map(|f| f.function.clone())
     });
@@ -160,11 +162,15 @@ fn trace(console: &[u8], report: &Report, elf: &KernelElf, rules: Rules) -> Resu
             });
         }
         for located in found.located {
+            // A file the symbol table names beside a local symbol, where DWARF said
+            // nothing, is only worth showing when it is a source path (Rust names its
+            // codegen units there: `kernel.70aa4c86-cgu.0`).
+            let file = located.file.filter(|file| located.line.is_some() || file.contains('/'));
             trace.push(SymFrame {
                 frame,
                 address,
                 function: located.function.or_else(|| printed.function.clone()),
-                file: located.file,
+                file,
                 line: located.line,
                 inlined: located.inlined,
             });
