@@ -110,10 +110,18 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
         title: report.title.clone(),
         frame,
         line: 1 + console[..start].iter().filter(|&&b| b == b'\n').count() as u64,
+        lines: report_lines(console, &report.range),
         corrupted: report.corrupted.as_ref().map(ToString::to_string),
         trace,
         trace_error,
     })
+}
+
+/// How many lines `range` of `console` spans (a last line without its newline counts).
+fn report_lines(console: &[u8], range: &std::ops::Range<usize>) -> u64 {
+    let bytes = &console[range.start.min(console.len())..range.end.min(console.len())];
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    newlines + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
 /// The report's first [`MAX_TRACE`] frames looked up in `elf` (kept warm across the run

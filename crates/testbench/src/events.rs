@@ -162,6 +162,7 @@ mod tests {
             title: "kernel panic: mm: leak".into(),
             frame: Some("mm::check at src/mm.rs:88:9".into()),
             line: 11,
+            lines: 9,
             corrupted: None,
             trace: vec![
                 crate::verdict::SymFrame {

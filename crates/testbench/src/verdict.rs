@@ -132,6 +132,9 @@ pub struct Crash {
     pub frame: Option<String>,
     /// The report's first line in `console.log` (from 1).
     pub line: u64,
+    /// How many lines the report spans (0 from a save made before it was kept).
+    #[serde(default)]
+    pub lines: u64,
     /// Why the report cannot be trusted to name its bug (cut, interleaved), when it cannot.
     pub corrupted: Option<String>,
     /// The report's frames symbolized against the kernel's ELF (crate::crash::MAX_TRACE
@@ -398,6 +401,7 @@ mod tests {
             title: "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash".into(),
             frame: Some("sysrq_handle_crash".into()),
             line: 3,
+            lines: 9,
             corrupted: None,
             trace: vec![frame(Some(0xffff_ffff_8123_4567), true), frame(None, false)],
             trace_error: None,

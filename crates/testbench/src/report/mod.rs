@@ -175,6 +175,7 @@ pub(super) fn a_crashed_boot() -> BootReport {
         title: "BUG: unable to handle kernel NULL pointer dereference in sysrq_handle_crash".into(),
         frame: Some("sysrq_handle_crash".into()),
         line: 3,
+        lines: 9,
         corrupted: None,
         trace: vec![frame("crash_write", 154, true), frame("sysrq_handle_crash", 160, false)],
         trace_error: Some("vmlinux: a second reason, for the test".into()),

@@ -90,6 +90,7 @@ pre.reason{white-space:pre-wrap;word-break:break-word;background:#fff8f8;border-
 .tag{margin-left:1.5em;padding:0 .4em;border-radius:3px;font-size:12px;background:#444;color:#fff;white-space:pre}
 .m-expect .tag,.m-expect-after .tag{background:#238636}.m-input .tag,.m-trigger .tag{background:#1f6feb}
 .m-forbid .tag,.m-fail .tag{background:#da3633}
+.m-crash{background:#3d1f00;border-color:#f0883e}.m-crash .tag{background:#bd561d}
 .gap{color:#9da7b3;font-style:italic;padding:.2em .6em;border-top:1px dashed #555;border-bottom:1px dashed #555}
 .cut{color:#9da7b3;font-style:italic}.ctl{color:#e3b341}
 .failure .l{background:var(--bg);color:var(--fg);white-space:pre;overflow-x:auto;padding:.2em .6em;border-radius:3px}
@@ -439,9 +440,11 @@ fn boot_block(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     } else {
         vec![(r.dir.clone(), format!("b{i}"), "")]
     };
+    let crash = r.verdict.failed().and_then(|f| f.crash.as_deref());
     for (n, (dir, id, which)) in consoles.iter().enumerate() {
         let failing = failed && (consoles.len() == 1 || (n == 1) == second_failed);
-        console_block(out, run_dir, dir, id, which, failing.then_some(reason.as_deref()).flatten(), !failed);
+        let failure = failing.then_some(reason.as_deref()).flatten().map(|reason| (reason, crash));
+        console_block(out, run_dir, dir, id, which, failure, !failed);
     }
     if let (Some(reason), false) = (reason.as_deref(), failed) {
         let _ = write!(out, "<p>reason:</p><pre class=\"reason\">{}</pre>", escaped(&bounded(reason)));
@@ -458,15 +461,19 @@ fn console_block(
     dir: &Path,
     id: &str,
     which: &str,
-    failure: Option<&str>,
+    failure: Option<(&str, Option<&crate::verdict::Crash>)>,
     quiet: bool,
 ) {
     let path = dir.join("console.log");
     let link = href(run_dir, &path);
     let log = Log::read(&path);
-    let marks = console::read_marks(dir);
-    if let Some(reason) = failure {
+    let mut marks = console::read_marks(dir);
+    if let Some((reason, crash)) = failure {
         failure_block(out, log.as_ref(), &marks, id, which, reason);
+        if let Some(crash) = crash {
+            marks.extend(crash_marks(crash));
+            marks.sort_by_key(|m| m.line);
+        }
     }
     let Some(log) = log else {
         let _ =
@@ -520,6 +527,21 @@ fn console_block(
     if quiet {
         out.push_str("</details>");
     }
+}
+
+/// The most lines of a crash report marked in the console view.
+const CRASH_MARKS: u64 = 200;
+
+/// A failing boot's crash report, its lines marked: its first with its title.
+fn crash_marks(crash: &crate::verdict::Crash) -> Vec<Mark> {
+    (crash.line..crash.line + crash.lines.clamp(1, CRASH_MARKS))
+        .map(|line| Mark {
+            line,
+            rule: "crash".into(),
+            label: if line == crash.line { format!("crash: {}", crash.title) } else { String::new() },
+            pattern: String::new(),
+        })
+        .collect()
 }
 
 /// A failing boot's head: the line that failed it (the forbidden one, else a program's
@@ -631,13 +653,20 @@ fn line_row(out: &mut String, log: &Log, index: usize, id: &str, marks: &[&Mark]
         "<div class=\"{class}\" id=\"{id}-L{number}\"><a class=\"n\" href=\"#{id}-L{number}\">{number}</a>"
     );
     term::render_line(log.line(index), out);
-    for mark in marks {
-        let _ = write!(
-            out,
-            " <span class=\"tag\">{} '{}'</span>",
-            escaped(&mark.label),
-            escaped(&testbench_judge::quote(&mark.pattern))
-        );
+    for mark in marks.iter().filter(|m| !m.label.is_empty()) {
+        match mark.pattern.is_empty() {
+            true => {
+                let _ = write!(out, " <span class=\"tag\">{}</span>", escaped(&mark.label));
+            }
+            false => {
+                let _ = write!(
+                    out,
+                    " <span class=\"tag\">{} '{}'</span>",
+                    escaped(&mark.label),
+                    escaped(&testbench_judge::quote(&mark.pattern))
+                );
+            }
+        }
     }
     out.push_str("</div>");
 }

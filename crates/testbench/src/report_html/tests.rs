@@ -41,6 +41,8 @@ const MARKS: &str = r#"{"lines": 6, "marks": [
   {"line": 3, "rule": "input", "label": "input[0]", "pattern": "login: $"},
   {"line": 5, "rule": "forbid", "label": "forbid[0]", "pattern": "PANIC"}]}"#;
 
+const NO_MARKS: &str = r#"{"lines": 6, "marks": []}"#;
+
 fn hostile_run() -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run-1-2");
@@ -174,4 +176,51 @@ fn a_huge_log_is_read_only_to_the_logs_own_bound() {
     assert!(page.contains(&format!("the log has {} bytes; only its first {read} were read", 64u64 << 30)));
     assert!(page.len() < 64 * 1024, "a page of {} bytes", page.len());
     assert!(page.contains("<span class=\"ctl\">\u{2400}\u{2400}"), "NULs are shown as symbols");
+}
+
+/// A failure that names a crash: the report's lines are marked in its console, the first
+/// with the title; the run's crashes are grouped in a table whose boots link to their
+/// blocks, and a self-check's expected failure is in no group.
+#[test]
+fn a_crash_is_marked_in_its_console_and_the_run_groups_its_crashes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run-1-2");
+    let console = b"booting\nKernel panic - not syncing: VFS: oops\nCall Trace:\n dump_stack+0x1/0x2\n mount_root+0x3/0x4\nafter\n";
+    let crash = |title: &str| crate::verdict::Crash {
+        kind: "panic".into(),
+        title: title.into(),
+        frame: Some("mount_root".into()),
+        line: 2,
+        lines: 4,
+        corrupted: None,
+        trace: Vec::new(),
+        trace_error: None,
+    };
+    let failed = |title: &str| {
+        let mut failed = crate::verdict::Failed::new(crate::verdict::FailKind::Crash, "crash at 1.00s");
+        failed.crash = Some(Box::new(crash(title)));
+        failed
+    };
+    let reports = vec![
+        report("a", boot_dir(&run, "a", console, NO_MARKS), Verdict::Fail(failed("kernel panic: VFS")), Some(1), true),
+        report("a", boot_dir(&run, "b", console, NO_MARKS), Verdict::Fail(failed("kernel panic: VFS")), Some(2), true),
+        report(
+            "c",
+            boot_dir(&run, "c", console, NO_MARKS),
+            Verdict::ExpectedFailure(failed("kernel panic: other")),
+            None,
+            false,
+        ),
+    ];
+    let summary = Summary { passed: 1, failed: 2, skipped: 0, trouble: 0 };
+    let page = page(&info(&run, summary), &reports);
+    assert!(page.contains("<section id=\"crashes\"><h2>1 distinct crash&#58;</h2>"), "{page}");
+    assert!(page.contains("<a href=\"#b0\">a rv64 smp1 seed 1</a>, <a href=\"#b1\">a rv64 smp1 seed 2</a>"), "{page}");
+    assert!(!page.contains("kernel panic&#58; other</td>"), "{page}");
+    // Lines 2 to 5 of the failing consoles are the crash's; line 6 is not.
+    assert!(page.contains("class=\"l mark m-crash\" id=\"b0-L3\""), "{page}");
+    assert!(page.contains("class=\"l mark m-crash\" id=\"b0-L5\""), "{page}");
+    assert!(page.contains("<div class=\"l mark m-crash\" id=\"b0-L2\">"), "{page}");
+    assert!(page.contains("<div class=\"l\" id=\"b0-L6\">"), "{page}");
+    assert!(page.contains("<span class=\"tag\">crash&#58; kernel panic&#58; VFS</span>"), "{page}");
 }
