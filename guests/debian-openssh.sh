@@ -170,6 +170,12 @@ watchdog() {
       say "watchdog:     $(grep -e '^Sig' -e '^ShdPnd' $d/status | tr '\t\n' '  ')"
       say "watchdog:     $(tr '\n' ' ' < $d/io 2>/dev/null) syscall $(cat $d/syscall 2>/dev/null)"
       sed 's/^/testbench-guest: watchdog:     /' $d/stack 2>/dev/null
+      # In ppoll (riscv64's system call 73): the pollfd array it waits on (fd, events,
+      # revents), read from its memory.
+      set -- $(cat $d/syscall 2>/dev/null)
+      if [ "$1" = 73 ] && [ $(($3)) -le 16 ]; then
+        say "watchdog:     pollfds: $(dd if=$d/mem bs=4 skip=$(($2 / 4)) count=$(($3 * 2)) 2>/dev/null | od -A n -t d4 | tr -s ' \n' '  ')"
+      fi
       for fd in $d/fd/*; do
         [ -e "$fd" ] || [ -L "$fd" ] || continue
         say "watchdog:     fd ${fd##*/} -> $(readlink $fd) $(grep -e '^flags' -e '^pos' $d/fdinfo/${fd##*/} 2>/dev/null | tr '\t\n' '  ')"
