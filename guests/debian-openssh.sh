@@ -6,8 +6,9 @@
 #           00:12.0 on x86_64) at 10.0.2.15/24 (gateway 10.0.2.2, no IPv6),
 #           `sshd -D -e` in the foreground, each of its log lines on the console
 #           prefixed "sshd: "; serves until QEMU is killed.
-#   serial  no network: `sshd -i` on the virtio-serial port named `ssh`, its log
-#           carried a line per write to the port named `log`; powers off when sshd exits.
+#   serial  no network: `sshd -i` reading the virtio-serial port named `ssh` and writing
+#           the one named `ssh-out`, its log carried a line per write to the port named
+#           `log`; powers off when sshd exits.
 # The appended archive brings /etc/ssh/ssh_host_ed25519_key, /root/.ssh/authorized_keys
 # and optionally /etc/ssh/sshd_config. Every line of /init's own starts with
 # "testbench-guest: ", every failure with "testbench-guest: FAIL ", after which the
@@ -269,7 +270,8 @@ serial)
   load $TRANSPORT
   LOGDEV=$(port_named log) || fail "no virtio-serial port named log"
   SSHDEV=$(port_named ssh) || fail "no virtio-serial port named ssh"
-  say "serial: port ssh $SSHDEV, port log $LOGDEV"
+  SSHOUT=$(port_named ssh-out) || fail "no virtio-serial port named ssh-out"
+  say "serial: port ssh $SSHDEV, port ssh-out $SSHOUT, port log $LOGDEV"
   prepare
   # Every sshd process opens its log (-E) anew, and a port takes one open at a time:
   # they all write to this FIFO, and one reader carries it to the log port, a line per
@@ -286,11 +288,13 @@ serial)
     done > $LOGDEV ) &
   CARRIER=$!
   echo "testbench-guest: sshd version $VERSION" > /tmp/sshd-log
-  say "sshd -i on $SSHDEV (uptime $(cut -d ' ' -f 1 /proc/uptime) s)"
+  say "sshd -i on $SSHDEV and $SSHOUT (uptime $(cut -d ' ' -f 1 /proc/uptime) s)"
   watchdog &
   WATCHDOG=$!
-  # One open of the port, read and write, for sshd's stdin and stdout.
-  /usr/sbin/sshd -i -E /tmp/sshd-log <>$SSHDEV >&0
+  # sshd's stdin the port ssh, its stdout the port ssh-out: one port each way, each
+  # polled through one descriptor. One port both ways, polled through stdin and stdout,
+  # loses a wake-up in Linux's virtio console driver (crates/testbench/src/loopback.rs).
+  /usr/sbin/sshd -i -E /tmp/sshd-log <$SSHDEV >$SSHOUT
   say "sshd exited with status $? (uptime $(cut -d ' ' -f 1 /proc/uptime) s)"
   kill $WATCHDOG 2>/dev/null
   echo "$END" > /tmp/sshd-log

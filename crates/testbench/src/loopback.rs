@@ -47,8 +47,8 @@ const KEEPER_GRACE: Duration = Duration::from_secs(5);
 const PROBE_DEADLINE: Duration = Duration::from_secs(60);
 /// QEMU's trace events kept in each session's `<name>.qemu-stderr.log`: what the host
 /// handed each port (`virtio_console_chr_read`: the session's input, on port 1, `ssh`),
-/// what each port handed the host (`virtio_console_flush_buf`: port 1 the session's
-/// output, port 2, `log`, the server's log), the ports' opens and throttling, and each
+/// what each port handed the host (`virtio_console_flush_buf`: port 2, `ssh-out`, the
+/// session's output, port 3, `log`, the server's log), the ports' opens and throttling, and each
 /// queue's notifications both ways. A session that hangs then says on which side its last
 /// input or output stopped: read by QEMU and notified to the guest, or never read
 /// (docs/sessions.md, "When a loopback session hangs").
@@ -262,8 +262,8 @@ impl Server {
     }
 
     /// The `ProxyCommand` of one session: this binary as the proxy helper, becoming QEMU
-    /// with no network and no host file system, its stdio the virtio-serial port `ssh`, its
-    /// port `log` appended to the case's server log, its console to the session's guest
+    /// with no network and no host file system, its stdin the virtio-serial port `ssh`, its
+    /// stdout the port `ssh-out` (one port each way: see the comment at the ports), its port `log` appended to the case's server log, its console to the session's guest
     /// log, and its own stderr to a file (so that nothing of QEMU's reaches ssh's output).
     /// That file also gets QEMU's trace of the virtio-serial ports, each line stamped with
     /// its thread and wall-clock time ([`PORT_TRACE`]).
@@ -303,10 +303,26 @@ impl Server {
             "chardev:console".into(),
             "-device".into(),
             "virtio-serial-device".into(),
+            // The session's two directions on two ports: ssh's bytes in on `ssh` (QEMU's
+            // stdin), the server's out on `ssh-out` (its stdout). Not both ways on one:
+            // Linux's virtio console driver loses a wake-up when one open port is polled
+            // through two descriptors (sshd -i polls its stdin and its stdout). The second
+            // descriptor's poll takes the buffer the host has just filled before its
+            // interrupt is served; the interrupt then finds nothing new and wakes no one,
+            // and sshd sleeps in ppoll beside the bytes it waits for. (The write side's
+            // twin of this race is what Lorenz Bauer's "virtio: console: fix lost wakeup
+            // when device is written and polled", December 2025, fixes in `port_fops_poll`;
+            // Debian's 6.12.117 does not have it.) With one port each way the input port is
+            // polled through one descriptor, whose own poll returns the buffer it takes.
+            // docs/sessions.md, "When a loopback session hangs", has the evidence.
             "-chardev".into(),
             "stdio,id=ssh,signal=off".into(),
             "-device".into(),
             "virtserialport,chardev=ssh,name=ssh".into(),
+            "-chardev".into(),
+            "file,id=sshout,path=/dev/stdout,append=on".into(),
+            "-device".into(),
+            "virtserialport,chardev=sshout,name=ssh-out".into(),
             "-chardev".into(),
             format!("file,id=log,path={},append=on", path(server_log)),
             "-device".into(),
