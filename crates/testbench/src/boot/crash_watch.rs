@@ -100,7 +100,8 @@ impl Watch {
     /// The fatal report still open, once the console has been quiet [`QUIET`] inside it.
     pub fn poll(&mut self, now: Instant) -> Option<Failure> {
         match self.quiet_at {
-            Some(at) if now >= at => self.close(now, "no more output"),
+            // Said at the report's last output, not at the quiet time's end.
+            Some(at) if now >= at => self.close(at - QUIET, "no more output"),
             _ => None,
         }
     }
@@ -196,6 +197,9 @@ mod tests {
         assert_eq!(watch.poll(start + QUIET / 2), None, "not before the quiet time");
         let failure = watch.poll(quiet).expect("the crash, once quiet");
         assert!(failure.message.contains("the boot ended on it: no more output"), "{}", failure.message);
+        // Its time is the report's last output's, not the quiet time's end.
+        assert!(failure.message.starts_with("crash at 0.00s: "), "{}", failure.message);
+        assert_eq!(failure.at, Duration::ZERO);
         assert_eq!(watch.wake_at(), None);
     }
 
