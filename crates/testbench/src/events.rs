@@ -153,11 +153,9 @@ pub fn line(event: &RunEvent) -> String {
 mod tests {
     use super::*;
 
-    /// One line of each kind, as a program reads it: a change of shape shows here.
-    #[test]
-    fn each_event_kind_has_the_shape_the_schema_documents() {
-        let dir = Path::new("/ws/target/testbench/run-1-2");
-        let crash = crate::verdict::Crash {
+    /// The crash the boot-finished event of the snapshot names, with a symbolized trace.
+    fn crash() -> crate::verdict::Crash {
+        crate::verdict::Crash {
             kind: "panic".into(),
             title: "kernel panic: mm: leak".into(),
             frame: Some("mm::check at src/mm.rs:88:9".into()),
@@ -183,7 +181,14 @@ mod tests {
                 },
             ],
             trace_error: None,
-        };
+        }
+    }
+
+    /// One line of each kind, as a program reads it: a change of shape shows here.
+    #[test]
+    fn each_event_kind_has_the_shape_the_schema_documents() {
+        let dir = Path::new("/ws/target/testbench/run-1-2");
+        let crash = crash();
         let finished = BootFinished {
             case: "bench-boot",
             kind: "boot",

@@ -61,25 +61,7 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
                         status.set_message(format!("{}: {}", crash.shown(), failed.reason));
                     }
                 }
-                let mut description = String::new();
-                if let Some(crash) = failure.failed().and_then(|f| f.crash.as_ref()) {
-                    if !crash.trace.is_empty() {
-                        description.push_str("symbolized trace:\n");
-                        for frame in &crash.trace {
-                            description.push_str(&format!("  {}\n", frame.shown()));
-                        }
-                    }
-                    if let Some(why) = &crash.trace_error {
-                        description.push_str(&format!("trace not symbolized: {why}\n"));
-                    }
-                }
-                if !boot.console_tail.is_empty() {
-                    description.push_str("last console lines:\n");
-                    for line in &boot.console_tail {
-                        description.push_str(&format!("  | {line}\n"));
-                    }
-                }
-                description.push_str(&format!("replay: {}\nlogs: {}", boot.replay_shown(), boot.dir.display()));
+                let description = failure_text(boot, failure);
                 status.set_description(description);
                 status
             }
@@ -116,6 +98,31 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
     report.add_test_suite(suite);
     let xml = report.to_string()?;
     std::fs::write(path, xml).map_err(|e| BenchError::at("write", path, e))
+}
+
+/// A failure's text: the crash's symbolized trace, the console's last lines, the replay
+/// line and where the logs are.
+fn failure_text(boot: &BootReport, failure: &Verdict) -> String {
+    let mut description = String::new();
+    if let Some(crash) = failure.failed().and_then(|f| f.crash.as_ref()) {
+        if !crash.trace.is_empty() {
+            description.push_str("symbolized trace:\n");
+            for frame in &crash.trace {
+                description.push_str(&format!("  {}\n", frame.shown()));
+            }
+        }
+        if let Some(why) = &crash.trace_error {
+            description.push_str(&format!("trace not symbolized: {why}\n"));
+        }
+    }
+    if !boot.console_tail.is_empty() {
+        description.push_str("last console lines:\n");
+        for line in &boot.console_tail {
+            description.push_str(&format!("  | {line}\n"));
+        }
+    }
+    description.push_str(&format!("replay: {}\nlogs: {}", boot.replay_shown(), boot.dir.display()));
+    description
 }
 
 #[cfg(test)]
