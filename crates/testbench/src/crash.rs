@@ -91,14 +91,22 @@ pub fn of_console(console: &[u8], rules: Rules, elf: Option<&KernelElf>) -> Opti
     let guilty_index = report.guilty_frame.as_ref().and_then(|g| {
         report.frames.iter().position(|f| f.address.is_some() && f.address == g.address && f.function == g.function)
     });
-    let symbolized_name = guilty_index.and_then(|index| {
+    let symbolized = |index: usize| {
         trace.iter().filter(|f| f.frame as usize == index && !f.inlined).find_map(|f| f.function.clone())
+    };
+    // A frame the rules passed over as past its caller's end (`+0x0` just below a call
+    // that never returns) is, symbolized a byte before, the function that made that call:
+    // the guilty one, when it is not a helper.
+    let caller_past_its_end = guilty_index.filter(|&g| g > 0).and_then(|g| {
+        let skipped = &report.frames[g - 1];
+        let below = g.checked_sub(2).and_then(|i| report.frames[i].name()).is_some_and(testbench_triage::is_noreturn);
+        (skipped.offset == Some(0) && below).then(|| symbolized(g - 1)).flatten()
     });
+    let caller_past_its_end = caller_past_its_end.filter(|name| !testbench_triage::is_helper(name));
     let frame = report.guilty_frame.as_ref().map(|frame| {
-        let name = frame
-            .name()
-            .map(str::to_string)
-            .or(symbolized_name)
+        let name = caller_past_its_end
+            .or_else(|| frame.name().map(str::to_string))
+            .or_else(|| guilty_index.and_then(symbolized))
             .unwrap_or_else(|| format!("{:#x}", frame.address.unwrap_or(0)));
         match &frame.location {
             Some(location) => format!("{name} at {location}"),

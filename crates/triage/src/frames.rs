@@ -871,6 +871,16 @@ pub const HELPERS: &[&str] = &[
     "handle_overflow",
 ];
 
+/// Functions that never return: a return address just below one of them in a trace can
+/// lie past its caller's end (`scan.rs`).
+pub const NORETURN: &[&str] =
+    &["panic", "nmi_panic", "do_exit", "do_group_exit", "make_task_dead", "kthread_exit", "__stack_chk_fail", "die"];
+
+/// Whether `name` is a function that never returns ([`NORETURN`]).
+pub fn is_noreturn(name: &str) -> bool {
+    NORETURN.contains(&base_name(name))
+}
+
 /// Prefixes of helper names (see [`HELPERS`]).
 pub const HELPER_PREFIXES: &[&str] = &[
     "kasan_",

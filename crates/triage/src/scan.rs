@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_dispatch, is_helper, parse_frame, title_name, Frame};
+use crate::frames::{is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -403,6 +403,13 @@ impl Open {
                 CrashKind::RcuStall | CrashKind::SoftLockup | CrashKind::HardLockup | CrashKind::HungTask
             );
             let timers = self.in_irq && stall;
+            // A return address at a function's first byte, just below a call that never
+            // returns (`panic`, `do_exit`...), is the next function's: the call was its
+            // caller's last instruction (riscv's `sysrq_handle_crash` into `panic`). Only
+            // there: elsewhere +0x0 is where the CPU was (arm64 prints the running
+            // function so at a trace's top).
+            let below_noreturn = self.frames.last().and_then(Frame::name).is_some_and(is_noreturn);
+            let past_its_caller = f.offset == Some(0) && below_noreturn && !rules::pc_line(s);
             let own = f.reliable && !self.others && !timers && !rules::not_a_trace_frame(s);
             if timers && f.reliable && !self.others {
                 // In interrupt context, the frames below the timer interrupt's entry are
@@ -414,7 +421,9 @@ impl Open {
                 }
             }
             if own {
-                self.own.push(self.frames.len());
+                if !past_its_caller {
+                    self.own.push(self.frames.len());
+                }
                 // Neither the faulting function's line nor the frame the first line
                 // names (a WARNING's `at file:line func`) is a backtrace.
                 if !rules::pc_line(s) && self.lines > 1 {

@@ -657,3 +657,28 @@ fn a_stall_inside_a_softirq_is_titled_by_its_handler() {
 ";
     check(console, CrashKind::RcuStall, "INFO: rcu detected stall in ipv6_rcv", Some("ipv6_rcv"));
 }
+
+#[test]
+fn a_return_address_at_a_functions_first_byte_is_never_the_guilty_frame() {
+    // Debian's riscv64 kernel on `echo c > /proc/sysrq-trigger` (tests/linux-crash-sysrq):
+    // sysrq_handle_crash ends with its call to panic(), so the return address is the
+    // next function's first byte.
+    let console = "\
+[    1.945992] Kernel panic - not syncing: sysrq triggered crash
+[    1.949825] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.117+deb13-riscv64 #1  Debian 6.12.117-1
+[    1.950289] Call Trace:
+[    1.950516] [<ffffffff80007020>] dump_backtrace+0x28/0x30
+[    1.950847] [<ffffffff80a65ed2>] show_stack+0x38/0x44
+[    1.950946] [<ffffffff80a73ede>] dump_stack_lvl+0x5a/0x7c
+[    1.951042] [<ffffffff80a73f18>] dump_stack+0x18/0x20
+[    1.951132] [<ffffffff80a66214>] panic+0x11a/0x35a
+[    1.951221] [<ffffffff806f7f90>] sysrq_reset_seq_param_set+0x0/0x7e
+[    1.951332] [<ffffffff806f864c>] __handle_sysrq+0xa4/0x188
+[    1.951797] [<ffffffff806f8d7c>] write_sysrq_trigger+0xaa/0xc6
+";
+    let r = one(console, Guest::Linux);
+    assert_eq!(r.title, "kernel panic: sysrq triggered crash");
+    assert_eq!(r.guilty_frame.as_ref().and_then(|f| f.name()), Some("__handle_sysrq"));
+    // The frame is still in the trace, for a symbolizer to look up a byte before.
+    assert!(r.frames.iter().any(|f| f.name() == Some("sysrq_reset_seq_param_set")));
+}
