@@ -2091,3 +2091,39 @@ fn a_sweep_groups_its_failures_by_the_crash_they_hit() {
     let boot = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("boot-finished");
     assert_eq!(boot["failure_kind"], "crash", "{}", run.explain());
 }
+
+/// A kernel panic printed right after the case's last expect matched fails the boot: the
+/// pass the judge reached waits for the report being printed (or the report ends in the
+/// same chunk), and the crash is the verdict.
+#[test]
+fn a_crash_right_after_the_last_expect_fails_the_boot() {
+    let fake = Wrapped::new();
+    let dir = cases_dir(&[("late-crash", &fake.case)]);
+    fake.wrap("");
+    let console = fake.tools.path().join("console");
+    std::fs::write(
+        &console,
+        "booting\n\
+fake-qemu-console: done\n\
+[    2.000000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n\
+[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
+[    2.000002] Call Trace:\n\
+[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
+[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
+[    2.000005] [<ffffffff80017e2e>] do_exit+0x7d6/0x8a0\n\
+[    2.000006] [<ffffffff80018010>] do_group_exit+0x30/0x80\n\
+[    2.000007] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---\n",
+    )
+    .unwrap();
+    let file = format!("file:{}", console.display());
+    let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", file.as_str())];
+    let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &env);
+    run.expect_status(1);
+    let finished = run.events().into_iter().find(|e| e["event"] == "boot-finished").expect("boot-finished");
+    assert_eq!(finished["failure_kind"], "crash", "{}", run.explain());
+    assert!(
+        finished["reason"].as_str().unwrap().contains("s: kernel panic: Attempted to kill init! (panic"),
+        "{}",
+        run.explain()
+    );
+}

@@ -256,24 +256,20 @@ impl Running<'_> {
                 Ok(Event::Part(event)) => self.take_part_event(event),
                 Err(RecvTimeoutError::Timeout) => {
                     let crash = self.crashes.as_mut().and_then(|watch| watch.poll(Instant::now()));
-                    match self.held.take() {
-                        Some(held) if crash.is_some() => Some(held),
-                        Some(held) => {
-                            self.held = Some(held);
-                            None
-                        }
-                        None => crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now())),
+                    match (self.held.is_some(), crash) {
+                        (true, Some(crash)) => Some(self.release_held(crash)),
+                        (true, None) => None,
+                        (false, crash) => crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now())),
                     }
                 }
             };
             match verdict {
-                // A failure while a crash report is being printed waits for the report's
-                // end (bounded by its quiet time and the deadline), so that the console
-                // holds the whole report the failure then names.
-                Some(failure @ Verdict::Fail(_))
-                    if self.held.is_none() && self.crashes.as_ref().is_some_and(Watch::inside_fatal) =>
-                {
-                    self.held = Some(failure);
+                // A verdict reached while a fatal crash report is being printed waits for
+                // the report's end (bounded by its quiet time and the deadline): a failure,
+                // so that the console holds the whole report it then names; a pass, which
+                // the crash then fails.
+                Some(verdict) if self.held.is_none() && self.crashes.as_ref().is_some_and(Watch::inside_fatal) => {
+                    self.held = Some(verdict);
                 }
                 Some(verdict) => {
                     self.verdict = Some(verdict);
@@ -291,33 +287,39 @@ impl Running<'_> {
             let _ = log.write(&chunk.bytes);
         }
         let ended = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
-        let still_inside = self.crashes.as_ref().is_some_and(Watch::inside_fatal);
-        if ended.is_some() || !still_inside {
-            return self.held.take();
+        match ended {
+            Some(crash) => Some(self.release_held(crash)),
+            None if !self.crashes.as_ref().is_some_and(Watch::inside_fatal) => self.held.take(),
+            None => None,
         }
-        None
+    }
+
+    /// The held verdict once the report it waited for ended as `crash`: a failure stays
+    /// the verdict (the crash is named under it); a pass gives way to the crash.
+    fn release_held(&mut self, crash: Failure) -> Verdict {
+        match self.held.take() {
+            Some(Verdict::Fail(failure)) => Verdict::Fail(failure),
+            _ => Verdict::Fail(crash),
+        }
     }
 
     /// A boot whose console closed, or whose deadline passed, inside a fatal crash report
     /// ends on that crash: it is the verdict.
     fn crash_left_open(&mut self, ended: Loop) -> Loop {
-        if let Some(held) = self.held.take() {
-            // The failure that waited for the report is the verdict, however it ended.
-            self.verdict = Some(held);
-            return Loop::Verdict;
-        }
         let why = match ended {
             Loop::Verdict => return ended,
             Loop::Closed => "the console closed",
             Loop::Deadline => "the deadline passed",
         };
-        match self.crashes.as_mut().and_then(|watch| watch.close(Instant::now(), why)) {
-            Some(failure) => {
-                self.verdict = Some(Verdict::Fail(failure));
-                Loop::Verdict
-            }
-            None => ended,
+        let crash = self.crashes.as_mut().and_then(|watch| watch.close(Instant::now(), why));
+        match (self.held.take(), crash) {
+            // A failure that waited for the report is the verdict, however it ended.
+            (Some(held @ Verdict::Fail(_)), _) => self.verdict = Some(held),
+            (_, Some(crash)) => self.verdict = Some(Verdict::Fail(crash)),
+            (Some(held), None) => self.verdict = Some(held),
+            (None, None) => return ended,
         }
+        Loop::Verdict
     }
 
     /// What a part's live methods are given; none when QEMU never connected over QMP.
