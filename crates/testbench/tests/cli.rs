@@ -1448,7 +1448,8 @@ fn a_failed_loopback_cases_logs_are_kept() {
     let stderr = std::fs::read_to_string(keep.path().join("rv64-lb.session-root.qemu-stderr.log")).unwrap();
     let stamped = regex::Regex::new(r"(?m)^\d+@\d+\.\d{6}:virtio_console_chr_read port 1, size \d+$").unwrap();
     assert!(stamped.is_match(&stderr), "no stamped trace of the ssh port's input: {stderr}");
-    assert!(stderr.contains(":virtio_console_flush_buf port 1, "), "no trace of the ssh port's output: {stderr}");
+    // The session's output leaves on port 2, `ssh-out` (one port each way: loopback.rs).
+    assert!(stderr.contains(":virtio_console_flush_buf port 2, "), "no trace of the ssh-out port's output: {stderr}");
 }
 
 /// A post-check program that is not there is refused before anything builds: a name not
