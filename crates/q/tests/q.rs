@@ -139,7 +139,11 @@ fn a_lease_pins_its_command_and_a_later_job_waits_for_the_cores() {
     assert_eq!(code, 7, "q run exits with its command's status");
     assert!(err.contains("q: waiting for 1 general cores (0 free)"), "{err}");
     assert!(out.contains("Cpus_allowed_list:\t0\n"), "the lowest free core: {out}");
-    let log = String::from_utf8_lossy(&d.cmd(&["log"]).output().unwrap().stdout).into_owned();
+    // The daemon records a job's end once its connection closes, which may come just
+    // after `q run` has exited: the log is read until it has both.
+    let log = || String::from_utf8_lossy(&d.cmd(&["log"]).output().unwrap().stdout).into_owned();
+    until("job 2's end in the log", || log().contains("exit 7  b"));
+    let log = log();
     assert!(log.contains("job 1     cores 0-1") && log.contains("exit 0  a"), "{log}");
     assert!(log.contains("job 2     cores 0") && log.contains("exit 7  b"), "{log}");
     // Each line's time is labelled: when the job ended, in UTC.
