@@ -1992,6 +1992,18 @@ fn an_oracle_judges_a_kept_console_by_hand() {
 /// first line under the reason, in the JSON event (`crash`), and first in JUnit's
 /// failure message; the guest is a kernel the bench did not build, read by the generic
 /// rules (a panic line; Linux's own rules, for a recipe's guest, read its frames too).
+/// Linux's panic when init dies, whole (riscv64's trace shape): the crash the fake QEMU
+/// prints in the crash tests below.
+const KILLED_INIT_PANIC: &str = "\
+[    2.000000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n\
+[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
+[    2.000002] Call Trace:\n\
+[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
+[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
+[    2.000005] [<ffffffff80017e2e>] do_exit+0x7d6/0x8a0\n\
+[    2.000006] [<ffffffff80018010>] do_group_exit+0x30/0x80\n\
+[    2.000007] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---\n";
+
 #[test]
 fn a_failing_boot_names_the_crash_its_console_shows() {
     let fake = Wrapped::new();
@@ -2000,19 +2012,7 @@ fn a_failing_boot_names_the_crash_its_console_shows() {
     let dir = cases_dir(&[("crashes", &waits)]);
     fake.wrap("");
     let console = fake.tools.path().join("console");
-    std::fs::write(
-        &console,
-        "booting\n\
-[    2.000000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n\
-[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
-[    2.000002] Call Trace:\n\
-[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
-[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
-[    2.000005] [<ffffffff80017e2e>] do_exit+0x7d6/0x8a0\n\
-[    2.000006] [<ffffffff80018010>] do_group_exit+0x30/0x80\n\
-[    2.000007] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---\n",
-    )
-    .unwrap();
+    std::fs::write(&console, format!("booting\n{KILLED_INIT_PANIC}")).unwrap();
     let file = format!("file:{}", console.display());
     let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", file.as_str())];
     let cases = dir.path().to_str().unwrap();
@@ -2102,20 +2102,7 @@ fn a_crash_right_after_the_last_expect_fails_the_boot() {
     let dir = cases_dir(&[("late-crash", &fake.case)]);
     fake.wrap("");
     let console = fake.tools.path().join("console");
-    std::fs::write(
-        &console,
-        "booting\n\
-fake-qemu-console: done\n\
-[    2.000000] Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b\n\
-[    2.000001] CPU: 0 UID: 0 PID: 1 Comm: init Not tainted 6.12.0 #1\n\
-[    2.000002] Call Trace:\n\
-[    2.000003] [<ffffffff80007020>] dump_backtrace+0x28/0x30\n\
-[    2.000004] [<ffffffff80a66214>] panic+0x11a/0x35a\n\
-[    2.000005] [<ffffffff80017e2e>] do_exit+0x7d6/0x8a0\n\
-[    2.000006] [<ffffffff80018010>] do_group_exit+0x30/0x80\n\
-[    2.000007] ---[ end Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b ]---\n",
-    )
-    .unwrap();
+    std::fs::write(&console, format!("booting\nfake-qemu-console: done\n{KILLED_INIT_PANIC}")).unwrap();
     let file = format!("file:{}", console.display());
     let env = [("TESTBENCH_QEMU_RV64", fake.wrapper.to_str().unwrap()), ("FAKE_QEMU_CONSOLE", file.as_str())];
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--message-format", "json"], &env);
