@@ -376,6 +376,32 @@ hung-task)
   sleep 60
   fail "no hung task reported in 60 s"
   ;;
+reboot)
+  # Boots the same kernel and /init again until it has booted COUNT + 1 times: the boots
+  # so far are counted on the first line of the slot's disk (its first partition), the one
+  # thing that lasts across a reset. The bench expects COUNT resets (reboots = COUNT).
+  load_blk
+  B=$(slot_blk ${SLOT:-0}) || fail "no disk on slot ${SLOT:-0}"
+  T=$(raw_target $B)
+  N=$(first_line $T | sed -n 's/^boots \([0-9][0-9]*\)$/\1/p')
+  N=$((${N:-0} + 1))
+  write_line $T "boots $N"
+  say "reboot: boot $N of $((COUNT + 1))"
+  if [ $N -le $COUNT ]; then
+    say "reboot: rebooting"
+    reboot -f
+    sleep 10
+    fail "reboot -f returned"
+  fi
+  ;;
+oom)
+  # The kernel's out-of-memory killer, reached from user space: a program whose one
+  # string doubles until the kernel kills it (an OOM report, a kind the bench allows
+  # unless a case forbids it). The program's end and the boot's go on.
+  say "oom: a program allocating until the kernel kills it"
+  awk 'BEGIN { s = "0123456789abcdef"; while (1) s = s s }'
+  say "oom: the program ended with status $?"
+  ;;
 probe)
   load_blk; load_net
   for d in /sys/block/* /sys/class/net/*; do

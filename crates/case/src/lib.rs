@@ -428,6 +428,13 @@ pub struct BootCase {
     /// `true`: after the last expect the guest must power off with `poweroff_status`.
     pub poweroff: bool,
     pub poweroff_status: i32,
+    /// How many times the guest resets in the one QEMU run (`-no-reboot` only at 0): QMP's
+    /// guest RESET events are counted, one more fails the boot at once, one fewer fails
+    /// its end.
+    pub reboots: u32,
+    /// The first line expected after each reset (empty, or `reboots` patterns): the i-th
+    /// can match only after the i-th reset, and every `expect` belongs to the first boot.
+    pub reboot_expect: Vec<Pattern>,
     pub inputs: Vec<Input>,
     pub guest: Guest,
     /// Drops only PANIC from the always-forbidden list (a case that expects a panic).

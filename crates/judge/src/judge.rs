@@ -64,6 +64,12 @@ pub struct Config {
     /// The verdict waits for [`Judge::release`] (the bench's sessions ending) as well as
     /// for the expects: no pass before it.
     pub hold: bool,
+    /// How many guest resets the boot must see ([`Judge::guest_reset`]): one more fails
+    /// at once, fewer fail its end, and no pass comes before the last.
+    pub reboots: u32,
+    /// Per expect, the resets that must have come before it may match (empty: none).
+    /// Non-decreasing; a reset while an expect of an earlier boot is pending fails.
+    pub expect_resets: Vec<u32>,
 }
 
 /// The log server's done rule: exactly one line starting `[server] done:` (as it came
@@ -102,6 +108,8 @@ impl Default for Config {
             triggers: Vec::new(),
             expect_after: Vec::new(),
             hold: false,
+            reboots: 0,
+            expect_resets: Vec::new(),
         }
     }
 }
@@ -378,6 +386,9 @@ pub struct Judge {
     heads: Option<Box<Heads>>,
     /// The line being judged is an over-long line's head.
     at_head: bool,
+    /// Guest resets seen ([`Judge::guest_reset`]), and the console's length at the last.
+    resets: u32,
+    bytes_at_reset: u64,
 }
 
 impl Judge {
@@ -407,6 +418,8 @@ impl Judge {
             marks: Vec::new(),
             heads: None,
             at_head: false,
+            resets: 0,
+            bytes_at_reset: 0,
             done_seen: false,
             distinct_seen,
             captured,
@@ -509,7 +522,7 @@ impl Judge {
 
     /// The end of the settle time, when it is running.
     fn settle_end(&self) -> Option<Duration> {
-        if self.cfg.poweroff {
+        if self.cfg.poweroff || self.resets < self.cfg.reboots {
             return None;
         }
         let last = self.last_expect_at?;
@@ -521,6 +534,52 @@ impl Judge {
         let released = if self.cfg.hold { self.released_at? } else { Duration::ZERO };
         let after = if self.cfg.expect_after.is_empty() { Duration::ZERO } else { self.after_done_at? };
         Some(last.max(released).max(after).saturating_add(self.cfg.settle))
+    }
+
+    /// The pending expect may match: the resets it waits for have come.
+    fn expect_open(&self) -> bool {
+        self.cfg.expect_resets.get(self.next_expect).is_none_or(|&need| self.resets >= need)
+    }
+
+    /// The guest reset (QMP's RESET event with `guest: true`), at `now`. The boot fails
+    /// at once on a reset more than the case expects, and on one that comes while an
+    /// expect of the boot before it is pending. A reset with no console byte since the
+    /// one before is that same reset: x86's Linux asks for one by several means in a
+    /// row (the ACPI register, then the keyboard controller), and QEMU reports each.
+    pub fn guest_reset(&mut self, now: Duration) -> Option<Verdict> {
+        if self.verdict.is_some() {
+            return self.verdict.clone();
+        }
+        if self.resets > 0 && self.bytes_seen == self.bytes_at_reset {
+            return None;
+        }
+        self.bytes_at_reset = self.bytes_seen;
+        self.resets = self.resets.saturating_add(1);
+        let fail = |message: String| Verdict::Fail(Failure::new(FailureKind::Reset, now, message));
+        let n = self.resets;
+        if n > self.cfg.reboots {
+            let expects = match self.cfg.reboots {
+                0 => "none (no reboots)".to_string(),
+                r => format!("{r} (reboots = {r})"),
+            };
+            self.verdict = Some(fail(format!("guest reset a {} time; the case expects {expects}", ordinal(n))));
+        } else if let Some(p) = self.cfg.expect.get(self.next_expect) {
+            if self.cfg.expect_resets.get(self.next_expect).is_none_or(|&need| need < n) {
+                self.verdict = Some(fail(format!(
+                    "guest reset (the {} of {}) while waiting for {} '{}', a line of the boot before it",
+                    ordinal(n),
+                    self.cfg.reboots,
+                    p.label,
+                    p.regex.as_str()
+                )));
+            }
+        }
+        self.verdict.clone()
+    }
+
+    /// Resets seen so far.
+    pub fn resets(&self) -> u32 {
+        self.resets
     }
 
     /// Every expect has matched (the bench starts its sessions then).
@@ -776,7 +835,7 @@ impl Judge {
             self.fail_line = Some((number, crate::quote(&shown).into_owned()));
             self.mark(number, Rule::ProgramFail, 0);
         }
-        if self.rule_matches(HeadRule::Expect, self.next_expect, self.cfg.expect.len(), &shown) {
+        if self.expect_open() && self.rule_matches(HeadRule::Expect, self.next_expect, self.cfg.expect.len(), &shown) {
             self.mark(number, Rule::Expect, self.next_expect);
             self.expect_matched(at);
         } else if self.expects_done()
@@ -1029,7 +1088,7 @@ impl Judge {
         // 3. Expects, in order, one per line.
         let mut from = 0;
         let mut scan = fast::Scan::default();
-        while self.next_expect < engine.expects.len() {
+        while self.next_expect < engine.expects.len() && self.expect_open() {
             let Some((ls, le)) = scan.next(&engine.expects[self.next_expect], shown, from, limit) else {
                 break;
             };
@@ -1155,6 +1214,24 @@ impl Judge {
                 }
             };
         }
+        if self.resets < self.cfg.reboots {
+            let want = format!("the case expects {} (reboots = {})", self.cfg.reboots, self.cfg.reboots);
+            let seen = match self.resets {
+                1 => "1 reset".to_string(),
+                n => format!("{n} resets"),
+            };
+            return match ending {
+                Ending::TimedOut { deadline } => fail(
+                    FailureKind::Reset,
+                    format!(
+                        "timed out after {} waiting for the {} reset; {want}",
+                        secs(deadline),
+                        ordinal(self.resets + 1)
+                    ),
+                ),
+                Ending::Exited { .. } => fail(FailureKind::Reset, format!("guest ended after {seen}; {want}")),
+            };
+        }
         if self.cfg.poweroff {
             return match ending {
                 Ending::TimedOut { deadline } => {
@@ -1201,6 +1278,18 @@ impl Judge {
             }
         }
     }
+}
+
+/// "1st", "2nd", "3rd", "4th", ... "11th", "12th", "13th", "21st".
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// A program's own `[name] FAIL` line's pattern, bare (a program that owns the

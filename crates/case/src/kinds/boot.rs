@@ -159,6 +159,7 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             Err(ctx.err("poweroff_status", format!("{status} is not accepted: an exit status, 0 to 255")))
         }
     });
+    let (reboots, reboot_expect) = reboots(ctx, &raw, &mut refused);
     if raw.expect.as_deref().unwrap_or(&[]).is_empty() && !poweroff {
         refused.push(ctx.err("expect", "empty with poweroff = false: a boot case needs at least one expect or poweroff = true, or it proves nothing"));
     }
@@ -296,6 +297,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             forbid: forbid?,
             poweroff,
             poweroff_status: poweroff_status?,
+            reboots: reboots?,
+            reboot_expect: reboot_expect?,
             inputs,
             guest: guest?,
             allow_panic: raw.allow_panic.unwrap_or(false),
@@ -317,6 +320,33 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
         })
     };
     refused.end(ctx, made())
+}
+
+/// The most resets a case may expect in one run.
+const REBOOTS_MAX: i64 = 16;
+
+/// `reboots` and `reboot_expect`: a count from 0 to [`REBOOTS_MAX`], and either no
+/// `reboot_expect` or one pattern per reset (each the first line of the boot after it).
+fn reboots(ctx: &Ctx, raw: &RawBoot, refused: &mut Refusals) -> (Option<u32>, Option<Vec<crate::Pattern>>) {
+    let count = refused.keep(match raw.reboots.unwrap_or(0) {
+        n @ 0..=REBOOTS_MAX => Ok(n as u32),
+        n => {
+            Err(ctx.err("reboots", format!("{n} is not accepted: how many times the guest resets, 0 to {REBOOTS_MAX}")))
+        }
+    });
+    let lines = raw.reboot_expect.as_deref().unwrap_or(&[]);
+    let patterns = refused.keep(ctx.patterns("reboot_expect", lines));
+    if let Some(n) = count {
+        if !lines.is_empty() && lines.len() != n as usize {
+            let what = if n == 0 {
+                "only with reboots: the first line expected after each reset".to_string()
+            } else {
+                format!("{} patterns for reboots = {n}: one per reset, the first line expected after it", lines.len())
+            };
+            refused.push(ctx.err("reboot_expect", what));
+        }
+    }
+    (count, patterns)
 }
 
 /// `accel`: "tcg", "kvm" or "auto" (the default). KVM runs no icount. That KVM runs only

@@ -52,6 +52,9 @@ pub struct Machine {
     pub extra_args: Vec<String>,
     /// Edits of the device tree QEMU builds for this command line (then booted with -dtb).
     pub dt_edits: Vec<testbench_case::DtEdit>,
+    /// The case expects guest resets (`reboots`): QEMU resets the machine instead of
+    /// exiting (no `-no-reboot`), and the judge counts QMP's RESET events.
+    pub reboots: bool,
 }
 
 /// What one start of QEMU adds to the machine: where it runs, for how long, and the
@@ -151,10 +154,11 @@ impl Machine {
         if let Some(seed) = self.seed {
             cmd = cmd.args(["-seed", &seed.to_string()]);
         }
-        cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot"])
-            .args(qmp_args)
-            .args(parts)
-            .args(&self.extra_args)
+        cmd = cmd.args(["-nodefaults", "-display", "none", "-serial", "stdio"]);
+        if !self.reboots {
+            cmd = cmd.arg("-no-reboot");
+        }
+        cmd.args(qmp_args).args(parts).args(&self.extra_args)
     }
 }
 
@@ -180,6 +184,7 @@ mod tests {
             rr: None,
             extra_args: Vec::new(),
             dt_edits: Vec::new(),
+            reboots: false,
         }
     }
 

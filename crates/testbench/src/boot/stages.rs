@@ -34,7 +34,7 @@ use super::part::{attach_all, AttachedSet, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
 use super::{BootSpec, Judged, Trouble};
 use crate::process::shell_quote;
-use crate::qemu::qmp::QmpClient;
+use crate::qemu::qmp::{QmpClient, QmpEvent};
 use crate::qemu::{
     last_lines, RecordReplay, EXIT_DEADLINE, QMP_DEADLINE, QMP_EXIT_GRACE, QMP_READER_BOUND, STDERR_TAIL_LINES,
 };
@@ -248,10 +248,7 @@ impl Running<'_> {
                 Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.held.is_some() => self.finish_report(&chunk),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
-                Ok(Event::Qmp(event)) => {
-                    self.qmp_log.note(&event);
-                    None
-                }
+                Ok(Event::Qmp(event)) => self.take_qmp(&event),
                 Ok(Event::Part(_)) if self.held.is_some() => None,
                 Ok(Event::Part(event)) => self.take_part_event(event),
                 Err(RecvTimeoutError::Timeout) => {
@@ -277,6 +274,19 @@ impl Running<'_> {
                 }
                 None => {}
             }
+        }
+    }
+
+    /// A QMP event: to its log; a guest's reset (RESET with `guest` true) to the judge.
+    /// It comes only in a case that expects resets: elsewhere `-no-reboot` makes a reset
+    /// a SHUTDOWN, and QEMU exits.
+    fn take_qmp(&mut self, event: &QmpEvent) -> Option<Verdict> {
+        self.qmp_log.note(event);
+        match event {
+            QmpEvent::Event { name, data } if name == "RESET" && data["guest"] == true => {
+                self.judge.guest_reset(self.now())
+            }
+            _ => None,
         }
     }
 

@@ -124,6 +124,12 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
             server_done = Some(ServerDone { reporter_place });
         }
     }
+    // Every expect belongs to the first boot; each reboot_expect to the boot after its reset.
+    let mut expect_resets = vec![0; expect.len()];
+    for (reset, p) in (1..).zip(&boot.reboot_expect) {
+        expect.push(pattern(p));
+        expect_resets.push(reset);
+    }
     JudgeConfig {
         expect,
         forbid: boot.forbid.iter().map(pattern).collect(),
@@ -150,6 +156,8 @@ fn judge_config(boot: &BootCase, config: &Config) -> JudgeConfig {
         triggers: Vec::new(),
         expect_after: boot.expect_after.iter().map(pattern).collect(),
         hold: false,
+        reboots: boot.reboots,
+        expect_resets,
     }
 }
 
@@ -462,6 +470,7 @@ pub fn jobs(
                     rr: boot.rr.clone().ok().flatten(),
                     extra_args: p.extra_args,
                     dt_edits: boot_of(case).device_tree.clone(),
+                    reboots: boot_of(case).reboots > 0,
                 },
                 plan: Plan {
                     judge: judge_of(case, boot, ws),
