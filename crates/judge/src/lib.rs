@@ -94,7 +94,7 @@
 //! | GuestEnded | `guest ended ({how}) while waiting for {label} '{regex}'`, see below |
 //! | ProgramFailed | `{first FAIL line}; then ` + the TimedOut or GuestEnded message |
 //! | NoPowerOff | `timed out after {d} waiting for power-off` |
-//! | Reset | `guest reset instead of powering off` |
+//! | Reset | `guest reset instead of powering off`; with `reboots` ([`Judge::guest_reset`]): `guest reset a {nth} time; the case expects {n} (reboots = {n})` (or `none (no reboots)`), `guest reset (the {nth} of {n}) while waiting for {label} '{regex}', a line of the boot before it`, `guest ended after {k} reset(s); the case expects {n} (reboots = {n})`, `timed out after {d} waiting for the {nth} reset; the case expects {n} (reboots = {n})` |
 //! | WrongStatus | `powered off with status {n}, expected {m}` |
 //! | Killed | `qemu killed by signal {n}` |
 //! | ExitStatus | `qemu exited with {status} after the last expect` |
