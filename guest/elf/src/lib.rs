@@ -355,6 +355,18 @@ impl Header {
 /// returns its entry and `PT_LOAD` segments. Either class is accepted; see
 /// [`check_class`] to insist on one.
 pub fn check(image: &[u8], user: Range<u64>) -> Result<Program<'_>, Error> {
+    let program = check_layout(image, user)?;
+    if !program.segments().any(|s| s.executable() && s.range().contains(&program.entry)) {
+        return Err(Error::Entry);
+    }
+    Ok(program)
+}
+
+/// Every check of [`check`] but the entry's: the header, and the segments inside the
+/// user range, neither writable and executable, nor overlapping, their data in the
+/// image. Only a kernel's test-only feature skips the entry's check (the reference
+/// kernel's `spawn-unchecked-entry`, whose self-check proves the check is needed).
+pub fn check_layout(image: &[u8], user: Range<u64>) -> Result<Program<'_>, Error> {
     let header = Header::read(image)?;
     let program = Program { image, header, class: header.class, entry: header.entry };
     let mut loads = 0;
@@ -373,9 +385,6 @@ pub fn check(image: &[u8], user: Range<u64>) -> Result<Program<'_>, Error> {
         if program.segments().skip(i + 1).any(|b| a.vaddr < b.vaddr + b.memsz && b.vaddr < a.vaddr + a.memsz) {
             return Err(Error::SegmentOverlap);
         }
-    }
-    if !program.segments().any(|s| s.executable() && s.range().contains(&header.entry)) {
-        return Err(Error::Entry);
     }
     Ok(program)
 }
