@@ -405,6 +405,34 @@ fn repin_refuses_a_package_the_index_does_not_hold() {
     let _ = std::fs::remove_dir_all(&p.dir);
 }
 
+/// An index whose entry does not agree with itself (a Filename that is not the
+/// package's): the re-pinned text does not validate, so it is refused and nothing written.
+#[test]
+fn repin_writes_nothing_when_the_repinned_recipe_does_not_validate() {
+    let p = pool("repin-invalid");
+    let mirror = Mirror::start(HashMap::new());
+    let index = [
+        paragraph(KERNEL, "6.1.5-1", &kernel_pool("6.1.5", "6.1.5-1"), &p.kernel),
+        paragraph("fake-tools", "1.0-2", "pool/main/f/fake-tools/other_1.0-2_riscv64.deb", b"y"),
+    ]
+    .concat();
+    mirror.put("dists/testing-suite/main/binary-riscv64/Packages.gz", gzip(&index));
+    let path = write_recipe(&p, &mirror.url(), &sha(&p.tools));
+    let before = std::fs::read_to_string(&path).unwrap();
+    let err = repin::repin(&mut HttpFetch::default(), &path).unwrap_err();
+    assert!(matches!(err, repin::RepinError::Invalid { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("recipe {}: the re-pinned text does not validate, nothing written: ", path.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("field `package[1].pool`"), "{msg}");
+    let out = Command::new(env!("CARGO_BIN_EXE_repin")).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+    let _ = std::fs::remove_dir_all(&p.dir);
+}
+
 /// Where the shared cache is: TESTBENCH_CACHE, else XDG_CACHE_HOME/testbench, else
 /// ~/.cache/testbench; a relative TESTBENCH_CACHE is refused.
 #[test]
