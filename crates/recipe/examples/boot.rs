@@ -2,7 +2,8 @@
 //!
 //! cargo run --release -p testbench-recipe --example boot -- [RECIPE] [CACHE_DIR]
 //!
-//! Defaults: guests/debian-busybox.toml and target/guest-cache. Exits 0 when the
+//! Defaults: guests/debian-busybox.toml and the user's shared cache (TESTBENCH_CACHE,
+//! else XDG_CACHE_HOME/testbench, else ~/.cache/testbench). Exits 0 when the
 //! serial output holds `testbench-guest: init reached` and QEMU exited 0.
 
 use std::path::PathBuf;
@@ -17,7 +18,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let recipe_path = args.next().map(PathBuf::from).unwrap_or_else(|| root.join("guests/debian-busybox.toml"));
-    let cache = args.next().map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    let cache = match args.next() {
+        Some(dir) => PathBuf::from(dir),
+        None => testbench_recipe::user_cache_root().unwrap_or_else(|e| die(&e.to_string())),
+    };
 
     let recipe = testbench_recipe::load(&recipe_path).unwrap_or_else(|e| die(&e.to_string()));
     let t = Instant::now();

@@ -140,7 +140,7 @@ fn build_into(
     let mut taken = Vec::new();
     let mut kernel_written = false;
     for (i, pkg) in recipe.packages.iter().enumerate() {
-        let deb = fetch_deb(fetch, pkg, &recipe.mirror, &debs, log)?;
+        let deb = fetch_deb(fetch, &recipe.path, pkg, &recipe.mirror, &debs, log)?;
         let root = tmp.join(format!("pkg-{i}"));
         unpack(pkg, &deb, &root)?;
         for f in &pkg.files {

@@ -13,6 +13,10 @@ pub enum RecipeError {
     Invalid { path: PathBuf, field: String, message: String },
     #[error("package {package}: downloading {url}: {source}")]
     Fetch { package: String, url: String, source: crate::fetch::FetchError },
+    /// The mirror answered 404 (or 410) for a pinned .deb: the suite moved on and the
+    /// pool no longer holds this version. Says the command that re-pins the recipe.
+    #[error("recipe {}: package {package} version {version} is no longer on the mirror ({url} answered HTTP {code}); re-pin the recipe to the suite's current versions with `{}` and review the diff it prints", recipe.display(), crate::repin_command(recipe))]
+    Gone { recipe: PathBuf, package: String, version: String, url: String, code: u16 },
     #[error("package {package}: sha256 mismatch: the recipe expects {expected}, the download is {got} (the file was not kept)")]
     Checksum { package: String, expected: String, got: String },
     #[error("package {package}: dpkg-deb -x {deb} failed ({status}): {stderr}")]
@@ -25,6 +29,10 @@ pub enum RecipeError {
     Kernel { package: String, path: String, message: String },
     #[error("building the initramfs: {0}")]
     Newc(#[from] crate::newc::NewcError),
+    /// Neither `TESTBENCH_CACHE`, `XDG_CACHE_HOME` nor `HOME` names a folder for the
+    /// shared cache.
+    #[error("no cache folder: set TESTBENCH_CACHE (an absolute path) or HOME ({why})")]
+    NoCacheDir { why: String },
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
 }

@@ -27,7 +27,7 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 pub enum FetchError {
     /// The mirror answered, with an error status: the host is fine, the pin or the
     /// mirror is not.
-    #[error("the server answered HTTP {code} {text} (a pinned version no longer on this mirror? see guests/README.md: update the pins, or point `mirror` at snapshot.debian.org)")]
+    #[error("the server answered HTTP {code} {text}")]
     Status { code: u16, text: String },
     #[error("no connection within the connect deadline of {secs}s: {source}")]
     ConnectDeadline { secs: u64, source: Cause },
@@ -145,11 +145,15 @@ pub(crate) fn unique_suffix() -> String {
 }
 
 /// Gives the path of `pkg`'s .deb in `debs_dir` (named `<sha256>.deb`), downloading it
-/// from `mirror` only if no good copy is there. A cached copy is re-hashed; a bad one is
-/// removed and fetched again. A download whose sha256 differs from the recipe's is
-/// deleted and reported as [`RecipeError::Checksum`].
+/// from `mirror` only if no good copy is there. A cached copy is re-hashed on every use;
+/// a bad one is removed and fetched again. A download is written to a temporary file of
+/// `debs_dir` and renamed into place once its sha256 is the recipe's, so a reader (in
+/// this clone or another sharing the folder) never sees half a file; one whose sha256
+/// differs is deleted and reported as [`RecipeError::Checksum`]. A 404 or 410 is
+/// [`RecipeError::Gone`], naming `recipe` and the command that re-pins it.
 pub fn fetch_deb(
     fetch: &mut dyn Fetch,
+    recipe: &Path,
     pkg: &Package,
     mirror: &str,
     debs_dir: &Path,
@@ -173,10 +177,15 @@ pub fn fetch_deb(
     let result = (|| {
         let file = File::create(&part).map_err(RecipeError::io(format!("creating {}", part.display())))?;
         let mut w = HashingWriter { inner: BufWriter::new(file), hash: Sha256::new() };
-        let n = fetch.fetch(&url, &mut w).map_err(|source| RecipeError::Fetch {
-            package: pkg.name.clone(),
-            url: url.clone(),
-            source,
+        let n = fetch.fetch(&url, &mut w).map_err(|source| match source {
+            FetchError::Status { code: code @ (404 | 410), .. } => RecipeError::Gone {
+                recipe: recipe.to_path_buf(),
+                package: pkg.name.clone(),
+                version: pkg.version.clone(),
+                url: url.clone(),
+                code,
+            },
+            source => RecipeError::Fetch { package: pkg.name.clone(), url: url.clone(), source },
         })?;
         w.flush().map_err(RecipeError::io(format!("writing {}", part.display())))?;
         let got = hex(&w.hash.finalize());

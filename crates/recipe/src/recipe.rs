@@ -11,6 +11,9 @@ use crate::RecipeError;
 /// The mirror used when a recipe names none.
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 
+/// The Debian suite whose index `scripts/repin` reads when a recipe names none.
+pub const DEFAULT_SUITE: &str = "trixie";
+
 mod raw {
     use serde::Deserialize;
 
@@ -21,6 +24,7 @@ mod raw {
         pub arch: String,
         pub append: String,
         pub mirror: Option<String>,
+        pub suite: Option<String>,
         #[serde(default)]
         pub package: Vec<Package>,
         pub init: Init,
@@ -110,6 +114,9 @@ pub struct Recipe {
     pub append: String,
     /// Base URL of the Debian mirror, without a trailing `/`.
     pub mirror: String,
+    /// The suite of `mirror` the pins come from (`dists/<suite>/`): what `scripts/repin`
+    /// reads. Downloads do not use it (they name the pool path).
+    pub suite: String,
     pub packages: Vec<Package>,
     pub init: Init,
 }
@@ -270,6 +277,21 @@ impl Validator<'_> {
                 m.trim_end_matches('/').to_string()
             }
         };
+        let suite = match raw.suite {
+            None => DEFAULT_SUITE.to_string(),
+            Some(s) => {
+                let ok = !s.is_empty()
+                    && s.starts_with(|c: char| c.is_ascii_lowercase())
+                    && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c));
+                if !ok {
+                    return Err(self.err(
+                        "suite",
+                        format!("{s:?}: accepted is a suite or codename of the mirror's dists/ folder, a-z 0-9 - . starting with a letter (e.g. \"trixie\", \"trixie-updates\", \"sid\")"),
+                    ));
+                }
+                s
+            }
+        };
         if raw.package.is_empty() {
             return Err(self.err("package", "no [[package]] tables; at least the one holding the kernel is needed"));
         }
@@ -336,6 +358,7 @@ impl Validator<'_> {
             arch,
             append: raw.append,
             mirror,
+            suite,
             packages,
             init,
         })

@@ -5,7 +5,9 @@
 //! them, after the host tests, with this line:
 //!
 //! cargo test -p testbench-recipe --test boot -- --ignored --test-threads 1
-//! TESTBENCH_GUEST_CACHE sets the cache root (default: target/guest-cache).
+//! They build into the user's shared cache (`testbench_recipe::user_cache_root`:
+//! TESTBENCH_CACHE, else XDG_CACHE_HOME/testbench, else ~/.cache/testbench), as the bench
+//! does, so a machine that fetched once builds them offline.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -29,8 +31,7 @@ fn machine(arch: Arch) -> Vec<&'static str> {
 #[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_busybox_reaches_init_and_powers_off() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cache =
-        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    let cache = testbench_recipe::user_cache_root().unwrap();
     let recipe = testbench_recipe::load(&root.join("guests/debian-busybox.toml")).unwrap();
     let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
     let out = Command::new("timeout")
@@ -100,8 +101,7 @@ fn disk_on(arch: Arch, slot: u32, id: &str, path: &std::path::Path, readonly: bo
 #[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cache =
-        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    let cache = testbench_recipe::user_cache_root().unwrap();
     let recipe = testbench_recipe::load(&root.join("guests/debian-devices.toml")).unwrap();
     let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();
     let dir = std::env::temp_dir().join(format!("testbench-devices-{}", std::process::id()));
@@ -143,8 +143,7 @@ fn debian_devices_keeps_a_disk_and_sees_a_read_only_one_refuse_writes() {
 #[ignore = "downloads Debian packages and boots QEMU: ./test runs it (--ignored)"]
 fn debian_devices_on_x86_64_and_aarch64_keep_a_disk() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cache =
-        std::env::var_os("TESTBENCH_GUEST_CACHE").map(PathBuf::from).unwrap_or_else(|| root.join("target/guest-cache"));
+    let cache = testbench_recipe::user_cache_root().unwrap();
     for (file, machine) in [("debian-devices-x86_64.toml", "x86_64"), ("debian-devices-aarch64.toml", "aarch64")] {
         let recipe = testbench_recipe::load(&root.join("guests").join(file)).unwrap();
         let image = testbench_recipe::build(&recipe, &cache, &mut |m| eprintln!("[recipe] {m}")).unwrap();

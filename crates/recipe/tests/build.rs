@@ -290,32 +290,30 @@ script = "#!/bin/sh"
     m.insert(pkg.url(&r.mirror), body.clone());
     let mut fetch = FakeFetch { bodies: Arc::new(m), ..Default::default() };
     let debs = dir.join("debs");
-    let p = fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |_| {}).unwrap();
+    let p = fetch_deb(&mut fetch, &r.path, pkg, &r.mirror, &debs, &mut |_| {}).unwrap();
     assert_eq!(p, debs.join(format!("{good}.deb")));
     assert_eq!(sha256_file(&p).unwrap(), good);
     // Cached: not fetched again.
-    fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |_| {}).unwrap();
+    fetch_deb(&mut fetch, &r.path, pkg, &r.mirror, &debs, &mut |_| {}).unwrap();
     assert_eq!(fetch.calls(), 1);
     // A corrupted cached copy is replaced.
     std::fs::write(&p, b"corrupt").unwrap();
     let mut logs = Vec::new();
-    fetch_deb(&mut fetch, pkg, &r.mirror, &debs, &mut |l| logs.push(l.to_string())).unwrap();
+    fetch_deb(&mut fetch, &r.path, pkg, &r.mirror, &debs, &mut |l| logs.push(l.to_string())).unwrap();
     assert_eq!(fetch.calls(), 2);
     assert_eq!(std::fs::read(&p).unwrap(), body);
     assert!(logs.iter().any(|l| l.contains("downloading again")), "{logs:?}");
-    // A download failure names the package and the URL.
+    // A 404 names the recipe, the package, its version, the URL and the re-pin command.
     let mut empty = FakeFetch::default();
     std::fs::remove_file(&p).unwrap();
-    let err = fetch_deb(&mut empty, pkg, &r.mirror, &debs, &mut |_| {}).unwrap_err();
+    let err = fetch_deb(&mut empty, &r.path, pkg, &r.mirror, &debs, &mut |_| {}).unwrap_err();
     assert!(
-        matches!(&err, RecipeError::Fetch { package, source: FetchError::Status { code: 404, .. }, .. } if package == "pk"),
+        matches!(&err, RecipeError::Gone { package, version, code: 404, .. } if package == "pk" && version == "1"),
         "{err}"
     );
-    assert!(
-        err.to_string().starts_with(
-            "package pk: downloading http://deb.debian.org/debian/pool/main/p/pk/pk_1_all.deb: the server answered HTTP 404 Not Found"
-        ),
-        "{err}"
+    assert_eq!(
+        err.to_string(),
+        "recipe x.toml: package pk version 1 is no longer on the mirror (http://deb.debian.org/debian/pool/main/p/pk/pk_1_all.deb answered HTTP 404); re-pin the recipe to the suite's current versions with `scripts/repin x.toml` and review the diff it prints"
     );
     assert_eq!(std::fs::read_dir(&debs).unwrap().count(), 0);
     let _ = std::fs::remove_dir_all(&dir);

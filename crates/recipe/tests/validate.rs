@@ -40,6 +40,9 @@ fn good_recipe_validates() {
     let r = load(GOOD).unwrap();
     assert_eq!(r.arch, Arch::Rv64);
     assert_eq!(r.mirror, "http://deb.debian.org/debian");
+    assert_eq!(r.suite, "trixie", "the default suite");
+    let sid = load(&GOOD.replacen("arch = \"rv64\"", "arch = \"rv64\"\nsuite = \"trixie-updates\"", 1)).unwrap();
+    assert_eq!(sid.suite, "trixie-updates");
     assert_eq!(r.packages.len(), 2);
     assert_eq!(r.packages[0].files[0].to, Target::Kernel);
     assert_eq!(r.packages[1].files[0].from, "usr/bin/busybox");
@@ -263,6 +266,8 @@ const BAD: &[(&str, &str, &str, &[&str])] = &[
         "mirror",
         &["http://"],
     ),
+    ("arch = \"rv64\"", "arch = \"rv64\"\nsuite = \"Trixie\"", "suite", &["\"Trixie\"", "a-z 0-9", "\"trixie\""]),
+    ("arch = \"rv64\"", "arch = \"rv64\"\nsuite = \"../x\"", "suite", &["dists/"]),
     ("name = \"busybox-static\"", "name = \"BusyBox\"", "package[1].name", &["a-z"]),
     ("version = \"1:1.37.0-6+b9\"", "version = \"latest\"", "package[1].version", &["starting with a digit"]),
     ("arch = \"riscv64\"\nsha256 = \"4add", "arch = \"RISC V\"\nsha256 = \"4add", "package[1].arch", &["riscv64"]),

@@ -108,7 +108,8 @@ impl Server {
         let recipe_path = root.join(RECIPE);
         let recipe = testbench_recipe::load(&recipe_path).map_err(|e| Blocked::Build(e.to_string()))?;
         let mut recipe_log = |line: &str| log(&format!("guest-image: {line}"));
-        let image = testbench_recipe::build(&recipe, &root.join(crate::workspace::GUEST_IMAGES), &mut recipe_log)
+        let image = testbench_recipe::user_cache_root()
+            .and_then(|cache| testbench_recipe::build(&recipe, &cache, &mut recipe_log))
             .map_err(|e| image_blocked(&recipe_path, e))?;
         let bench = std::env::current_exe()
             .map_err(|e| Blocked::Build(format!("ssh-loopback: the bench cannot name its own binary: {e}")))?;
@@ -339,7 +340,8 @@ impl Server {
 
 /// A failed image build: the host's lack when the mirror did not answer or `dpkg-deb` is
 /// missing (skipped under `--allow-skip`), a failure otherwise (a checksum that differs,
-/// a mirror that answered with an error, a package without a file).
+/// a mirror that answered with an error (a pin it no longer holds included: that error
+/// names the re-pin command), a package without a file, no cache folder).
 fn image_blocked(recipe: &Path, error: testbench_recipe::RecipeError) -> Blocked {
     use testbench_recipe::RecipeError;
     let message = format!("ssh-loopback: guest recipe {}: {error}", recipe.display());

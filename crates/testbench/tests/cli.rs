@@ -2115,3 +2115,64 @@ fn a_crash_right_after_the_last_expect_fails_the_boot() {
         run.explain()
     );
 }
+
+/// A guest recipe whose pinned .deb the mirror no longer holds (a local server that
+/// answers 404 to everything): the case fails naming the recipe, the package, the pinned
+/// version and `scripts/repin RECIPE`, and the download went to the shared cache that
+/// TESTBENCH_CACHE names (its `debs/` made, nothing kept), not into the checkout.
+#[test]
+fn a_pin_the_mirror_no_longer_holds_names_the_repin_command() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                line.clear();
+            }
+            let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("gone.toml");
+    std::fs::write(
+        &recipe,
+        format!(
+            r##"description = "a pin gone from the mirror"
+arch = "rv64"
+append = "console=ttyS0"
+mirror = "http://{addr}/debian"
+[[package]]
+name = "linux-image-6.1.5+deb13-riscv64"
+version = "6.1.5-1"
+arch = "riscv64"
+sha256 = "{}"
+pool = "pool/main/l/linux/linux-image-6.1.5+deb13-riscv64_6.1.5-1_riscv64.deb"
+files = [{{ from = "boot/vmlinux", to = "kernel" }}]
+[init]
+script = "#!/bin/sh\n"
+"##,
+            "ab".repeat(32)
+        ),
+    )
+    .unwrap();
+    let case = format!(
+        "description = \"gone\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['x']\n[guest]\nrecipe = {:?}\n",
+        recipe.display().to_string()
+    );
+    let cases = cases_dir(&[("gone", &case)]);
+    let cache = dir.path().join("cache");
+    let run = bench(
+        &["--cases", cases.path().to_str().unwrap(), "--exact", "gone"],
+        &[("TESTBENCH_CACHE", cache.to_str().unwrap())],
+    );
+    run.expect_status(1);
+    let said = format!(
+        "recipe {0}: package linux-image-6.1.5+deb13-riscv64 version 6.1.5-1 is no longer on the mirror (http://{addr}/debian/pool/main/l/linux/linux-image-6.1.5+deb13-riscv64_6.1.5-1_riscv64.deb answered HTTP 404); re-pin the recipe to the suite's current versions with `scripts/repin {0}`",
+        recipe.display()
+    );
+    assert!(run.stdout.contains(&said) || run.stderr.contains(&said), "{}", run.explain());
+    assert_eq!(std::fs::read_dir(cache.join("debs")).unwrap().count(), 0, "{}", run.explain());
+}

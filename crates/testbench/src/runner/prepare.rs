@@ -219,12 +219,10 @@ pub fn prepare(
                             let failed = |error| Arc::new(RecipeFailed::Build { path: full.clone(), error });
                             let recipe = testbench_recipe::load(&full).map_err(|e| Arc::new(RecipeFailed::Load(e)))?;
                             let mut recipe_log = |line: &str| reporter.note(crate::events::Note::GuestImage, line);
-                            testbench_recipe::build(
-                                &recipe,
-                                &ws.root.join(crate::workspace::GUEST_IMAGES),
-                                &mut recipe_log,
-                            )
-                            .map_err(failed)
+                            // The user's cache, shared by every clone: packages by sha256,
+                            // images by the recipe's hash.
+                            let cache = testbench_recipe::user_cache_root().map_err(failed)?;
+                            testbench_recipe::build(&recipe, &cache, &mut recipe_log).map_err(failed)
                         })
                         .clone()
                         .map_err(|e| Blocked::Build(e.to_string()))?;
