@@ -58,6 +58,8 @@ pub enum ClientError {
     Cwd(#[source] std::io::Error),
     #[error("{0}")]
     Command(#[source] testbench_process::CmdError),
+    #[error("cannot make the job's scratch directory {} (set Q_SCRATCH_ROOT to another folder): {source}", path.display())]
+    Scratch { path: PathBuf, source: std::io::Error },
 }
 
 /// The locks of a lease, as its job sees them: its own and those it inherited from an
@@ -171,6 +173,53 @@ pub struct RunArgs {
     pub wait: Duration,
     /// How long the command may run.
     pub timeout: Duration,
+    /// Keep the job's scratch directory after it ends ([`Scratch`]).
+    pub keep_scratch: bool,
+}
+
+/// The variable that names where jobs' scratch directories go (default: [`scratch_root`]).
+pub const SCRATCH_ROOT_ENV: &str = "Q_SCRATCH_ROOT";
+
+/// Where the scratch directories of jobs started in `cwd` go: `$Q_SCRATCH_ROOT`, else
+/// `target/q-scratch` at the top of the git checkout `cwd` is in (on the checkout's
+/// disk, which git ignores), else `q-scratch` in `cwd`. Never the system's temporary
+/// directory: a sweep's files could fill a RAM-backed `/tmp` that other jobs share.
+pub fn scratch_root(cwd: &Path, env_root: Option<std::ffi::OsString>) -> PathBuf {
+    if let Some(root) = env_root.filter(|r| !r.is_empty()) {
+        return PathBuf::from(root);
+    }
+    match cwd.ancestors().find(|dir| dir.join(".git").exists()) {
+        Some(top) => top.join("target").join("q-scratch"),
+        None => cwd.join("q-scratch"),
+    }
+}
+
+/// A job's own scratch directory (`<root>/job-<id>-<q's pid>`, mode 0700: unique while
+/// q runs, whichever daemon numbered the job), its `TMPDIR` and `Q_SCRATCH`; removed
+/// when the job ends unless kept. A killed q leaves its directory behind.
+pub struct Scratch {
+    pub path: PathBuf,
+    keep: bool,
+}
+
+impl Scratch {
+    pub fn make(root: &Path, job: JobId, keep: bool) -> Result<Scratch, ClientError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = root.join(format!("job-{job}-{}", std::process::id()));
+        let made = std::fs::create_dir_all(root).and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&path));
+        made.map_err(|source| ClientError::Scratch { path: path.clone(), source })?;
+        Ok(Scratch { path, keep })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("q: kept the job's scratch directory {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 /// `q run`: the command's exit code, or why there is none.
@@ -223,9 +272,13 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, ClientError> {
     let shares: Vec<String> = args.ask.shares.iter().chain(&held_shared).cloned().collect();
     let inherited: Vec<String> = held_excl.iter().chain(&held_shared).cloned().collect();
     let (program, rest) = args.command.split_first().ok_or(ClientError::NoCommand)?;
+    let cwd = std::env::current_dir().map_err(ClientError::Cwd)?;
+    let scratch = Scratch::make(&scratch_root(&cwd, std::env::var_os(SCRATCH_ROOT_ENV)), job, args.keep_scratch)?;
     let mut cmd = testbench_process::Cmd::new(program, format!("the command of q's job {job}"), args.timeout)
         .args(rest)
-        .cwd(std::env::current_dir().map_err(ClientError::Cwd)?)
+        .cwd(cwd)
+        .env("TMPDIR", scratch.path.display().to_string())
+        .env("Q_SCRATCH", scratch.path.display().to_string())
         .process_group();
     let held = HeldLocks { locks: &locks, shares: &shares, inherited: &inherited };
     for (key, value) in lease_env(job, &grant, held, dir) {
@@ -245,6 +298,18 @@ pub fn run(dir: &Path, mut args: RunArgs) -> Result<i32, ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scratch_goes_to_the_checkouts_target_else_the_cwd_unless_the_environment_names_a_root() {
+        let top = tempfile::tempdir().unwrap();
+        let deep = top.path().join("crates/x");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(scratch_root(&deep, None), deep.join("q-scratch"), "no checkout: beside the job");
+        std::fs::create_dir(top.path().join(".git")).unwrap();
+        assert_eq!(scratch_root(&deep, None), top.path().join("target/q-scratch"));
+        assert_eq!(scratch_root(&deep, Some("".into())), top.path().join("target/q-scratch"), "empty is unset");
+        assert_eq!(scratch_root(&deep, Some("/big/disk".into())), PathBuf::from("/big/disk"));
+    }
 
     #[test]
     fn a_job_inside_a_lease_takes_none_of_the_locks_its_lease_holds() {

@@ -56,6 +56,9 @@ enum Command {
         /// Seconds the command may run; past them it is killed with its process group.
         #[arg(long, default_value_t = 86_400)]
         timeout: u64,
+        /// Keep the job's scratch directory (its TMPDIR) after it ends.
+        #[arg(long)]
+        keep_scratch: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -125,7 +128,7 @@ fn main() -> ExitCode {
         Command::Daemon { cores, quiet, ports } => {
             machine(cores, quiet, &ports).and_then(|m| Ok(daemon::serve(&dir, m)?)).map(|()| 0)
         }
-        Command::Run { cores, quiet, ports, locks, shares, name, wait, timeout, command } => {
+        Command::Run { cores, quiet, ports, locks, shares, name, wait, timeout, keep_scratch, command } => {
             let name = name.unwrap_or_else(|| command.join(" "));
             let ask = Ask { cores, quiet, ports, locks, shares };
             let args = client::RunArgs {
@@ -134,6 +137,7 @@ fn main() -> ExitCode {
                 command,
                 wait: Duration::from_secs(wait),
                 timeout: Duration::from_secs(timeout),
+                keep_scratch,
             };
             client::run(&dir, args).map_err(QError::from)
         }

@@ -447,3 +447,32 @@ fn a_daemon_with_bad_flags_says_which_and_serves_nothing() {
     );
     assert!(!dir.path().join("q").join("sock").exists());
 }
+
+/// Every job gets a scratch directory of its own as TMPDIR (and Q_SCRATCH), 0700, under
+/// Q_SCRATCH_ROOT (default: the checkout's target/q-scratch), gone when the job ends,
+/// kept with --keep-scratch.
+#[test]
+fn each_job_gets_its_own_scratch_directory_as_tmpdir_removed_at_its_end_unless_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start("40200-40209");
+    let root = tempfile::tempdir().unwrap();
+    let script = "echo tmp=$TMPDIR; echo scratch=$Q_SCRATCH; stat -c %a \"$TMPDIR\"; echo data > \"$TMPDIR/file\"";
+    let job = |extra: &[&str]| {
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let out = d.cmd(&args).env("Q_SCRATCH_ROOT", root.path()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        let tmp = out.lines().find_map(|l| l.strip_prefix("tmp=")).unwrap_or_else(|| panic!("{out}")).to_string();
+        assert!(out.contains(&format!("scratch={tmp}\n")) && out.contains("\n700\n"), "{out}");
+        PathBuf::from(tmp)
+    };
+    let first = job(&[]);
+    assert_eq!(first.parent(), Some(root.path()), "{}", first.display());
+    assert!(!first.exists(), "removed at the job's end: {}", first.display());
+    let kept = job(&["--keep-scratch"]);
+    assert_ne!(kept, first, "each job its own");
+    assert_eq!(std::fs::read_to_string(kept.join("file")).unwrap(), "data\n");
+    assert_eq!(std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777, 0o700);
+}
