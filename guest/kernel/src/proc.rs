@@ -169,7 +169,11 @@ impl Kernel {
         let program = checked.map_err(|e| {
             // One line per refusal, in the kernel's words: which check refused the image
             // (the parent learns only bad-program).
-            kprintln!("spawn: refused {}: {}", core::str::from_utf8(entry.name()).unwrap_or("(a name not UTF-8)"), e.describe());
+            kprintln!(
+                "spawn: refused {}: {}",
+                core::str::from_utf8(entry.name()).unwrap_or("(a name not UTF-8)"),
+                e.describe()
+            );
             Error::BadProgram
         })?;
         let root = mm::new_root(&mut self.frames).ok_or(Error::NoMemory)?;
