@@ -400,8 +400,9 @@ fn judge_jobs(
     if jobs.is_empty() {
         problems.push("the fanout made no jobs".to_string());
     }
-    let results = run_jobs(&jobs, host, ctx);
+    let mut results = run_jobs(&jobs, host, ctx);
     let mut summary = String::new();
+    rerun_alone(&jobs, &mut results, host, ctx, &mut summary, log);
     let mut late_known = Vec::new();
     for (job, (result, took)) in jobs.iter().zip(&results) {
         let word = match result {
@@ -452,10 +453,49 @@ fn file_name_for(value: &str) -> String {
     value.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
 }
 
-/// Run the jobs, as many at once as the machine has cores for (each asks for `cores`).
-fn run_jobs(jobs: &[Job], host: &HostTestsCase, ctx: &HostContext) -> Vec<(JobResult, Duration)> {
+/// How many jobs run at once: as many as the cores this process may use (a q lease's,
+/// when under q: its affinity) have room for, each asking for `cores`.
+fn slots(host: &HostTestsCase) -> usize {
     let machine = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
-    let slots = (machine / host.cores).max(1) as usize;
+    (machine / host.cores).max(1) as usize
+}
+
+/// A job that ran past its deadline while another job of the case ran beside it may have
+/// been slowed by that job: it runs again, alone, once every job has ended, and its
+/// result is the rerun's; both are said (in the case's log and the run's output). A job
+/// that failed otherwise, or ran with none beside it, is not rerun.
+fn rerun_alone(
+    jobs: &[Job],
+    results: &mut [(JobResult, Duration)],
+    host: &HostTestsCase,
+    ctx: &HostContext,
+    summary: &mut String,
+    log: &mut dyn FnMut(&str),
+) {
+    if slots(host) < 2 || jobs.len() < 2 {
+        return;
+    }
+    for (job, result) in jobs.iter().zip(results.iter_mut()) {
+        if !matches!(result.0, JobResult::PastDeadline) {
+            continue;
+        }
+        let started = Instant::now();
+        let again = run_job(job, host, ctx);
+        let word = match &again {
+            JobResult::Pass | JobResult::PassLate => "passed alone",
+            JobResult::PastDeadline => "ran past it alone too",
+            JobResult::Fail(_) | JobResult::Trouble(_) => "failed alone",
+        };
+        let line = format!("{}: past its deadline of {:?} beside other jobs; {word}", job.value, host.timeout);
+        summary.push_str(&format!("{line}\n"));
+        log(&line);
+        *result = (again, started.elapsed());
+    }
+}
+
+/// Run the jobs, [`slots`] at once.
+fn run_jobs(jobs: &[Job], host: &HostTestsCase, ctx: &HostContext) -> Vec<(JobResult, Duration)> {
+    let slots = slots(host);
     let next = Arc::new(Mutex::new(0usize));
     let results: Arc<Mutex<BTreeMap<usize, (JobResult, Duration)>>> = Arc::new(Mutex::new(BTreeMap::new()));
     std::thread::scope(|scope| {
