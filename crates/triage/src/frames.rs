@@ -143,6 +143,7 @@ pub const HELPERS: &[&str] = &[
     "print_cpu_stall",
     "print_other_cpu_stall",
     "rcu_dump_cpu_stacks",
+    "dump_cpu_task",
     "debug_print_object",
     "bad_page",
     "dump_page",
@@ -920,6 +921,8 @@ pub const HELPER_PREFIXES: &[&str] = &[
     "__report_",
     "report_",
     "do_el1_",
+    // The tracing twin of the APIC timer entry (4.x, `…_entry_after_kaiser_bti` too).
+    "smp_trace_apic_timer_interrupt",
     "__se_sys_",
     "__x64_sys_",
     "__ia32_sys_",
@@ -1146,6 +1149,15 @@ pub const DISPATCH: &[&str] = &[
     "compat_sys_writev",
     "do_compat_writev",
     "compat_writev",
+    // A page fault hands on to the mapping's `vm_ops->fault` (`ext4_filemap_fault`).
+    "__do_fault",
+    "do_fault",
+    "do_read_fault",
+    "do_shared_fault",
+    "do_cow_fault",
+    // The hrtimer softirq runs each expired timer's callback: the callback is the work.
+    "__hrtimer_run_queues",
+    "hrtimer_run_softirq",
 ];
 
 /// The system calls that only hand work on to a file's, a socket's or a device's
@@ -1179,7 +1191,11 @@ pub const DISPATCH_SYSCALLS: &[&str] = &[
 /// Whether `function` is a dispatch layer ([`DISPATCH`], [`DISPATCH_SYSCALLS`]).
 pub fn is_dispatch(function: &str) -> bool {
     let name = base_name(function);
-    DISPATCH.contains(&name) || DISPATCH_SYSCALLS.contains(&title_name(name).as_str())
+    // A 32-bit compat ioctl handler converts its argument and calls the native one
+    // (`kvm_vm_compat_ioctl` into `kvm_vm_ioctl`).
+    name.ends_with("_compat_ioctl")
+        || DISPATCH.contains(&name)
+        || DISPATCH_SYSCALLS.contains(&title_name(name).as_str())
 }
 
 /// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
