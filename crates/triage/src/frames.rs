@@ -1158,6 +1158,16 @@ pub const DISPATCH: &[&str] = &[
     // The hrtimer softirq runs each expired timer's callback: the callback is the work.
     "__hrtimer_run_queues",
     "hrtimer_run_softirq",
+    // A netlink dump runs the family's `dumpit` callback.
+    "netlink_dump",
+    "__netlink_dump_start",
+    "netlink_dump_start",
+    "genl_family_rcv_msg_dumpit",
+    "genl_family_rcv_msg_doit",
+    "genl_lock_dumpit",
+    // The system call table's switch (6.9 on): it calls the one system call's entry.
+    "x64_sys_call",
+    "ia32_sys_call",
 ];
 
 /// The system calls that only hand work on to a file's, a socket's or a device's

@@ -63,6 +63,9 @@ struct Open {
     softirq: Vec<usize>,
     /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
     traced: bool,
+    /// Which of its lines is the start line (the line after "cut here" is, when one
+    /// came first): the frame it names is no backtrace.
+    start_line: usize,
     gap: usize,
     /// Where the current run of lines that are not the report's began, and whether
     /// one of them is someone else's (an unstamped line inside a stamped report, or any
@@ -169,6 +172,7 @@ impl Scanner {
                     // The line after "cut here" says what the report is.
                     let framed = st.framed;
                     open.start = Start { framed, ..st };
+                    open.start_line = open.lines + 1;
                     open.add(s, end);
                     return;
                 }
@@ -189,6 +193,7 @@ impl Scanner {
                 others: false,
                 in_irq: false,
                 traced: false,
+                start_line: 1,
                 past_timer: false,
                 softirq: Vec::new(),
                 gap: 0,
@@ -425,14 +430,37 @@ impl Open {
                     self.own.push(self.frames.len());
                 }
                 // Neither the faulting function's line nor the frame the first line
-                // names (a WARNING's `at file:line func`) is a backtrace.
-                if !rules::pc_line(s) && self.lines > 1 {
+                // names (a WARNING's `at file:line func`) is a backtrace; nor, for a
+                // report titled by its innermost frame, a trace of helpers only (the
+                // unwinder giving up inside `panic`).
+                let names_one = |n: &str| !is_helper(n) || title_name(n).starts_with("sys_");
+                let counts = !self.start.in_frame || self.start.outermost || f.name().is_some_and(names_one);
+                if !rules::pc_line(s) && self.lines != self.start_line && counts {
                     self.traced = true;
                 }
             }
             self.frames.push(f);
         }
     }
+}
+
+/// Why a report closed so cannot be trusted to name its bug, if it cannot.
+fn corruption(open: &Open, how: &Close) -> Option<Corruption> {
+    let st = &open.start;
+    // A report is whole enough when it printed its own backtrace: a console that ends
+    // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
+    // whether its end marker came.
+    // The reference kernel's report is whole only at its backtrace's end line.
+    let traced = (st.single && !st.traced_to_end) || open.traced;
+    let corrupted = match how {
+        Close::Marker => None,
+        Close::TooLong => Some(Corruption::TooLong),
+        _ if traced => None,
+        _ if st.traced_to_end => Some(Corruption::Cut),
+        Close::Quiet => Some(Corruption::NoTrace),
+        Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
+    };
+    corrupted.or(open.interleaved.map(|at| Corruption::Interleaved { at }))
 }
 
 fn close(open: Open, how: Close) -> Option<Report> {
@@ -472,24 +500,11 @@ fn close(open: Open, how: Close) -> Option<Report> {
         (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
         _ => header,
     };
-    // A report is whole enough when it printed its own backtrace: a console that ends
-    // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
-    // whether its end marker came.
-    // The reference kernel's report is whole only at its backtrace's end line.
-    let traced = (st.single && !st.traced_to_end) || open.traced;
-    let mut corrupted = match how {
-        Close::Marker => None,
-        Close::TooLong => Some(Corruption::TooLong),
-        _ if traced => None,
-        _ if st.traced_to_end => Some(Corruption::Cut),
-        Close::Quiet => Some(Corruption::NoTrace),
-        Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
-    };
-    if corrupted.is_none() {
-        if let Some(at) = open.interleaved {
-            corrupted = Some(Corruption::Interleaved { at });
-        }
-    }
+    let mut corrupted = corruption(&open, &how);
+    // A WARNING cut before its backtrace: the function its line names is where the
+    // check sits, often a helper checking its caller, and no trace says who called.
+    let untraced = matches!(corrupted, Some(Corruption::Cut));
+    let guilty = if untraced && st.in_frame && st.kind == CrashKind::Warning { None } else { guilty };
     let title = if let Some(fixed) = fixed {
         format!("{header} in {fixed}")
     } else if st.in_frame {

@@ -100,3 +100,97 @@ fn the_tracing_timer_entry_and_dump_cpu_task_are_never_a_stalls_frame() {
 ";
     assert_eq!(title(console), "INFO: rcu detected stall in kvm_vcpu_compat_ioctl");
 }
+
+#[test]
+fn a_stall_in_a_netlink_dump_is_titled_by_the_familys_dumpit() {
+    let console = format!(
+        "{STALL_HEAD}\
+[  300.201100]  xa_find+0x1/0x2
+[  300.201200]  foo_nl_port_get_dumpit+0x1/0x2
+[  300.201300]  netlink_dump+0x1/0x2
+[  300.201400]  __netlink_dump_start+0x1/0x2
+[  300.201500]  genl_family_rcv_msg_dumpit+0x1/0x2
+[  300.201600]  genl_rcv_msg+0x1/0x2
+[  300.201700]  netlink_rcv_skb+0x1/0x2
+[  300.201800]  genl_rcv+0x1/0x2
+[  300.201900]  netlink_unicast+0x1/0x2
+[  300.202000]  netlink_sendmsg+0x1/0x2
+[  300.202100]  __sys_sendto+0x1/0x2
+[  300.202200]  __x64_sys_sendto+0x1/0x2
+[  300.202300]  x64_sys_call+0x1/0x2
+[  300.202400]  do_syscall_64+0x1/0x2
+[  300.202500]  entry_SYSCALL_64_after_hwframe+0x1/0x2
+[  300.202600]  </TASK>
+"
+    );
+    assert_eq!(title(&console), "INFO: rcu detected stall in foo_nl_port_get_dumpit");
+}
+
+#[test]
+fn the_6_9_system_call_switch_is_no_stalls_frame() {
+    let console = format!(
+        "{STALL_HEAD}\
+[  300.201100]  foo_newlink+0x1/0x2
+[  300.201200]  rtnetlink_rcv_msg+0x1/0x2
+[  300.201300]  netlink_rcv_skb+0x1/0x2
+[  300.201400]  netlink_unicast+0x1/0x2
+[  300.201500]  netlink_sendmsg+0x1/0x2
+[  300.201600]  ____sys_sendmsg+0x1/0x2
+[  300.201700]  ___sys_sendmsg+0x1/0x2
+[  300.201800]  __sys_sendmsg+0x1/0x2
+[  300.201900]  x64_sys_call+0x1/0x2
+[  300.202000]  do_syscall_64+0x1/0x2
+[  300.202100]  </TASK>
+"
+    );
+    assert_eq!(title(&console), "INFO: rcu detected stall in foo_newlink");
+}
+
+#[test]
+fn a_warning_after_cut_here_cut_before_its_trace_is_corrupted_and_names_no_frame() {
+    // The console ends right after the WARNING line: its `at file:line func` is where
+    // the check sits, not a backtrace.
+    let console = "\
+[   41.201030] ------------[ cut here ]------------
+[   41.201544] WARNING: CPU: 1 PID: 312 at fs/foo.c:241 foo_free_context+0x118/0x180
+";
+    let r = one(console);
+    assert_eq!(r.title, "WARNING in corrupted");
+    assert!(r.is_corrupted(), "{r:#?}");
+}
+
+#[test]
+fn a_warning_whose_unwinder_gave_up_inside_panic_is_corrupted() {
+    // arm32's unwinder printing only the panic machinery, then the console ends.
+    let console = "\
+------------[ cut here ]------------
+WARNING: CPU: 0 PID: 2587 at drivers/foo/foo-core.c:1848 foo_transfer+0x310/0x380
+Kernel panic - not syncing: panic_on_warn set ...
+
+CPU: 0 PID: 2587 Comm: poc Not tainted 4.17.0 #11
+Hardware name: ARM-Versatile Express
+[<8011218c>] (unwind_backtrace) from [<8010e300>] (show_stack+0x18/0x1c)
+[<8010e300>] (show_stack) from [<80b12478>] (dump_stack+0xa0/0xc0)
+[<80b12478>] (dump_stack) from [<801349a8>] (panic+0x104/0x2cc)
+[<801349a8>] (panic) from [<8013479c>] (warn_slowpath_fmt+0x0/0x5c)
+[<8013479c>] (warn_slowpath_fmt) from [<00000000>] (  (null))
+";
+    let r = one(console);
+    assert_eq!(r.title, "WARNING in corrupted");
+    assert!(r.is_corrupted(), "{r:#?}");
+}
+
+#[test]
+fn a_warning_with_its_trace_keeps_the_frame_its_line_names() {
+    let console = "\
+[   41.201030] ------------[ cut here ]------------
+[   41.201544] WARNING: CPU: 1 PID: 312 at fs/foo.c:241 foo_free_context+0x118/0x180
+[   41.205500] Call Trace:
+[   41.206300]  foo_release+0x1/0x2
+[   41.206400]  __fput+0x1/0x2
+[   41.207200] ---[ end trace 0000000000000000 ]---
+";
+    let r = one(console);
+    assert_eq!(r.title, "WARNING in foo_free_context");
+    assert!(!r.is_corrupted(), "{r:#?}");
+}
