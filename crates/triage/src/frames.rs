@@ -882,6 +882,11 @@ pub fn is_noreturn(name: &str) -> bool {
     NORETURN.contains(&base_name(name))
 }
 
+/// Helpers whose WARNING is about their caller's use of them (`usb_submit_urb` on an
+/// URB whose pipe does not match its endpoint): the title names both, `caller/checker`.
+/// Each is in [`HELPERS`] too, so the caller is the guilty frame.
+pub const CHECKERS: &[&str] = &["usb_submit_urb"];
+
 /// Prefixes of helper names (see [`HELPERS`]).
 pub const HELPER_PREFIXES: &[&str] = &[
     "kasan_",

@@ -404,11 +404,12 @@ fn warning(s: &str) -> Start {
     let r = res();
     if let Some(c) = r.warning_at.captures(s) {
         let file = c.get(1).or(c.get(2)).map_or("", |m| m.as_str());
-        let header = match category(file) {
+        let at = s.find(" at ").map_or(s, |i| &s[i + 4..]);
+        let function = parse_frame(at).and_then(|f| f.function).unwrap_or_default();
+        let header = match category(file, base_name(&function)) {
             Some(what) => format!("WARNING: {what}"),
             None => "WARNING".to_string(),
         };
-        let at = s.find(" at ").map_or(s, |i| &s[i + 4..]);
         return Start::new(CrashKind::Warning, header).hint(at);
     }
     let msg = s["WARNING:".len()..].trim();
@@ -436,13 +437,19 @@ fn warning(s: &str) -> Start {
     st
 }
 
-/// The kind of bug a WARNING is, by the file that warns: the helpers that check their
-/// callers' use of a facility (the title then names the caller).
-fn category(file: &str) -> Option<&'static str> {
+/// The kind of bug a WARNING is, by the file and function that warn: the helpers that
+/// check their callers' use of a facility (the title then names the caller). The
+/// allocators' size checks (`kmalloc_slab`, `kvmalloc_node` on a size too large) are a
+/// kmalloc bug; a free's check in the same files is not; `__vmalloc_node_range` warns
+/// on a size of zero.
+fn category(file: &str, function: &str) -> Option<&'static str> {
     let file = file.trim_start_matches("./");
     Some(match file {
         "lib/debugobjects.c" => "ODEBUG bug",
+        "mm/slab_common.c" | "mm/slab.h" | "mm/slub.c" | "mm/slab.c" if function.contains("free") => return None,
         "mm/slab_common.c" | "mm/slab.h" | "mm/slub.c" | "mm/slab.c" => "kmalloc bug",
+        "mm/util.c" if function.starts_with("kvmalloc") => "kmalloc bug",
+        "mm/vmalloc.c" if function == "__vmalloc_node_range" => "zero-size vmalloc",
         "lib/kobject.c" => "kobject bug",
         "mm/usercopy.c" => "bad usercopy",
         "lib/refcount.c" => "refcount bug",

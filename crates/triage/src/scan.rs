@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame};
+use crate::frames::{is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -505,14 +505,18 @@ fn close(open: Open, how: Close) -> Option<Report> {
     // check sits, often a helper checking its caller, and no trace says who called.
     let untraced = matches!(corrupted, Some(Corruption::Cut));
     let guilty = if untraced && st.in_frame && st.kind == CrashKind::Warning { None } else { guilty };
+    // A checker that warns about its caller's use of it: the title names both.
+    let checker =
+        st.hint.as_ref().and_then(Frame::name).filter(|n| st.kind == CrashKind::Warning && CHECKERS.contains(n));
+    let checker = checker.map_or(String::new(), |c| format!("/{c}"));
     let title = if let Some(fixed) = fixed {
         format!("{header} in {fixed}")
     } else if st.in_frame {
         match guilty.as_ref().and_then(Frame::name).map(title_name) {
-            Some(name) => format!("{header} in {name}"),
+            Some(name) => format!("{header} in {name}{checker}"),
             None => {
                 corrupted.get_or_insert(Corruption::NoFrame);
-                format!("{header} in corrupted")
+                format!("{header} in corrupted{checker}")
             }
         }
     } else {

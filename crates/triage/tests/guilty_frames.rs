@@ -194,3 +194,38 @@ fn a_warning_with_its_trace_keeps_the_frame_its_line_names() {
     assert_eq!(r.title, "WARNING in foo_free_context");
     assert!(!r.is_corrupted(), "{r:#?}");
 }
+
+/// A WARNING at `file:line func` with a short trace below it.
+fn warning_at(file: &str, func: &str, caller: &str) -> String {
+    format!(
+        "\
+[   41.201030] ------------[ cut here ]------------
+[   41.201544] WARNING: CPU: 1 PID: 312 at {file}:100 {func}+0x119a/0x13c0
+[   41.203500] RIP: 0010:{func}+0x119a/0x13c0
+[   41.205500] Call Trace:
+[   41.206300]  {caller}+0xd5/0x130
+[   41.206400]  foo_probe+0x1/0x2
+[   41.207200] ---[ end trace 0000000000000000 ]---
+"
+    )
+}
+
+#[test]
+fn a_usb_submit_urb_warning_names_its_caller_and_itself() {
+    let r = one(&warning_at("drivers/usb/core/urb.c", "usb_submit_urb", "foo_open"));
+    assert_eq!(r.title, "WARNING in foo_open/usb_submit_urb");
+    assert_eq!(r.guilty_frame.as_ref().and_then(|f| f.name()), Some("foo_open"));
+}
+
+#[test]
+fn the_allocators_size_checks_are_kmalloc_bugs_and_their_frees_are_not() {
+    assert_eq!(title(&warning_at("mm/util.c", "kvmalloc_node", "foo_alloc")), "WARNING: kmalloc bug in foo_alloc");
+    assert_eq!(title(&warning_at("mm/slab_common.c", "kmalloc_slab", "foo_alloc")), "WARNING: kmalloc bug in foo_alloc");
+    assert_eq!(title(&warning_at("mm/slab.h", "kfree", "foo_destroy")), "WARNING in foo_destroy");
+}
+
+#[test]
+fn a_vmalloc_of_zero_bytes_is_titled_so() {
+    let got = title(&warning_at("mm/vmalloc.c", "__vmalloc_node_range", "foo_init"));
+    assert_eq!(got, "WARNING: zero-size vmalloc in foo_init");
+}
