@@ -1253,6 +1253,19 @@ pub fn title_name(name: &str) -> String {
     name.to_string()
 }
 
+/// Whether `function` allocates on its caller's behalf, by the kernel's naming: a name
+/// that says so (`sk_alloc`, `__alloc_skb`, `htab_map_alloc`), the string duplicators
+/// and formatters that return an allocation (`kstrdup`, `kvasprintf_const`), and the
+/// libraries that allocate their own nodes for the caller's entry (`idr_`,
+/// `radix_tree_`, `kobject_` naming, `pcpu_` chunks). A memory leak's title skips them.
+pub fn is_allocating(function: &str) -> bool {
+    let name = base_name(function);
+    name.contains("alloc")
+        || ["kstrdup", "kmemdup", "kvasprintf", "kasprintf", "kobject_", "idr_", "radix_tree_", "pcpu_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
 /// Whether `function` is one of the reporting and common helpers (its base name).
 pub fn is_helper(function: &str) -> bool {
     let name = base_name(function);

@@ -86,7 +86,7 @@ use std::fmt;
 use std::ops::Range;
 
 pub use frames::{
-    base_name, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS, DISPATCH,
+    base_name, is_allocating, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS, DISPATCH,
     DISPATCH_SYSCALLS, HELPERS, HELPER_PREFIXES, NORETURN,
 };
 pub use scan::{Pending, Scanner, FOREIGN_LIMIT, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};

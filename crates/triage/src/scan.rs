@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS};
+use crate::frames::{is_allocating, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -487,7 +487,11 @@ fn close(open: Open, how: Close) -> Option<Report> {
         }
     } else {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
-        hint.or_else(|| innermost(own())).cloned()
+        // A leak is its allocation's first keeper, not the layers that allocate for it.
+        let leak = st.kind == CrashKind::MemoryLeak;
+        let keeper = || innermost(own().filter(|f| !f.name().is_some_and(is_allocating))).cloned();
+        let keeper = if leak { keeper() } else { None };
+        keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
     // KASAN before 4.14 named no access on its first line; with a `Read of size` line

@@ -220,7 +220,10 @@ fn a_usb_submit_urb_warning_names_its_caller_and_itself() {
 #[test]
 fn the_allocators_size_checks_are_kmalloc_bugs_and_their_frees_are_not() {
     assert_eq!(title(&warning_at("mm/util.c", "kvmalloc_node", "foo_alloc")), "WARNING: kmalloc bug in foo_alloc");
-    assert_eq!(title(&warning_at("mm/slab_common.c", "kmalloc_slab", "foo_alloc")), "WARNING: kmalloc bug in foo_alloc");
+    assert_eq!(
+        title(&warning_at("mm/slab_common.c", "kmalloc_slab", "foo_alloc")),
+        "WARNING: kmalloc bug in foo_alloc"
+    );
     assert_eq!(title(&warning_at("mm/slab.h", "kfree", "foo_destroy")), "WARNING in foo_destroy");
 }
 
@@ -228,4 +231,19 @@ fn the_allocators_size_checks_are_kmalloc_bugs_and_their_frees_are_not() {
 fn a_vmalloc_of_zero_bytes_is_titled_so() {
     let got = title(&warning_at("mm/vmalloc.c", "__vmalloc_node_range", "foo_init"));
     assert_eq!(got, "WARNING: zero-size vmalloc in foo_init");
+}
+
+#[test]
+fn a_memory_leak_is_titled_by_the_first_caller_that_keeps_the_allocation() {
+    let leak = |frames: &str| {
+        title(&format!(
+            "BUG: memory leak\nunreferenced object 0xffff888012345678 (size 64):\n  comm \"poc\", pid 312, jiffies 4294942110\n  backtrace:\n{frames}"
+        ))
+    };
+    let sock = "    [<ffffffff8146b7c8>] kmem_cache_alloc+0x1/0x2\n    [<ffffffff8146b7c9>] sk_prot_alloc+0x1/0x2\n    [<ffffffff8146b7ca>] sk_alloc+0x1/0x2\n    [<ffffffff8146b7cb>] foo_create+0x1/0x2\n    [<ffffffff8146b7cc>] __sock_create+0x1/0x2\n";
+    assert_eq!(leak(sock), "memory leak in foo_create");
+    let name = "    [<ffffffff8146b7c8>] __kmalloc_track_caller+0x1/0x2\n    [<ffffffff8146b7c9>] kstrdup+0x1/0x2\n    [<ffffffff8146b7ca>] kvasprintf_const+0x1/0x2\n    [<ffffffff8146b7cb>] kobject_set_name_vargs+0x1/0x2\n    [<ffffffff8146b7cc>] kobject_init_and_add+0x1/0x2\n    [<ffffffff8146b7cd>] foo_sysfs_add+0x1/0x2\n";
+    assert_eq!(leak(name), "memory leak in foo_sysfs_add");
+    let id = "    [<ffffffff8146b7c8>] kmem_cache_alloc+0x1/0x2\n    [<ffffffff8146b7c9>] radix_tree_node_alloc+0x1/0x2\n    [<ffffffff8146b7ca>] idr_get_free+0x1/0x2\n    [<ffffffff8146b7cb>] idr_alloc_cyclic+0x1/0x2\n    [<ffffffff8146b7cc>] foo_new_node+0x1/0x2\n";
+    assert_eq!(leak(id), "memory leak in foo_new_node");
 }
