@@ -61,6 +61,10 @@ struct Open {
     /// frames below it (indices into `frames`), the context it interrupted.
     past_timer: bool,
     softirq: Vec<usize>,
+    /// In lockdep's irq-safe -> irq-unsafe report: inside its `... which became
+    /// X-irq-safe at:` trace, and that trace's frames (indices into `frames`).
+    in_irq_safe: bool,
+    irq_safe: Vec<usize>,
     /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
     traced: bool,
     /// Which of its lines is the start line (the line after "cut here" is, when one
@@ -196,6 +200,8 @@ impl Scanner {
                 start_line: 1,
                 past_timer: false,
                 softirq: Vec::new(),
+                in_irq_safe: false,
+                irq_safe: Vec::new(),
                 gap: 0,
                 gap_from: 0,
                 foreign: false,
@@ -387,6 +393,12 @@ impl Open {
                 self.access = Some("Write");
             }
         }
+        let t = s.trim_start();
+        if t.starts_with("... which became") {
+            self.in_irq_safe = t.ends_with("-irq-safe at:");
+        } else if t.starts_with("to a ") {
+            self.in_irq_safe = false;
+        }
         match rules::section(s) {
             Some(Section::Others) => self.others = true,
             Some(Section::Own) => self.others = false,
@@ -424,6 +436,9 @@ impl Open {
                 } else if f.name().is_some_and(rules::timer_entry) {
                     self.past_timer = true;
                 }
+            }
+            if self.in_irq_safe && f.reliable {
+                self.irq_safe.push(self.frames.len());
             }
             if own {
                 if !past_its_caller {
@@ -491,6 +506,10 @@ fn close(open: Open, how: Close) -> Option<Report> {
         let leak = st.kind == CrashKind::MemoryLeak;
         let keeper = || innermost(own().filter(|f| !f.name().is_some_and(is_allocating))).cloned();
         let keeper = if leak { keeper() } else { None };
+        // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the
+        // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
+        let irq_safe = || innermost(open.irq_safe.iter().map(|&i| &open.frames[i])).cloned();
+        let keeper = keeper.or_else(irq_safe);
         keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());

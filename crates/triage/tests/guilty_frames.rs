@@ -247,3 +247,48 @@ fn a_memory_leak_is_titled_by_the_first_caller_that_keeps_the_allocation() {
     let id = "    [<ffffffff8146b7c8>] kmem_cache_alloc+0x1/0x2\n    [<ffffffff8146b7c9>] radix_tree_node_alloc+0x1/0x2\n    [<ffffffff8146b7ca>] idr_get_free+0x1/0x2\n    [<ffffffff8146b7cb>] idr_alloc_cyclic+0x1/0x2\n    [<ffffffff8146b7cc>] foo_new_node+0x1/0x2\n";
     assert_eq!(leak(id), "memory leak in foo_new_node");
 }
+
+#[test]
+fn an_irq_safe_to_unsafe_lock_order_is_titled_where_the_lock_became_irq_safe() {
+    let console = "\
+[  414.269022] =====================================================
+[  414.275945] WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected
+[  414.283395] 6.1.0 #1 Not tainted
+[  414.288763] -----------------------------------------------------
+[  414.295696] poc/312 [HC0[0]:SC0[0]:HE0:SE1] is trying to acquire:
+[  414.303773] ffff8880120b9168 (&foo->lock){.?.+}-{2:2}, at: foo_notify+0x14b/0x460
+[  414.312640] 
+[  414.312640] and this task is already holding:
+[  414.320004] ffff88806a4a6028 (&bar->lock){....}-{2:2}, at: bar_pass+0xf6/0x970
+[  414.330538] which would create a new lock dependency:
+[  414.336470]  (&bar->lock){....}-{2:2} -> (&foo->lock){.?.+}-{2:2}
+[  414.344585] 
+[  414.344585] but this new dependency connects a HARDIRQ-irq-safe lock:
+[  414.354037]  (&baz->lock){-.-.}-{2:2}
+[  414.354071] 
+[  414.354071] ... which became HARDIRQ-irq-safe at:
+[  414.367173]   lock_acquire+0x29d/0x740
+[  414.371795]   _raw_spin_lock_irqsave+0x39/0x50
+[  414.377106]   baz_event+0x7b/0xb0
+[  414.388967]   baz_interrupt+0x2c/0x80
+[  414.535760] 
+[  414.535760] to a HARDIRQ-irq-unsafe lock:
+[  414.542912]  (&foo->lock){.?.+}-{2:2}
+[  414.542947] 
+[  414.542947] ... which became HARDIRQ-irq-unsafe at:
+[  414.555588]   lock_acquire+0x29d/0x740
+[  414.562763]   _raw_read_lock+0x5b/0x70
+[  414.567362]   foo_notify+0x14b/0x460
+[  414.571868]   foo_shutdown+0xd2/0x160
+[  414.600000] 
+[  414.600000] other info that might help us debug this:
+[  414.700000] stack backtrace:
+[  414.700100] Call Trace:
+[  414.700200]  dump_stack_lvl+0x1/0x2
+[  414.700300]  lock_acquire+0x1/0x2
+[  414.700400]  _raw_read_lock+0x1/0x2
+[  414.700500]  foo_notify+0x1/0x2
+[  414.700600]  foo_shutdown+0x1/0x2
+";
+    assert_eq!(title(console), "possible deadlock in baz_event");
+}
