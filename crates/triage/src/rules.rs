@@ -894,6 +894,14 @@ pub(crate) fn not_a_trace_frame(s: &str) -> bool {
         || t.contains(" hint: ")
 }
 
+/// A lockdep line naming where the lock it tries to take or holds was taken
+/// (`(&buf->lock){+.+.}, at: func+0x1/0x2`): a frame, not a backtrace. (A list of held
+/// locks, `#0: (…), at: func`, is what some reports print for a trace.)
+pub(crate) fn lock_site(s: &str) -> bool {
+    let t = s.trim_start();
+    !t.starts_with('#') && (t.contains("}, at: ") || t.contains("), at: "))
+}
+
 /// A line that names the faulting instruction's function, not a frame of the trace:
 /// `RIP:`, `IP:`, `EIP:`, `pc :`, `epc :`, `PC is at`.
 pub(crate) fn pc_line(s: &str) -> bool {

@@ -440,22 +440,27 @@ impl Open {
             if self.in_irq_safe && f.reliable {
                 self.irq_safe.push(self.frames.len());
             }
-            if own {
-                if !past_its_caller {
-                    self.own.push(self.frames.len());
-                }
-                // Neither the faulting function's line nor the frame the first line
-                // names (a WARNING's `at file:line func`) is a backtrace; nor, for a
-                // report titled by its innermost frame, a trace of helpers only (the
-                // unwinder giving up inside `panic`).
-                let names_one = |n: &str| !is_helper(n) || title_name(n).starts_with("sys_");
-                let counts = !self.start.in_frame || self.start.outermost || f.name().is_some_and(names_one);
-                if !rules::pc_line(s) && self.lines != self.start_line && counts {
-                    self.traced = true;
-                }
+            if own && !past_its_caller {
+                self.own.push(self.frames.len());
+            }
+            if self.is_backtrace(s, &f, own) {
+                self.traced = true;
             }
             self.frames.push(f);
         }
+    }
+
+    /// Whether the frame `f` on line `s` shows the report printed a backtrace: one of
+    /// its own frames; or for lockdep, a frame of the dependency chain it prints. Neither
+    /// the faulting function's line, the frame the first line names (a WARNING's `at
+    /// file:line func`) nor a lock's site is one; nor, for a report titled by its
+    /// innermost frame, a frame of a trace of helpers only (the unwinder giving up
+    /// inside `panic`).
+    fn is_backtrace(&self, s: &str, f: &Frame, own: bool) -> bool {
+        let chain = self.others && f.reliable && self.start.kind == CrashKind::Lockdep;
+        let names_one = |n: &str| !is_helper(n) || title_name(n).starts_with("sys_");
+        let counts = !self.start.in_frame || self.start.outermost || f.name().is_some_and(names_one);
+        (own || chain) && !rules::pc_line(s) && !rules::lock_site(s) && self.lines != self.start_line && counts
     }
 }
 

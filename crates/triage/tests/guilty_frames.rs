@@ -292,3 +292,44 @@ fn an_irq_safe_to_unsafe_lock_order_is_titled_where_the_lock_became_irq_safe() {
 ";
     assert_eq!(title(console), "possible deadlock in baz_event");
 }
+
+const CIRCULAR_HEAD: &str = "\
+[  127.525803] ======================================================
+[  127.532093] WARNING: possible circular locking dependency detected
+[  127.538376] 6.1.0 #1 Not tainted
+[  127.542228] ------------------------------------------------------
+[  127.548509] poc/312 is trying to acquire lock:
+[  127.554094] ffff888012345678 (&foo->mutex){+.+.}-{3:3}, at: foo_reread+0x1e/0x40
+[  127.562560] 
+[  127.562560] but task is already holding lock:
+[  127.568495] ffff888012345679 (&bar->mutex){+.+.}-{3:3}, at: bar_ioctl+0x109/0x140
+[  127.577221] 
+[  127.577221] which lock already depends on the new lock.
+";
+
+#[test]
+fn a_lockdep_report_cut_after_its_lock_sites_is_corrupted() {
+    let r = one(CIRCULAR_HEAD);
+    assert_eq!(r.title, "possible deadlock in foo_reread");
+    assert!(r.is_corrupted(), "the `at:` lines are lock sites, not a backtrace: {r:#?}");
+}
+
+#[test]
+fn a_lockdep_report_cut_inside_its_dependency_chain_is_whole_enough() {
+    let console = format!(
+        "{CIRCULAR_HEAD}\
+[  127.585502] 
+[  127.585502] the existing dependency chain (in reverse order) is:
+[  127.593087] 
+[  127.593087] -> #1 (&bar->mutex){{+.+.}}-{{3:3}}:
+[  127.599124]        __lock_acquire+0x328f/0x4620
+[  127.603759]        lock_acquire+0x1d5/0x580
+[  127.608048]        __mutex_lock+0x16f/0x1870
+[  127.616972]        bar_release+0x6b/0x180
+[  127.621000]        __fput+0x602/0x7c0
+"
+    );
+    let r = one(&console);
+    assert_eq!(r.title, "possible deadlock in foo_reread");
+    assert!(!r.is_corrupted(), "{r:#?}");
+}
