@@ -307,7 +307,6 @@ pub const HELPERS: &[&str] = &[
     "__rcu_read_unlock",
     "rcu_lockdep_current_cpu_online",
     "lockdep_rcu_suspicious",
-    "__synchronize_srcu",
     "refcount_warn_saturate",
     "refcount_inc",
     "refcount_dec",
@@ -1228,6 +1227,9 @@ pub fn title_name(name: &str) -> String {
             | "synchronize_sched_expedited"
             | "synchronize_rcu_bh"
             | "synchronize_rcu_normal"
+            | "synchronize_srcu"
+            | "__synchronize_srcu"
+            | "synchronize_srcu_expedited"
     ) {
         return "synchronize_rcu".to_string();
     }

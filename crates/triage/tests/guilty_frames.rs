@@ -333,3 +333,30 @@ fn a_lockdep_report_cut_inside_its_dependency_chain_is_whole_enough() {
     assert_eq!(r.title, "possible deadlock in foo_reread");
     assert!(!r.is_corrupted(), "{r:#?}");
 }
+
+#[test]
+fn a_task_hung_in_an_srcu_grace_period_wait_reads_synchronize_rcu() {
+    let hung = |wait: &str| {
+        title(&format!(
+            "\
+[  250.000000] INFO: task kworker/u4:2:54 blocked for more than 143 seconds.
+[  250.000100]       Not tainted 6.1.0 #1
+[  250.000200] \"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\" disables this message.
+[  250.000300] task:kworker/u4:2    state:D stack:0     pid:54    ppid:2      flags:0x00004000
+[  250.000400] Call Trace:
+[  250.000500]  <TASK>
+[  250.000600]  __schedule+0x1/0x2
+[  250.000700]  schedule+0x1/0x2
+[  250.000800]  schedule_timeout+0x1/0x2
+[  250.000900]  wait_for_completion+0x1/0x2
+{wait}\
+[  250.001100]  foo_destroy_workfn+0x1/0x2
+[  250.001200]  process_one_work+0x1/0x2
+[  250.001300]  </TASK>
+"
+        ))
+    };
+    assert_eq!(hung("[  250.001000]  __synchronize_srcu+0x1/0x2\n"), "INFO: task hung in synchronize_rcu");
+    let both = "[  250.001000]  __synchronize_srcu+0x1/0x2\n[  250.001050]  synchronize_srcu+0x1/0x2\n";
+    assert_eq!(hung(both), "INFO: task hung in synchronize_rcu");
+}
