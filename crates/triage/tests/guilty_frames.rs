@@ -360,3 +360,51 @@ fn a_task_hung_in_an_srcu_grace_period_wait_reads_synchronize_rcu() {
     let both = "[  250.001000]  __synchronize_srcu+0x1/0x2\n[  250.001050]  synchronize_srcu+0x1/0x2\n";
     assert_eq!(hung(both), "INFO: task hung in synchronize_rcu");
 }
+
+#[test]
+fn a_kasan_report_inside_a_device_printk_blames_the_driver_that_printed() {
+    let console = "\
+[  102.110000] ==================================================================
+[  102.110500] BUG: KASAN: slab-out-of-bounds in string+0x1f6/0x220
+[  102.111000] Read of size 1 at addr ffff88806b4c2d18 by task kworker/0:1/12
+[  102.111600] CPU: 0 PID: 12 Comm: kworker/0:1 Not tainted 6.1.0 #1
+[  102.111700] Call Trace:
+[  102.111900]  dump_stack_lvl+0x1/0x2
+[  102.112000]  print_report+0x1/0x2
+[  102.112100]  kasan_report+0x1/0x2
+[  102.112200]  string+0x1f6/0x220
+[  102.112300]  vsnprintf+0x1/0x2
+[  102.112400]  vscnprintf+0x1/0x2
+[  102.112500]  vprintk_store+0x1/0x2
+[  102.112600]  vprintk_emit+0x1/0x2
+[  102.112700]  dev_vprintk_emit+0x1/0x2
+[  102.112800]  dev_printk_emit+0x1/0x2
+[  102.112900]  _dev_info+0x1/0x2
+[  102.113000]  foo_usb_probe+0x1/0x2
+[  102.113100]  usb_probe_interface+0x1/0x2
+[  102.120000] ==================================================================
+";
+    assert_eq!(title(console), "KASAN: slab-out-of-bounds Read in foo_usb_probe");
+}
+
+#[test]
+fn a_kasan_report_in_a_synchronous_timer_delete_blames_the_timers_owner() {
+    let console = "\
+[  102.110000] ==================================================================
+[  102.110500] BUG: KASAN: slab-use-after-free in lock_timer_base+0x1d9/0x220
+[  102.111000] Read of size 4 at addr ffff88806b4c2d18 by task poc/312
+[  102.111600] CPU: 0 PID: 312 Comm: poc Not tainted 6.1.0 #1
+[  102.111700] Call Trace:
+[  102.111900]  dump_stack_lvl+0x1/0x2
+[  102.112000]  print_report+0x1/0x2
+[  102.112100]  kasan_report+0x1/0x2
+[  102.112200]  lock_timer_base+0x1d9/0x220
+[  102.112300]  __try_to_del_timer_sync+0x1/0x2
+[  102.112400]  __timer_delete_sync+0x1/0x2
+[  102.112500]  sk_stop_timer_sync+0x1/0x2
+[  102.112600]  foo_del_add_timer+0x1/0x2
+[  102.112700]  foo_close+0x1/0x2
+[  102.120000] ==================================================================
+";
+    assert_eq!(title(console), "KASAN: slab-use-after-free Read in foo_del_add_timer");
+}
