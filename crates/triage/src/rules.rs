@@ -520,7 +520,10 @@ fn bug(s: &str) -> Option<Start> {
     }
     if msg.contains("stack guard page was hit") {
         // "TASK stack guard page", "IRQ stack guard page": one bug whichever stack.
-        return Some(Start::new(CrashKind::Bug, "BUG: stack guard page was hit"));
+        // The task overran its stack: titled by the work it was doing, as a stall is.
+        let mut st = Start::new(CrashKind::Bug, "BUG: stack guard page was hit");
+        st.outermost = true;
+        return Some(st);
     }
     if msg.contains(" still has locks held") {
         return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));

@@ -408,3 +408,33 @@ fn a_kasan_report_in_a_synchronous_timer_delete_blames_the_timers_owner() {
 ";
     assert_eq!(title(console), "KASAN: slab-use-after-free Read in foo_del_add_timer");
 }
+
+#[test]
+fn a_stack_guard_page_hit_is_titled_by_the_work_that_overran_the_stack() {
+    let console = "\
+[  500.100000] BUG: TASK stack guard page was hit at ffffc900190cfff8 (stack is ffffc900190d0000..ffffc900190d8000)
+[  500.100100] stack guard page: 0000 [#1] PREEMPT SMP KASAN
+[  500.100200] CPU: 1 PID: 312 Comm: poc Not tainted 6.1.0 #1
+[  500.100300] RIP: 0010:psi_group_change+0x8/0xb0
+[  500.100400] Call Trace:
+[  500.100500]  <TASK>
+[  500.100600]  psi_task_switch+0x1/0x2
+[  500.100700]  __schedule+0x1/0x2
+[  500.100800]  preempt_schedule_irq+0x1/0x2
+[  500.100900]  foo_compute_features+0x1/0x2
+[  500.101000]  foo_netdev_event+0x1/0x2
+[  500.101100]  notifier_call_chain+0x1/0x2
+[  500.101200]  foo_changelink+0x1/0x2
+[  500.101300]  rtnl_newlink+0x1/0x2
+[  500.101400]  rtnetlink_rcv_msg+0x1/0x2
+[  500.101500]  netlink_rcv_skb+0x1/0x2
+[  500.101600]  netlink_unicast+0x1/0x2
+[  500.101700]  netlink_sendmsg+0x1/0x2
+[  500.101800]  __sys_sendmsg+0x1/0x2
+[  500.101900]  do_syscall_64+0x1/0x2
+[  500.102000]  entry_SYSCALL_64_after_hwframe+0x1/0x2
+[  500.102100]  </TASK>
+[  500.102200] ---[ end trace 0000000000000000 ]---
+";
+    assert_eq!(title(console), "BUG: stack guard page was hit in rtnl_newlink");
+}
