@@ -459,49 +459,54 @@ fn category(file: &str, function: &str) -> Option<&'static str> {
     })
 }
 
+/// A sanitizer's first line (`BUG: KASAN: use-after-free in f+0x1/0x2`), `c` its
+/// `sanitizer` captures.
+fn sanitizer(s: &str, c: &regex::Captures) -> Start {
+    let tool = &c[1];
+    let what = c[2].trim_end_matches(':');
+    let what = if what.contains("double-free") || what.contains("invalid-free") { "invalid-free" } else { what };
+    let kind = match tool {
+        "KASAN" => CrashKind::Kasan,
+        "KFENCE" => CrashKind::Kfence,
+        "KMSAN" => CrashKind::Kmsan,
+        _ => CrashKind::Kcsan,
+    };
+    let mut st = Start::new(kind, format!("{tool}: {what}")).framed();
+    let rest = &s[c.get(0).map_or(0, |m| m.end())..];
+    if kind == CrashKind::Kcsan {
+        // "data-race in foo / bar": both functions name the report.
+        let names: Vec<&str> = rest.split(" / ").map(|n| base_name(n.trim().split('+').next().unwrap_or(""))).collect();
+        if names.iter().all(|n| !n.is_empty()) {
+            st.fixed = Some(names.join(" / "));
+        }
+    } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
+        // Before 4.14 KASAN named the access on the first line and no Read/Write:
+        // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
+        // (A later `Read of size` line gives the newer shape: see `close`.)
+        let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
+        st.fixed = Some(format!("{} at addr ADDR", clean(f)));
+        st.hint = parse_frame(rest);
+    } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
+        st.hint = parse_frame(rest).or_else(|| {
+            let name = rest.split_whitespace().next()?;
+            Some(Frame {
+                function: Some(name.to_string()),
+                offset: None,
+                size: None,
+                module: None,
+                address: None,
+                location: None,
+                reliable: true,
+            })
+        });
+    }
+    st
+}
+
 fn bug(s: &str) -> Option<Start> {
     let r = res();
     if let Some(c) = r.sanitizer.captures(s) {
-        let tool = &c[1];
-        let what = c[2].trim_end_matches(':');
-        let what = if what.contains("double-free") || what.contains("invalid-free") { "invalid-free" } else { what };
-        let kind = match tool {
-            "KASAN" => CrashKind::Kasan,
-            "KFENCE" => CrashKind::Kfence,
-            "KMSAN" => CrashKind::Kmsan,
-            _ => CrashKind::Kcsan,
-        };
-        let mut st = Start::new(kind, format!("{tool}: {what}")).framed();
-        let rest = &s[c.get(0).map_or(0, |m| m.end())..];
-        if kind == CrashKind::Kcsan {
-            // "data-race in foo / bar": both functions name the report.
-            let names: Vec<&str> =
-                rest.split(" / ").map(|n| base_name(n.trim().split('+').next().unwrap_or(""))).collect();
-            if names.iter().all(|n| !n.is_empty()) {
-                st.fixed = Some(names.join(" / "));
-            }
-        } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
-            // Before 4.14 KASAN named the access on the first line and no Read/Write:
-            // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
-            // (A later `Read of size` line gives the newer shape: see `close`.)
-            let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
-            st.fixed = Some(format!("{} at addr ADDR", clean(f)));
-            st.hint = parse_frame(rest);
-        } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
-            st.hint = parse_frame(rest).or_else(|| {
-                let name = rest.split_whitespace().next()?;
-                Some(Frame {
-                    function: Some(name.to_string()),
-                    offset: None,
-                    size: None,
-                    module: None,
-                    address: None,
-                    location: None,
-                    reliable: true,
-                })
-            });
-        }
-        return Some(st);
+        return Some(sanitizer(s, &c));
     }
     let msg = s.strip_prefix("BUG: ")?.trim();
     if msg.starts_with("unable to handle kernel NULL pointer dereference")
@@ -517,6 +522,19 @@ fn bug(s: &str) -> Option<Start> {
     }
     if msg.starts_with("memory leak") {
         return Some(Start::new(CrashKind::MemoryLeak, "memory leak"));
+    }
+    if msg.starts_with("Dentry ") && msg.contains(" still in use") {
+        // `BUG: Dentry ADDR{i=…,n=…}  still in use (N) [unmount of FS DEV]`: one line
+        // (the WARNING in umount_check that follows is a report of its own), found
+        // at unmount; the dentry's address and name drift.
+        let mut st = Start::new(CrashKind::Bug, "BUG: Dentry still in use");
+        if msg.contains("[unmount of ") {
+            st.fixed = Some("unmount".to_string());
+        } else {
+            st.in_frame = false;
+        }
+        st.single = true;
+        return Some(st);
     }
     if msg.contains("stack guard page was hit") {
         // "TASK stack guard page", "IRQ stack guard page": one bug whichever stack.

@@ -438,3 +438,23 @@ fn a_stack_guard_page_hit_is_titled_by_the_work_that_overran_the_stack() {
 ";
     assert_eq!(title(console), "BUG: stack guard page was hit in rtnl_newlink");
 }
+
+#[test]
+fn a_dentry_still_in_use_at_unmount_is_one_stable_title() {
+    let console = "\
+[   20.143962] BUG: Dentry ffff888119d8a000{i=0,n=.index}  still in use (1) [unmount of ramfs ramfs]
+[   20.175803] ------------[ cut here ]------------
+[   20.202650] WARNING: CPU: 0 PID: 367 at fs/dcache.c:1616 umount_check+0x18d/0x1d0
+[   20.352222] RIP: 0010:umount_check+0x18d/0x1d0
+[   20.400000] Call Trace:
+[   20.400100]  d_walk+0x1/0x2
+[   20.400200]  shrink_dcache_for_umount+0x1/0x2
+[   20.400300]  generic_shutdown_super+0x1/0x2
+[   20.500000] ---[ end trace 0000000000000000 ]---
+";
+    let got = reports(console.as_bytes(), Guest::Linux);
+    assert_eq!(got[0].title, "BUG: Dentry still in use in unmount");
+    assert!(!got[0].is_corrupted(), "{got:#?}");
+    let other = console.replace("ffff888119d8a000{i=0,n=.index}", "ffff880175978600{i=8bb9,n=lo}");
+    assert_eq!(reports(other.as_bytes(), Guest::Linux)[0].title, got[0].title);
+}
