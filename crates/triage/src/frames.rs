@@ -1277,10 +1277,12 @@ pub fn title_name(name: &str) -> String {
 /// that says so (`sk_alloc`, `__alloc_skb`, `htab_map_alloc`), the string duplicators
 /// and formatters that return an allocation (`kstrdup`, `kvasprintf_const`), and the
 /// libraries that allocate their own nodes for the caller's entry (`idr_`,
-/// `radix_tree_`, `kobject_` naming, `pcpu_` chunks). A memory leak's title skips them.
+/// `radix_tree_`, `kobject_` naming, `pcpu_` chunks), and the page allocator's own
+/// steps. A memory leak's title skips them, and so does a bad page found on allocation.
 pub fn is_allocating(function: &str) -> bool {
     let name = base_name(function);
     name.contains("alloc")
+        || matches!(name, "get_page_from_freelist" | "prep_new_page" | "__set_page_owner")
         || ["kstrdup", "kmemdup", "kvasprintf", "kasprintf", "kobject_", "idr_", "radix_tree_", "pcpu_"]
             .iter()
             .any(|p| name.starts_with(p))

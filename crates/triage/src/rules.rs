@@ -38,6 +38,9 @@ pub(crate) struct Start {
     /// A free-form `WARNING: <message>` line: many drivers print one that is no crash.
     /// It is a report only if a backtrace of its own follows.
     pub tentative: bool,
+    /// The title blames the first frame past the layers that allocate (a leak, a bad
+    /// page found on allocation): see [`crate::is_allocating`].
+    pub past_allocators: bool,
 }
 
 impl Start {
@@ -53,6 +56,7 @@ impl Start {
             single: false,
             traced_to_end: false,
             tentative: false,
+            past_allocators: matches!(kind, CrashKind::MemoryLeak),
             outermost: matches!(kind, CrashKind::RcuStall | CrashKind::SoftLockup),
         }
     }
@@ -542,6 +546,28 @@ fn bug(s: &str) -> Option<Start> {
         let mut st = Start::new(CrashKind::Bug, "BUG: stack guard page was hit");
         st.outermost = true;
         return Some(st);
+    }
+    if msg.starts_with("Bad page state") {
+        // Found where a page is allocated or freed: the allocator's layers are not it.
+        let mut st = Start::new(CrashKind::Bug, "BUG: Bad page state");
+        st.past_allocators = true;
+        return Some(st);
+    }
+    if msg.starts_with("Bad rss-counter state") || msg.starts_with("Bad page map") {
+        // The mm's checks at teardown and unmap find what someone else left: the
+        // frame that found it is not the bug.
+        // (check_mm prints the rss-counter line alone, no trace follows it.)
+        let map = msg.starts_with("Bad page map");
+        let what = if map { "Bad page map" } else { "Bad rss-counter state" };
+        let mut st = Start::new(CrashKind::Bug, format!("BUG: {what}")).whole();
+        st.single = !map;
+        return Some(st);
+    }
+    if msg.starts_with("MAX_") && msg.contains(" too low") {
+        // Lockdep ran out of a table (`MAX_STACK_TRACE_ENTRIES too low!`): a limit, not
+        // a bug of whoever took the lock then.
+        let what = msg.split_whitespace().next().unwrap_or("");
+        return Some(Start::new(CrashKind::Lockdep, format!("BUG: {what} too low!")).whole());
     }
     if msg.contains(" still has locks held") {
         return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));

@@ -508,7 +508,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
     } else {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
         // A leak is its allocation's first keeper, not the layers that allocate for it.
-        let leak = st.kind == CrashKind::MemoryLeak;
+        let leak = st.past_allocators;
         let keeper = || innermost(own().filter(|f| !f.name().is_some_and(is_allocating))).cloned();
         let keeper = if leak { keeper() } else { None };
         // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the

@@ -458,3 +458,46 @@ fn a_dentry_still_in_use_at_unmount_is_one_stable_title() {
     let other = console.replace("ffff888119d8a000{i=0,n=.index}", "ffff880175978600{i=8bb9,n=lo}");
     assert_eq!(reports(other.as_bytes(), Guest::Linux)[0].title, got[0].title);
 }
+
+#[test]
+fn a_bad_page_found_on_allocation_blames_the_first_caller_past_the_allocator() {
+    let console = "\
+[  100.000000] BUG: Bad page state in process poc  pfn:7071f
+[  100.000100] page:ffffea0001c1c7c0 refcount:0 mapcount:0 mapping:0000000000000000 index:0x0 pfn:0x7071f
+[  100.000200] page dumped because: nonzero _refcount
+[  100.000300] CPU: 0 PID: 312 Comm: poc Not tainted 6.1.0 #1
+[  100.000400] Call Trace:
+[  100.000500]  <TASK>
+[  100.000600]  dump_stack_lvl+0x1/0x2
+[  100.000700]  bad_page+0x1/0x2
+[  100.000800]  __set_page_owner+0x1/0x2
+[  100.000900]  post_alloc_hook+0x1/0x2
+[  100.001000]  get_page_from_freelist+0x1/0x2
+[  100.001100]  __alloc_pages+0x1/0x2
+[  100.001200]  alloc_pages_bulk+0x1/0x2
+[  100.001300]  page_pool_alloc_pages+0x1/0x2
+[  100.001400]  foo_test_run_batch+0x1/0x2
+[  100.001500]  __sys_bpf+0x1/0x2
+[  100.001600]  </TASK>
+";
+    assert_eq!(title(console), "BUG: Bad page state in foo_test_run_batch");
+}
+
+#[test]
+fn the_mms_teardown_checks_and_lockdeps_limits_name_no_frame() {
+    let rss = "[  100.000000] BUG: Bad rss-counter state mm:ffff88005fac4300 idx:0 val:15\n[  100.100000] poc: done\n";
+    let r = one(rss);
+    assert_eq!(r.title, "BUG: Bad rss-counter state");
+    assert!(!r.is_corrupted(), "check_mm prints the one line: {r:#?}");
+    let limit = "\
+[  100.000000] BUG: MAX_STACK_TRACE_ENTRIES too low!
+[  100.000100] turning off the locking correctness validator.
+[  100.000200] CPU: 0 PID: 312 Comm: poc Not tainted 6.1.0 #1
+[  100.000300] Call Trace:
+[  100.000400]  dump_stack_lvl+0x1/0x2
+[  100.000500]  save_trace+0x1/0x2
+[  100.000600]  __lock_acquire+0x1/0x2
+[  100.000700]  foo_close+0x1/0x2
+";
+    assert_eq!(title(limit), "BUG: MAX_STACK_TRACE_ENTRIES too low!");
+}
