@@ -507,6 +507,34 @@ fn sanitizer(s: &str, c: &regex::Captures) -> Start {
     st
 }
 
+/// The mm's page and counter checks, and lockdep's table limits (the message after
+/// `BUG: `).
+fn limit_or_mm_check(msg: &str) -> Option<Start> {
+    if msg.starts_with("Bad page state") {
+        // Found where a page is allocated or freed: the allocator's layers are not it.
+        let mut st = Start::new(CrashKind::Bug, "BUG: Bad page state");
+        st.past_allocators = true;
+        return Some(st);
+    }
+    if msg.starts_with("Bad rss-counter state") || msg.starts_with("Bad page map") {
+        // The mm's checks at teardown and unmap find what someone else left: the
+        // frame that found it is not the bug.
+        // (check_mm prints the rss-counter line alone, no trace follows it.)
+        let map = msg.starts_with("Bad page map");
+        let what = if map { "Bad page map" } else { "Bad rss-counter state" };
+        let mut st = Start::new(CrashKind::Bug, format!("BUG: {what}")).whole();
+        st.single = !map;
+        return Some(st);
+    }
+    if msg.starts_with("MAX_") && msg.contains(" too low") {
+        // Lockdep ran out of a table (`MAX_STACK_TRACE_ENTRIES too low!`): a limit, not
+        // a bug of whoever took the lock then.
+        let what = msg.split_whitespace().next().unwrap_or("");
+        return Some(Start::new(CrashKind::Lockdep, format!("BUG: {what} too low!")).whole());
+    }
+    None
+}
+
 fn bug(s: &str) -> Option<Start> {
     let r = res();
     if let Some(c) = r.sanitizer.captures(s) {
@@ -547,27 +575,8 @@ fn bug(s: &str) -> Option<Start> {
         st.outermost = true;
         return Some(st);
     }
-    if msg.starts_with("Bad page state") {
-        // Found where a page is allocated or freed: the allocator's layers are not it.
-        let mut st = Start::new(CrashKind::Bug, "BUG: Bad page state");
-        st.past_allocators = true;
+    if let Some(st) = limit_or_mm_check(msg) {
         return Some(st);
-    }
-    if msg.starts_with("Bad rss-counter state") || msg.starts_with("Bad page map") {
-        // The mm's checks at teardown and unmap find what someone else left: the
-        // frame that found it is not the bug.
-        // (check_mm prints the rss-counter line alone, no trace follows it.)
-        let map = msg.starts_with("Bad page map");
-        let what = if map { "Bad page map" } else { "Bad rss-counter state" };
-        let mut st = Start::new(CrashKind::Bug, format!("BUG: {what}")).whole();
-        st.single = !map;
-        return Some(st);
-    }
-    if msg.starts_with("MAX_") && msg.contains(" too low") {
-        // Lockdep ran out of a table (`MAX_STACK_TRACE_ENTRIES too low!`): a limit, not
-        // a bug of whoever took the lock then.
-        let what = msg.split_whitespace().next().unwrap_or("");
-        return Some(Start::new(CrashKind::Lockdep, format!("BUG: {what} too low!")).whole());
     }
     if msg.contains(" still has locks held") {
         return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));
