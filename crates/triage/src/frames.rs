@@ -135,6 +135,12 @@ pub const HELPERS: &[&str] = &[
     "print_address_description",
     "print_circular_bug",
     "print_usage_bug",
+    "mark_lock_irq",
+    "valid_state",
+    "mark_usage",
+    "print_irq_inversion_bug",
+    "check_usage_backwards",
+    "check_usage_forwards",
     "print_lock",
     "print_bad_irq_dependency",
     "print_deadlock_bug",
@@ -795,6 +801,8 @@ pub const HELPERS: &[&str] = &[
     "netdev_info",
     "netdev_err",
     "netdev_warn",
+    // dropping an inode reference: the caller's inode
+    "iput",
     // deleting a timer synchronously: its callers own the timer
     "lock_timer_base",
     "__try_to_del_timer_sync",

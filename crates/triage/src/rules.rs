@@ -842,7 +842,7 @@ pub(crate) fn body(s: &str) -> bool {
         "Zone",
         "kasan:",
     ];
-    if HEADS.iter().any(|h| s.starts_with(h)) {
+    if HEADS.iter().any(|h| s.starts_with(h)) || section(s).is_some() {
         return true;
     }
     // lockdep's "3 locks held by kworker/1:0/17:", "4 locks on stack by".
@@ -924,7 +924,9 @@ pub(crate) fn section(s: &str) -> Option<Section> {
     const OWN: &[&str] = &["NMI backtrace for cpu", "Task dump for CPU", "stack backtrace:"];
     let t = s.trim_start();
     let t = t.strip_prefix("rcu: ").unwrap_or(t);
-    if OTHERS.iter().any(|h| t.starts_with(h)) {
+    // lockdep's `{IN-HARDIRQ-W} state was registered at:`: where the lock's other use
+    // was first seen, another stack.
+    if OTHERS.iter().any(|h| t.starts_with(h)) || (t.starts_with('{') && t.ends_with("} state was registered at:")) {
         return Some(Section::Others);
     }
     if OWN.iter().any(|h| t.starts_with(h)) {

@@ -501,3 +501,39 @@ fn the_mms_teardown_checks_and_lockdeps_limits_name_no_frame() {
 ";
     assert_eq!(title(limit), "BUG: MAX_STACK_TRACE_ENTRIES too low!");
 }
+
+#[test]
+fn an_inconsistent_lock_state_is_titled_by_its_own_backtrace_not_where_the_use_was_registered() {
+    let console = "\
+[ 1336.881000] ================================
+[ 1336.881100] WARNING: inconsistent lock state
+[ 1336.881200] 6.0.0 #1 Not tainted
+[ 1336.881300] --------------------------------
+[ 1336.881400] inconsistent {IN-HARDIRQ-W} -> {HARDIRQ-ON-W} usage.
+[ 1336.881500] poc/9712 [HC0[0]:SC0[0]:HE1:SE1] takes:
+[ 1336.881600] ffff0000d10c2577 (&foo_table[i]){?.-.}-{2:2}, at: _atomic_dec_and_lock+0xc8/0x130
+[ 1336.881722] {IN-HARDIRQ-W} state was registered at:
+[ 1336.881800]   lock_acquire+0x100/0x1f8
+[ 1336.881900]   _raw_spin_lock_irqsave+0x6c/0xb4
+[ 1336.882000]   foo_wake_bit+0x88/0x254
+[ 1336.882100]   foo_irq+0x64/0xa8
+[ 1336.882200] irq event stamp: 1234
+[ 1336.882300] 
+[ 1336.882300] other info that might help us debug this:
+[ 1336.882400] stack backtrace:
+[ 1336.882500] CPU: 1 PID: 9712 Comm: poc Not tainted 6.0.0 #1
+[ 1336.882600] Call trace:
+[ 1336.882700]  dump_stack+0x1c/0x58
+[ 1336.882800]  print_usage_bug+0x39c/0x3cc
+[ 1336.882900]  mark_lock_irq+0x4a8/0x4b4
+[ 1336.883000]  mark_lock+0x154/0x1b4
+[ 1336.883100]  __lock_acquire+0x5f8/0x30a4
+[ 1336.883200]  lock_acquire+0x100/0x1f8
+[ 1336.883300]  _raw_spin_lock+0x54/0x6c
+[ 1336.883400]  _atomic_dec_and_lock+0xc8/0x130
+[ 1336.883500]  iput+0x50/0x324
+[ 1336.883600]  foo_fill_super+0x1254/0x14a4
+[ 1336.883700]  get_tree_bdev+0x1e8/0x2a0
+";
+    assert_eq!(title(console), "inconsistent lock state in foo_fill_super");
+}
