@@ -443,7 +443,7 @@ impl Open {
             if own && !past_its_caller {
                 self.own.push(self.frames.len());
             }
-            if self.is_backtrace(s, &f, own) {
+            if !self.traced && self.is_backtrace(s, &f, own) {
                 self.traced = true;
             }
             self.frames.push(f);
