@@ -357,6 +357,18 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
     outermost(frames.clone()).or_else(|| innermost(frames)).cloned()
 }
 
+/// A stall inside the network stack's receive path (`__netif_receive_skb_core`, run
+/// from a softirq or straight from a task that injects a packet, a `tun` write): the
+/// protocol handler it delivered the packet to (`ipv6_rcv`, `br_handle_frame`), as
+/// for a softirq the timer interrupted.
+fn received<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+    const CORES: &[&str] = &["__netif_receive_skb_core", "__netif_receive_skb_list_core"];
+    let frames: Vec<&Frame> = frames.collect();
+    let core = frames.iter().rposition(|f| f.name().is_some_and(|n| CORES.contains(&n)))?;
+    let usable = |f: &&&Frame| f.name().is_some_and(|n| !is_helper(n) && !is_dispatch(n));
+    frames[..core].iter().rev().find(usable).map(|f| (*f).clone())
+}
+
 /// The outermost frame that is neither dispatch nor a helper (a system call's entry
 /// counts: it is titled `sys_X`).
 fn outermost<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Option<&'a Frame> {
@@ -496,7 +508,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         let softirq = || open.softirq.iter().map(|&i| &open.frames[i]);
         match stall_frame(own()) {
             Some(f) if f.name().is_some_and(|n| n.starts_with("smp_call_function")) => Some(f),
-            f => outermost(softirq()).cloned().or(f),
+            f => outermost(softirq()).cloned().or_else(|| received(own())).or(f),
         }
     } else if st.traced_to_end {
         // The reference kernel's: the first frame of its backtrace outside the core

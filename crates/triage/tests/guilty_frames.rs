@@ -537,3 +537,23 @@ fn an_inconsistent_lock_state_is_titled_by_its_own_backtrace_not_where_the_use_w
 ";
     assert_eq!(title(console), "inconsistent lock state in foo_fill_super");
 }
+
+#[test]
+fn a_stall_in_the_network_receive_path_is_titled_by_the_protocol_handler() {
+    let console = format!(
+        "{STALL_HEAD}\
+[  300.201100]  ip6_rcv_finish+0x1/0x2
+[  300.201200]  ipv6_rcv+0x1/0x2
+[  300.201300]  __netif_receive_skb_core+0x1/0x2
+[  300.201400]  __netif_receive_skb+0x1/0x2
+[  300.201500]  netif_receive_skb+0x1/0x2
+[  300.201600]  tun_get_user+0x1/0x2
+[  300.201700]  tun_chr_write_iter+0x1/0x2
+[  300.201800]  vfs_write+0x1/0x2
+[  300.201900]  ksys_write+0x1/0x2
+[  300.202000]  do_syscall_64+0x1/0x2
+[  300.202100]  </TASK>
+"
+    );
+    assert_eq!(title(&console), "INFO: rcu detected stall in ipv6_rcv");
+}
