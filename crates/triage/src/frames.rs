@@ -801,6 +801,12 @@ pub const HELPERS: &[&str] = &[
     "netdev_info",
     "netdev_err",
     "netdev_warn",
+    // unregistering a network device: its driver's or namespace's teardown asked
+    "rollback_registered_many",
+    "rollback_registered",
+    "unregister_netdevice_queue",
+    "unregister_netdevice_many",
+    "unregister_netdev",
     // dropping an inode reference: the caller's inode
     "iput",
     // deleting a timer synchronously: its callers own the timer

@@ -557,3 +557,12 @@ fn a_stall_in_the_network_receive_path_is_titled_by_the_protocol_handler() {
     );
     assert_eq!(title(&console), "INFO: rcu detected stall in ipv6_rcv");
 }
+
+#[test]
+fn a_warning_while_unregistering_a_netdev_blames_the_driver_that_asked() {
+    let r = one(&warning_at("net/core/dev.c", "rollback_registered_many", "unregister_netdev").replace(
+        "[   41.206400]  foo_probe+0x1/0x2\n",
+        "[   41.206350]  foo_dev_remove+0x1/0x2\n[   41.206400]  usb_unbind_interface+0x1/0x2\n",
+    ));
+    assert_eq!(r.title, "WARNING in foo_dev_remove");
+}
