@@ -170,6 +170,10 @@ impl Scanner {
         let text = String::from_utf8_lossy(raw);
         let (s, stamped) = rules::strip_prefix(&text);
         let started = if self.finder.is_match(s) { rules::start(s, self.guest, self.finder) } else { None };
+        // Another task's report starting inside the open one (`[ T3080]` inside a
+        // `[ T3083]` report: two CPUs faulting at once) is that task's output beside it,
+        // not this report's end: the open report goes on around it.
+        let started = started.filter(|_| !self.open.as_ref().is_some_and(|o| o.other_caller(&text)));
         if let Some(st) = started {
             if let Some(open) = &mut self.open {
                 if open.start.header.is_none() && !st.single {
@@ -391,6 +395,11 @@ fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 impl Open {
+    /// Whether the line `text` carries a caller id other than the report's.
+    fn other_caller(&self, text: &str) -> bool {
+        matches!((&self.caller, rules::caller(text)), (Some(mine), Some(theirs)) if mine != theirs)
+    }
+
     /// A line of the report.
     fn add(&mut self, s: &str, end: usize) {
         self.lines += 1;

@@ -566,3 +566,27 @@ fn a_warning_while_unregistering_a_netdev_blames_the_driver_that_asked() {
     ));
     assert_eq!(r.title, "WARNING in foo_dev_remove");
 }
+
+#[test]
+fn another_tasks_report_starting_inside_the_open_one_does_not_cut_it() {
+    let console = "\
+[   34.404245][ T3083] Unable to handle kernel paging request at virtual address 00616161616161a1
+[   34.406713][ T3083] Mem abort info:
+[   34.415404][ T3080] Unable to handle kernel paging request at virtual address 00616161616161a1
+[   34.417606][ T3080] Mem abort info:
+[   34.423545][ T3083] Internal error: Oops: 0000000096000004 [#1] PREEMPT SMP
+[   34.429489][ T3083] CPU: 0 PID: 3083 Comm: udevd Not tainted 6.1.0 #0
+[   34.434950][ T3083] pc : __kmem_cache_alloc_node+0x17c/0x350
+[   34.434965][ T3083] lr : __kmem_cache_alloc_node+0x80/0x350
+[   34.435000][ T3083] Call trace:
+[   34.435100][ T3083]  __kmem_cache_alloc_node+0x17c/0x350
+[   34.435200][ T3083]  __kmalloc_node+0xbc/0x14c
+[   34.435300][ T3083]  foo_xattr_alloc+0x50/0x90
+[   34.435400][ T3083]  foo_initxattrs+0x44/0xf0
+[   34.435500][ T3083] Code: 54000a61 b9402a80 f9400281 8b000328 (f8606b3b)
+[   34.435600][ T3083] ---[ end trace 0000000000000000 ]---
+";
+    let r = &reports(console.as_bytes(), Guest::Linux)[0];
+    assert_eq!(r.title, "BUG: unable to handle kernel paging request in foo_xattr_alloc");
+    assert!(!r.is_corrupted(), "{r:#?}");
+}
