@@ -373,6 +373,17 @@ fn received<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
     frames[..core].iter().rev().find(usable).map(|f| (*f).clone())
 }
 
+/// A fault inside a retpoline's indirect-call thunk (`__x86_indirect_thunk_rax`): a call
+/// through a bad function pointer, made by the frame below it, helper or not
+/// (`run_timer_softirq` calling a freed timer's function).
+fn indirect_caller<'a>(mut frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+    let first = frames.next()?;
+    if !first.name().is_some_and(|n| n.starts_with("__x86_indirect_thunk_")) {
+        return None;
+    }
+    frames.find(|f| f.name().is_some()).cloned()
+}
+
 /// The outermost frame that is neither dispatch nor a helper (a system call's entry
 /// counts: it is titled `sys_X`).
 fn outermost<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Option<&'a Frame> {
@@ -535,7 +546,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the
         // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
         let irq_safe = || innermost(open.irq_safe.iter().map(|&i| &open.frames[i])).cloned();
-        let keeper = keeper.or_else(irq_safe);
+        let keeper = keeper.or_else(irq_safe).or_else(|| indirect_caller(own()));
         keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());

@@ -590,3 +590,22 @@ fn another_tasks_report_starting_inside_the_open_one_does_not_cut_it() {
     assert_eq!(r.title, "BUG: unable to handle kernel paging request in foo_xattr_alloc");
     assert!(!r.is_corrupted(), "{r:#?}");
 }
+
+#[test]
+fn a_fault_in_an_indirect_call_thunk_blames_the_caller_even_a_dispatcher() {
+    let console = "\
+[  100.000000] general protection fault, probably for non-canonical address 0xdffffc0000000000: 0000 [#1] PREEMPT SMP KASAN
+[  100.000100] CPU: 0 PID: 0 Comm: swapper/0 Not tainted 6.1.0 #1
+[  100.000200] RIP: 0010:__x86_indirect_thunk_rax+0x10/0x20
+[  100.000300] Call Trace:
+[  100.000400]  <IRQ>
+[  100.000500]  run_timer_softirq+0x53d/0xe70
+[  100.000600]  __do_softirq+0x305/0xba7
+[  100.000700]  irq_exit+0x1ac/0x1d0
+[  100.000800]  </IRQ>
+[  100.000900]  foo_copy_range+0xb82/0x20f0
+[  100.001000]  copy_process+0x1/0x2
+[  100.001100] ---[ end trace 0000000000000000 ]---
+";
+    assert_eq!(title(console), "general protection fault in run_timer_softirq");
+}
