@@ -90,7 +90,8 @@ pub fn parse_frame(line: &str) -> Option<Frame> {
             .filter(|m| !m.is_empty() && m.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'))
             .map(str::to_string);
         let before = line[..s].trim_end();
-        let reliable = !before.ends_with('?');
+        // x86 marks a frame it cannot vouch for `? f+0x1/0x2`, powerpc `f+0x1/0x2 (unreliable)`.
+        let reliable = !before.ends_with('?') && !line.trim_end().ends_with("(unreliable)");
         let address = before
             .trim_end_matches('?')
             .trim_end()

@@ -609,3 +609,24 @@ fn a_fault_in_an_indirect_call_thunk_blames_the_caller_even_a_dispatcher() {
 ";
     assert_eq!(title(console), "general protection fault in run_timer_softirq");
 }
+
+#[test]
+fn a_powerpc_frame_marked_unreliable_is_never_guilty() {
+    let line = "[c00000000f0bfa30] [c0000000018f6b08] __rela_dyn_start+0x308828/0x345288 (unreliable)";
+    assert!(!testbench_triage::parse_frame(line).expect("a frame").reliable);
+    let console = "\
+[  250.000000] INFO: task poc:312 blocked for more than 143 seconds.
+[  250.000100]       Not tainted 6.1.0 #1
+[  250.000300] task:poc             state:D stack:0     pid:312   ppid:1      flags:0x00040000
+[  250.000400] Call Trace:
+[  250.000500] [c00000000f0bfa30] [c0000000018f6b08] __rela_dyn_start+0x308828/0x345288 (unreliable)
+[  250.000600] [c00000000f0bfc10] [c00000000001f0ac] __switch_to+0x43c/0x6d0
+[  250.000700] [c00000000f0bfc70] [c0000000012b8a5c] __schedule+0x3cc/0xed0
+[  250.000800] [c00000000f0bfd40] [c0000000012b95c0] schedule+0x50/0xd0
+[  250.000900] [c00000000f0bfdb0] [c0000000012c2fdc] schedule_timeout+0x36c/0x810
+[  250.001000] [c00000000f0bfe80] [c0000000012ba03c] wait_for_common+0xfc/0x220
+[  250.001100] [c00000000f0bff00] [c0000000006a9b58] foo_exit_aio+0x188/0x2a0
+[  250.001200] [c00000000f0bff80] [c000000000157b4c] mmput+0xbc/0x260
+";
+    assert_eq!(title(console), "INFO: task hung in foo_exit_aio");
+}
