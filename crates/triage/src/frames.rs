@@ -808,6 +808,14 @@ pub const HELPERS: &[&str] = &[
     "unregister_netdevice_queue",
     "unregister_netdevice_many",
     "unregister_netdev",
+    // queueing an RCU callback or a work item: the caller's object
+    "call_rcu",
+    "__call_rcu",
+    "__call_rcu_common",
+    "call_rcu_sched",
+    "call_rcu_bh",
+    "kvfree_call_rcu",
+    "queue_delayed_work_on",
     // dropping an inode reference: the caller's inode
     "iput",
     // deleting a timer synchronously: its callers own the timer

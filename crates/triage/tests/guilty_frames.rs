@@ -630,3 +630,21 @@ fn a_powerpc_frame_marked_unreliable_is_never_guilty() {
 ";
     assert_eq!(title(console), "INFO: task hung in foo_exit_aio");
 }
+
+#[test]
+fn an_odebug_warning_in_call_rcu_blames_the_rcu_heads_owner() {
+    let console = "\
+[   41.201030] ------------[ cut here ]------------
+[   41.201100] ODEBUG: activate active (active state 1) object type: rcu_head hint: 0x0
+[   41.201544] WARNING: CPU: 1 PID: 312 at lib/debugobjects.c:291 debug_print_object+0x166/0x220
+[   41.203500] RIP: 0010:debug_print_object+0x166/0x220
+[   41.205500] Call Trace:
+[   41.206300]  debug_object_activate+0x49b/0x730
+[   41.206400]  __call_rcu.constprop.67+0xf2/0xef0
+[   41.206500]  call_rcu_sched+0x12/0x20
+[   41.206600]  foo_release+0x34d/0x560
+[   41.206700]  sock_release+0x8d/0x1e0
+[   41.207200] ---[ end trace 0000000000000000 ]---
+";
+    assert_eq!(title(console), "WARNING: ODEBUG bug in foo_release");
+}
