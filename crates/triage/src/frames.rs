@@ -1313,8 +1313,12 @@ pub fn is_allocating(function: &str) -> bool {
 
 /// Whether `function` is one of the reporting and common helpers (its base name).
 pub fn is_helper(function: &str) -> bool {
+    // The list is long (hundreds of names) and asked for every frame a report's title
+    // looks at: a set, built once.
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
     let name = base_name(function);
-    HELPERS.contains(&name) || HELPER_PREFIXES.iter().any(|p| name.starts_with(p))
+    let set = SET.get_or_init(|| HELPERS.iter().copied().collect());
+    set.contains(name) || HELPER_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 #[cfg(test)]
