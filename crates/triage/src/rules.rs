@@ -41,6 +41,9 @@ pub(crate) struct Start {
     /// The title blames the first frame past the layers that allocate (a leak, a bad
     /// page found on allocation): see [`crate::is_allocating`].
     pub past_allocators: bool,
+    /// The title blames the caller of `schedule()` (scheduling while atomic: where the
+    /// task chose to sleep), helper or not.
+    pub schedules_caller: bool,
 }
 
 impl Start {
@@ -57,6 +60,7 @@ impl Start {
             traced_to_end: false,
             tentative: false,
             past_allocators: matches!(kind, CrashKind::MemoryLeak),
+            schedules_caller: false,
             outermost: matches!(kind, CrashKind::RcuStall | CrashKind::SoftLockup),
         }
     }
@@ -576,6 +580,11 @@ fn bug(s: &str) -> Option<Start> {
         return Some(st);
     }
     if let Some(st) = limit_or_mm_check(msg) {
+        return Some(st);
+    }
+    if msg.starts_with("scheduling while atomic") {
+        let mut st = Start::new(CrashKind::Bug, "BUG: scheduling while atomic");
+        st.schedules_caller = true;
         return Some(st);
     }
     if msg.contains(" still has locks held") {

@@ -384,6 +384,23 @@ fn indirect_caller<'a>(mut frames: impl Iterator<Item = &'a Frame>) -> Option<Fr
     frames.find(|f| f.name().is_some()).cloned()
 }
 
+/// The frame that called into the scheduler (`schedule`, `__schedule`,
+/// `preempt_schedule*`, `schedule_timeout`…): the first frame past the last of them that
+/// is not a helper (a lock's slow path), else the first past them even if it is one
+/// (`exit_to_user_mode_prepare`: the return to user space rescheduling).
+fn schedules_caller<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+    let frames: Vec<&Frame> = frames.filter(|f| f.name().is_some()).collect();
+    let sched = |f: &&Frame| {
+        f.name().is_some_and(|n| {
+            n.starts_with("schedule") || n.starts_with("__schedule") || n.starts_with("preempt_schedule")
+        })
+    };
+    let last = frames.iter().rposition(sched)?;
+    let callers = &frames[last + 1..];
+    let own = callers.iter().find(|f| f.name().is_some_and(|n| !is_helper(n)));
+    own.or(callers.first()).map(|f| (*f).clone())
+}
+
 /// The outermost frame that is neither dispatch nor a helper (a system call's entry
 /// counts: it is titled `sys_X`).
 fn outermost<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Option<&'a Frame> {
@@ -547,6 +564,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
         let irq_safe = || innermost(open.irq_safe.iter().map(|&i| &open.frames[i])).cloned();
         let keeper = keeper.or_else(irq_safe).or_else(|| indirect_caller(own()));
+        let keeper = keeper.or_else(|| st.schedules_caller.then(|| schedules_caller(own())).flatten());
         keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());

@@ -648,3 +648,29 @@ fn an_odebug_warning_in_call_rcu_blames_the_rcu_heads_owner() {
 ";
     assert_eq!(title(console), "WARNING: ODEBUG bug in foo_release");
 }
+
+#[test]
+fn scheduling_while_atomic_blames_the_caller_of_schedule() {
+    let atomic = |callers: &str| {
+        title(&format!(
+            "\
+[  100.000000] BUG: scheduling while atomic: poc/312/0x00000002
+[  100.000100] Preemption disabled at:
+[  100.000200] [<ffffffff81234567>] foo_fpu_begin+0x64/0x260
+[  100.000300] CPU: 0 PID: 312 Comm: poc Not tainted 6.1.0 #1
+[  100.000400] Call Trace:
+[  100.000500]  <TASK>
+[  100.000600]  dump_stack_lvl+0x1/0x2
+[  100.000700]  __schedule_bug+0x1/0x2
+[  100.000800]  __schedule+0x1/0x2
+[  100.000900]  schedule+0x1/0x2
+{callers}\
+[  100.001500]  </TASK>
+"
+        ))
+    };
+    let user = "[  100.001000]  exit_to_user_mode_prepare+0x1/0x2\n[  100.001100]  syscall_exit_to_user_mode+0x1/0x2\n[  100.001200]  do_syscall_64+0x1/0x2\n";
+    assert_eq!(atomic(user), "BUG: scheduling while atomic in exit_to_user_mode_prepare");
+    let lock = "[  100.001000]  rwsem_down_write_slowpath+0x1/0x2\n[  100.001100]  down_write+0x1/0x2\n[  100.001200]  foo_recursive_removal+0x1/0x2\n";
+    assert_eq!(atomic(lock), "BUG: scheduling while atomic in foo_recursive_removal");
+}
