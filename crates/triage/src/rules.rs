@@ -969,6 +969,23 @@ pub(crate) fn lock_site(s: &str) -> bool {
     !t.starts_with('#') && (t.contains("}, at: ") || t.contains("), at: "))
 }
 
+/// A faulting PC line that names an address and no function (`RIP: 0010:0x286`,
+/// `PC is at 0x0`): the CPU jumped somewhere no function is.
+pub(crate) fn pc_address_only(s: &str) -> bool {
+    let t = s.trim_start();
+    let Some(rest) = ["RIP:", "IP:", "EIP:", "pc :", "epc :", "PC is at"].iter().find_map(|p| t.strip_prefix(p)) else {
+        return false;
+    };
+    let rest = rest.trim_start();
+    // x86's code segment, `0010:`, before the address.
+    let rest = match rest.split_once(':') {
+        Some((seg, addr)) if seg.len() == 4 && seg.bytes().all(|b| b.is_ascii_hexdigit()) => addr,
+        _ => rest,
+    };
+    let word = rest.split_whitespace().next().unwrap_or("");
+    word.starts_with("0x") || word.starts_with("[<")
+}
+
 /// A line that names the faulting instruction's function, not a frame of the trace:
 /// `RIP:`, `IP:`, `EIP:`, `pc :`, `epc :`, `PC is at`.
 pub(crate) fn pc_line(s: &str) -> bool {

@@ -65,6 +65,9 @@ struct Open {
     /// X-irq-safe at:` trace, and that trace's frames (indices into `frames`).
     in_irq_safe: bool,
     irq_safe: Vec<usize>,
+    /// The faulting PC line named no function (`RIP: 0010:0xffffffffffffffff`): a call
+    /// through a bad pointer.
+    pc_unnamed: bool,
     /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
     traced: bool,
     /// Which of its lines is the start line (the line after "cut here" is, when one
@@ -205,6 +208,7 @@ impl Scanner {
                 past_timer: false,
                 softirq: Vec::new(),
                 in_irq_safe: false,
+                pc_unnamed: false,
                 irq_safe: Vec::new(),
                 gap: 0,
                 gap_from: 0,
@@ -373,10 +377,14 @@ fn received<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
     frames[..core].iter().rev().find(usable).map(|f| (*f).clone())
 }
 
-/// A fault inside a retpoline's indirect-call thunk (`__x86_indirect_thunk_rax`): a call
-/// through a bad function pointer, made by the frame below it, helper or not
-/// (`run_timer_softirq` calling a freed timer's function).
-fn indirect_caller<'a>(mut frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+/// A fault inside a retpoline's indirect-call thunk (`__x86_indirect_thunk_rax`), or at a
+/// PC that names no function (`RIP: 0010:0xffffffffffffffff`, before any own frame): a
+/// call through a bad function pointer, made by the first frame of the trace, helper or
+/// not (`run_timer_softirq` calling a freed timer's function).
+fn indirect_caller<'a>(mut frames: impl Iterator<Item = &'a Frame>, pc_unnamed: bool) -> Option<Frame> {
+    if pc_unnamed {
+        return frames.find(|f| f.name().is_some()).cloned();
+    }
     let first = frames.next()?;
     if !first.name().is_some_and(|n| n.starts_with("__x86_indirect_thunk_")) {
         return None;
@@ -461,7 +469,9 @@ impl Open {
         if self.frames.len() >= MAX_FRAMES {
             return;
         }
-        if let Some(f) = parse_frame(s) {
+        let frame = parse_frame(s);
+        self.pc_unnamed |= frame.is_none() && self.own.is_empty() && rules::pc_address_only(s);
+        if let Some(f) = frame {
             // Interrupt context is the timer's that found a stall, never the stall; a
             // fault raised in an interrupt is that interrupt's.
             let stall = matches!(
@@ -563,7 +573,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the
         // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
         let irq_safe = || innermost(open.irq_safe.iter().map(|&i| &open.frames[i])).cloned();
-        let keeper = keeper.or_else(irq_safe).or_else(|| indirect_caller(own()));
+        let keeper = keeper.or_else(irq_safe).or_else(|| indirect_caller(own(), open.pc_unnamed));
         let keeper = keeper.or_else(|| st.schedules_caller.then(|| schedules_caller(own())).flatten());
         keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };

@@ -674,3 +674,27 @@ fn scheduling_while_atomic_blames_the_caller_of_schedule() {
     let lock = "[  100.001000]  rwsem_down_write_slowpath+0x1/0x2\n[  100.001100]  down_write+0x1/0x2\n[  100.001200]  foo_recursive_removal+0x1/0x2\n";
     assert_eq!(atomic(lock), "BUG: scheduling while atomic in foo_recursive_removal");
 }
+
+#[test]
+fn a_jump_to_an_address_no_function_holds_blames_the_caller_even_a_dispatcher() {
+    let console = "\
+[  100.000000] BUG: kernel NULL pointer dereference, address: 0000000000000286
+[  100.000100] #PF: supervisor instruction fetch in kernel mode
+[  100.000200] Oops: 0010 [#1] PREEMPT SMP KASAN
+[  100.000300] CPU: 0 PID: 12 Comm: kworker/0:1 Not tainted 6.1.0 #1
+[  100.000400] Workqueue: events foo_work
+[  100.000500] RIP: 0010:0x286
+[  100.000600] Code: Unable to access opcode bytes at 0x25c.
+[  100.000700] Call Trace:
+[  100.000800]  <TASK>
+[  100.000900]  process_one_work+0xbf3/0x1bc0
+[  100.001000]  worker_thread+0x223/0x1860
+[  100.001100]  kthread+0x35e/0x430
+[  100.001200]  ret_from_fork+0x2a/0x40
+[  100.001300]  </TASK>
+[  100.001400] ---[ end trace 0000000000000000 ]---
+";
+    let r = one(console);
+    assert_eq!(r.title, "BUG: unable to handle kernel NULL pointer dereference in process_one_work");
+    assert!(!r.is_corrupted(), "{r:#?}");
+}
