@@ -90,7 +90,8 @@ pub fn parse_frame(line: &str) -> Option<Frame> {
             .filter(|m| !m.is_empty() && m.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'))
             .map(str::to_string);
         let before = line[..s].trim_end();
-        let reliable = !before.ends_with('?');
+        // x86 marks a frame it cannot vouch for `? f+0x1/0x2`, powerpc `f+0x1/0x2 (unreliable)`.
+        let reliable = !before.ends_with('?') && !line.trim_end().ends_with("(unreliable)");
         let address = before
             .trim_end_matches('?')
             .trim_end()
@@ -135,6 +136,12 @@ pub const HELPERS: &[&str] = &[
     "print_address_description",
     "print_circular_bug",
     "print_usage_bug",
+    "mark_lock_irq",
+    "valid_state",
+    "mark_usage",
+    "print_irq_inversion_bug",
+    "check_usage_backwards",
+    "check_usage_forwards",
     "print_lock",
     "print_bad_irq_dependency",
     "print_deadlock_bug",
@@ -143,6 +150,7 @@ pub const HELPERS: &[&str] = &[
     "print_cpu_stall",
     "print_other_cpu_stall",
     "rcu_dump_cpu_stacks",
+    "dump_cpu_task",
     "debug_print_object",
     "bad_page",
     "dump_page",
@@ -306,7 +314,6 @@ pub const HELPERS: &[&str] = &[
     "__rcu_read_unlock",
     "rcu_lockdep_current_cpu_online",
     "lockdep_rcu_suspicious",
-    "__synchronize_srcu",
     "refcount_warn_saturate",
     "refcount_inc",
     "refcount_dec",
@@ -782,6 +789,40 @@ pub const HELPERS: &[&str] = &[
     "device_unregister",
     "get_device_parent",
     "vprintk_emit",
+    "vprintk_func",
+    "dev_vprintk_emit",
+    "dev_printk_emit",
+    "__dev_printk",
+    "dev_printk",
+    "_dev_info",
+    "_dev_err",
+    "_dev_warn",
+    "_dev_notice",
+    "__netdev_printk",
+    "netdev_info",
+    "netdev_err",
+    "netdev_warn",
+    // unregistering a network device: its driver's or namespace's teardown asked
+    "rollback_registered_many",
+    "rollback_registered",
+    "unregister_netdevice_queue",
+    "unregister_netdevice_many",
+    "unregister_netdev",
+    // queueing an RCU callback or a work item: the caller's object
+    "call_rcu",
+    "__call_rcu",
+    "__call_rcu_common",
+    "call_rcu_sched",
+    "call_rcu_bh",
+    "kvfree_call_rcu",
+    "queue_delayed_work_on",
+    // dropping an inode reference: the caller's inode
+    "iput",
+    // deleting a timer synchronously: its callers own the timer
+    "lock_timer_base",
+    "__try_to_del_timer_sync",
+    "__timer_delete_sync",
+    "sk_stop_timer_sync",
     "vprintk",
     "vprintk_default",
     "printk",
@@ -881,6 +922,11 @@ pub fn is_noreturn(name: &str) -> bool {
     NORETURN.contains(&base_name(name))
 }
 
+/// Helpers whose WARNING is about their caller's use of them (`usb_submit_urb` on an
+/// URB whose pipe does not match its endpoint): the title names both, `caller/checker`.
+/// Each is in [`HELPERS`] too, so the caller is the guilty frame.
+pub const CHECKERS: &[&str] = &["usb_submit_urb"];
+
 /// Prefixes of helper names (see [`HELPERS`]).
 pub const HELPER_PREFIXES: &[&str] = &[
     "kasan_",
@@ -920,6 +966,8 @@ pub const HELPER_PREFIXES: &[&str] = &[
     "__report_",
     "report_",
     "do_el1_",
+    // The tracing twin of the APIC timer entry (4.x, `…_entry_after_kaiser_bti` too).
+    "smp_trace_apic_timer_interrupt",
     "__se_sys_",
     "__x64_sys_",
     "__ia32_sys_",
@@ -1146,6 +1194,25 @@ pub const DISPATCH: &[&str] = &[
     "compat_sys_writev",
     "do_compat_writev",
     "compat_writev",
+    // A page fault hands on to the mapping's `vm_ops->fault` (`ext4_filemap_fault`).
+    "__do_fault",
+    "do_fault",
+    "do_read_fault",
+    "do_shared_fault",
+    "do_cow_fault",
+    // The hrtimer softirq runs each expired timer's callback: the callback is the work.
+    "__hrtimer_run_queues",
+    "hrtimer_run_softirq",
+    // A netlink dump runs the family's `dumpit` callback.
+    "netlink_dump",
+    "__netlink_dump_start",
+    "netlink_dump_start",
+    "genl_family_rcv_msg_dumpit",
+    "genl_family_rcv_msg_doit",
+    "genl_lock_dumpit",
+    // The system call table's switch (6.9 on): it calls the one system call's entry.
+    "x64_sys_call",
+    "ia32_sys_call",
 ];
 
 /// The system calls that only hand work on to a file's, a socket's or a device's
@@ -1179,7 +1246,11 @@ pub const DISPATCH_SYSCALLS: &[&str] = &[
 /// Whether `function` is a dispatch layer ([`DISPATCH`], [`DISPATCH_SYSCALLS`]).
 pub fn is_dispatch(function: &str) -> bool {
     let name = base_name(function);
-    DISPATCH.contains(&name) || DISPATCH_SYSCALLS.contains(&title_name(name).as_str())
+    // A 32-bit compat ioctl handler converts its argument and calls the native one
+    // (`kvm_vm_compat_ioctl` into `kvm_vm_ioctl`).
+    name.ends_with("_compat_ioctl")
+        || DISPATCH.contains(&name)
+        || DISPATCH_SYSCALLS.contains(&title_name(name).as_str())
 }
 
 /// The name a title uses: a system call's entry points (`__do_sys_futex`, `__x64_sys_futex`,
@@ -1197,6 +1268,9 @@ pub fn title_name(name: &str) -> String {
             | "synchronize_sched_expedited"
             | "synchronize_rcu_bh"
             | "synchronize_rcu_normal"
+            | "synchronize_srcu"
+            | "__synchronize_srcu"
+            | "synchronize_srcu_expedited"
     ) {
         return "synchronize_rcu".to_string();
     }
@@ -1222,10 +1296,29 @@ pub fn title_name(name: &str) -> String {
     name.to_string()
 }
 
+/// Whether `function` allocates on its caller's behalf, by the kernel's naming: a name
+/// that says so (`sk_alloc`, `__alloc_skb`, `htab_map_alloc`), the string duplicators
+/// and formatters that return an allocation (`kstrdup`, `kvasprintf_const`), and the
+/// libraries that allocate their own nodes for the caller's entry (`idr_`,
+/// `radix_tree_`, `kobject_` naming, `pcpu_` chunks), and the page allocator's own
+/// steps. A memory leak's title skips them, and so does a bad page found on allocation.
+pub fn is_allocating(function: &str) -> bool {
+    let name = base_name(function);
+    name.contains("alloc")
+        || matches!(name, "get_page_from_freelist" | "prep_new_page" | "__set_page_owner")
+        || ["kstrdup", "kmemdup", "kvasprintf", "kasprintf", "kobject_", "idr_", "radix_tree_", "pcpu_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
 /// Whether `function` is one of the reporting and common helpers (its base name).
 pub fn is_helper(function: &str) -> bool {
+    // The list is long (hundreds of names) and asked for every frame a report's title
+    // looks at: a set, built once.
+    static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
     let name = base_name(function);
-    HELPERS.contains(&name) || HELPER_PREFIXES.iter().any(|p| name.starts_with(p))
+    let set = SET.get_or_init(|| HELPERS.iter().copied().collect());
+    set.contains(name) || HELPER_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 #[cfg(test)]

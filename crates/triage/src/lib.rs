@@ -67,7 +67,9 @@
 //!
 //! A report is corrupted when it cannot be trusted to name its bug: it ended (the console
 //! ended, the next report began) before a frame of its own backtrace (the faulting
-//! `RIP:`/`pc :` line alone is not one)
+//! `RIP:`/`pc :` line, a lockdep lock site `…, at: func` and, for a kind titled by its
+//! innermost frame, a trace of helpers only are not one; a WARNING so cut says
+//! `in corrupted`)
 //! ([`Corruption::Cut`]), or other output ended it first ([`Corruption::NoTrace`]); its
 //! kind names a frame and none outside the helpers was printed ([`Corruption::NoFrame`],
 //! the title says `in corrupted`); someone else's output came between its lines
@@ -86,8 +88,8 @@ use std::fmt;
 use std::ops::Range;
 
 pub use frames::{
-    base_name, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, DISPATCH, DISPATCH_SYSCALLS,
-    HELPERS, HELPER_PREFIXES, NORETURN,
+    base_name, is_allocating, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS, DISPATCH,
+    DISPATCH_SYSCALLS, HELPERS, HELPER_PREFIXES, NORETURN,
 };
 pub use scan::{Pending, Scanner, FOREIGN_LIMIT, GAP_LIMIT, LINE_KEEP, MAX_FRAMES, MAX_LINES};
 

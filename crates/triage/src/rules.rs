@@ -38,6 +38,12 @@ pub(crate) struct Start {
     /// A free-form `WARNING: <message>` line: many drivers print one that is no crash.
     /// It is a report only if a backtrace of its own follows.
     pub tentative: bool,
+    /// The title blames the first frame past the layers that allocate (a leak, a bad
+    /// page found on allocation): see [`crate::is_allocating`].
+    pub past_allocators: bool,
+    /// The title blames the caller of `schedule()` (scheduling while atomic: where the
+    /// task chose to sleep), helper or not.
+    pub schedules_caller: bool,
 }
 
 impl Start {
@@ -53,6 +59,8 @@ impl Start {
             single: false,
             traced_to_end: false,
             tentative: false,
+            past_allocators: matches!(kind, CrashKind::MemoryLeak),
+            schedules_caller: false,
             outermost: matches!(kind, CrashKind::RcuStall | CrashKind::SoftLockup),
         }
     }
@@ -404,11 +412,12 @@ fn warning(s: &str) -> Start {
     let r = res();
     if let Some(c) = r.warning_at.captures(s) {
         let file = c.get(1).or(c.get(2)).map_or("", |m| m.as_str());
-        let header = match category(file) {
+        let at = s.find(" at ").map_or(s, |i| &s[i + 4..]);
+        let function = parse_frame(at).and_then(|f| f.function).unwrap_or_default();
+        let header = match category(file, base_name(&function)) {
             Some(what) => format!("WARNING: {what}"),
             None => "WARNING".to_string(),
         };
-        let at = s.find(" at ").map_or(s, |i| &s[i + 4..]);
         return Start::new(CrashKind::Warning, header).hint(at);
     }
     let msg = s["WARNING:".len()..].trim();
@@ -436,13 +445,19 @@ fn warning(s: &str) -> Start {
     st
 }
 
-/// The kind of bug a WARNING is, by the file that warns: the helpers that check their
-/// callers' use of a facility (the title then names the caller).
-fn category(file: &str) -> Option<&'static str> {
+/// The kind of bug a WARNING is, by the file and function that warn: the helpers that
+/// check their callers' use of a facility (the title then names the caller). The
+/// allocators' size checks (`kmalloc_slab`, `kvmalloc_node` on a size too large) are a
+/// kmalloc bug; a free's check in the same files is not; `__vmalloc_node_range` warns
+/// on a size of zero.
+fn category(file: &str, function: &str) -> Option<&'static str> {
     let file = file.trim_start_matches("./");
     Some(match file {
         "lib/debugobjects.c" => "ODEBUG bug",
+        "mm/slab_common.c" | "mm/slab.h" | "mm/slub.c" | "mm/slab.c" if function.contains("free") => return None,
         "mm/slab_common.c" | "mm/slab.h" | "mm/slub.c" | "mm/slab.c" => "kmalloc bug",
+        "mm/util.c" if function.starts_with("kvmalloc") => "kmalloc bug",
+        "mm/vmalloc.c" if function == "__vmalloc_node_range" => "zero-size vmalloc",
         "lib/kobject.c" => "kobject bug",
         "mm/usercopy.c" => "bad usercopy",
         "lib/refcount.c" => "refcount bug",
@@ -452,49 +467,82 @@ fn category(file: &str) -> Option<&'static str> {
     })
 }
 
+/// A sanitizer's first line (`BUG: KASAN: use-after-free in f+0x1/0x2`), `c` its
+/// `sanitizer` captures.
+fn sanitizer(s: &str, c: &regex::Captures) -> Start {
+    let tool = &c[1];
+    let what = c[2].trim_end_matches(':');
+    let what = if what.contains("double-free") || what.contains("invalid-free") { "invalid-free" } else { what };
+    let kind = match tool {
+        "KASAN" => CrashKind::Kasan,
+        "KFENCE" => CrashKind::Kfence,
+        "KMSAN" => CrashKind::Kmsan,
+        _ => CrashKind::Kcsan,
+    };
+    let mut st = Start::new(kind, format!("{tool}: {what}")).framed();
+    let rest = &s[c.get(0).map_or(0, |m| m.end())..];
+    if kind == CrashKind::Kcsan {
+        // "data-race in foo / bar": both functions name the report.
+        let names: Vec<&str> = rest.split(" / ").map(|n| base_name(n.trim().split('+').next().unwrap_or(""))).collect();
+        if names.iter().all(|n| !n.is_empty()) {
+            st.fixed = Some(names.join(" / "));
+        }
+    } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
+        // Before 4.14 KASAN named the access on the first line and no Read/Write:
+        // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
+        // (A later `Read of size` line gives the newer shape: see `close`.)
+        let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
+        st.fixed = Some(format!("{} at addr ADDR", clean(f)));
+        st.hint = parse_frame(rest);
+    } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
+        st.hint = parse_frame(rest).or_else(|| {
+            let name = rest.split_whitespace().next()?;
+            Some(Frame {
+                function: Some(name.to_string()),
+                offset: None,
+                size: None,
+                module: None,
+                address: None,
+                location: None,
+                reliable: true,
+            })
+        });
+    }
+    st
+}
+
+/// The mm's page and counter checks, and lockdep's table limits (the message after
+/// `BUG: `).
+fn limit_or_mm_check(msg: &str) -> Option<Start> {
+    if msg.starts_with("Bad page state") {
+        // Found where a page is allocated or freed: the allocator's layers are not it.
+        let mut st = Start::new(CrashKind::Bug, "BUG: Bad page state");
+        st.past_allocators = true;
+        return Some(st);
+    }
+    if msg.starts_with("Bad rss-counter state") || msg.starts_with("Bad page map") {
+        // The mm's checks at teardown and unmap find what someone else left: the
+        // frame that found it is not the bug.
+        // (check_mm prints the rss-counter line alone, no trace follows it.)
+        let map = msg.starts_with("Bad page map");
+        let what = if map { "Bad page map" } else { "Bad rss-counter state" };
+        let mut st = Start::new(CrashKind::Bug, format!("BUG: {what}")).whole();
+        st.single = !map;
+        return Some(st);
+    }
+    if msg.starts_with("MAX_") && msg.contains(" too low") {
+        // Lockdep ran out of a table (`MAX_STACK_TRACE_ENTRIES too low!`): a limit, not
+        // a bug of whoever took the lock then.
+        let what = msg.split_whitespace().next().unwrap_or("");
+        return Some(Start::new(CrashKind::Lockdep, format!("BUG: {what} too low!")).whole());
+    }
+    None
+}
+
 fn bug(s: &str) -> Option<Start> {
     let r = res();
     if let Some(c) = r.sanitizer.captures(s) {
-        let tool = &c[1];
-        let what = c[2].trim_end_matches(':');
-        let what = if what.contains("double-free") || what.contains("invalid-free") { "invalid-free" } else { what };
-        let kind = match tool {
-            "KASAN" => CrashKind::Kasan,
-            "KFENCE" => CrashKind::Kfence,
-            "KMSAN" => CrashKind::Kmsan,
-            _ => CrashKind::Kcsan,
-        };
-        let mut st = Start::new(kind, format!("{tool}: {what}")).framed();
-        let rest = &s[c.get(0).map_or(0, |m| m.end())..];
-        if kind == CrashKind::Kcsan {
-            // "data-race in foo / bar": both functions name the report.
-            let names: Vec<&str> =
-                rest.split(" / ").map(|n| base_name(n.trim().split('+').next().unwrap_or(""))).collect();
-            if names.iter().all(|n| !n.is_empty()) {
-                st.fixed = Some(names.join(" / "));
-            }
-        } else if kind == CrashKind::Kasan && rest.contains(" at addr ") {
-            // Before 4.14 KASAN named the access on the first line and no Read/Write:
-            // `in f+0x1/0x2 at addr ffff…`; the title keeps that shape.
-            // (A later `Read of size` line gives the newer shape: see `close`.)
-            let f = rest.split_whitespace().next().unwrap_or("").split('+').next().unwrap_or("");
-            st.fixed = Some(format!("{} at addr ADDR", clean(f)));
-            st.hint = parse_frame(rest);
-        } else if !rest.starts_with("address") && !rest.starts_with("addr ") {
-            st.hint = parse_frame(rest).or_else(|| {
-                let name = rest.split_whitespace().next()?;
-                Some(Frame {
-                    function: Some(name.to_string()),
-                    offset: None,
-                    size: None,
-                    module: None,
-                    address: None,
-                    location: None,
-                    reliable: true,
-                })
-            });
-        }
-        return Some(st);
+        return Some(sanitizer(s, &c));
     }
     let msg = s.strip_prefix("BUG: ")?.trim();
     if msg.starts_with("unable to handle kernel NULL pointer dereference")
@@ -511,9 +559,33 @@ fn bug(s: &str) -> Option<Start> {
     if msg.starts_with("memory leak") {
         return Some(Start::new(CrashKind::MemoryLeak, "memory leak"));
     }
+    if msg.starts_with("Dentry ") && msg.contains(" still in use") {
+        // `BUG: Dentry ADDR{i=…,n=…}  still in use (N) [unmount of FS DEV]`: one line
+        // (the WARNING in umount_check that follows is a report of its own), found
+        // at unmount; the dentry's address and name drift.
+        let mut st = Start::new(CrashKind::Bug, "BUG: Dentry still in use");
+        if msg.contains("[unmount of ") {
+            st.fixed = Some("unmount".to_string());
+        } else {
+            st.in_frame = false;
+        }
+        st.single = true;
+        return Some(st);
+    }
     if msg.contains("stack guard page was hit") {
         // "TASK stack guard page", "IRQ stack guard page": one bug whichever stack.
-        return Some(Start::new(CrashKind::Bug, "BUG: stack guard page was hit"));
+        // The task overran its stack: titled by the work it was doing, as a stall is.
+        let mut st = Start::new(CrashKind::Bug, "BUG: stack guard page was hit");
+        st.outermost = true;
+        return Some(st);
+    }
+    if let Some(st) = limit_or_mm_check(msg) {
+        return Some(st);
+    }
+    if msg.starts_with("scheduling while atomic") {
+        let mut st = Start::new(CrashKind::Bug, "BUG: scheduling while atomic");
+        st.schedules_caller = true;
+        return Some(st);
     }
     if msg.contains(" still has locks held") {
         return Some(Start::new(CrashKind::Lockdep, "BUG: still has locks held"));
@@ -779,7 +851,7 @@ pub(crate) fn body(s: &str) -> bool {
         "Zone",
         "kasan:",
     ];
-    if HEADS.iter().any(|h| s.starts_with(h)) {
+    if HEADS.iter().any(|h| s.starts_with(h)) || section(s).is_some() {
         return true;
     }
     // lockdep's "3 locks held by kworker/1:0/17:", "4 locks on stack by".
@@ -861,7 +933,9 @@ pub(crate) fn section(s: &str) -> Option<Section> {
     const OWN: &[&str] = &["NMI backtrace for cpu", "Task dump for CPU", "stack backtrace:"];
     let t = s.trim_start();
     let t = t.strip_prefix("rcu: ").unwrap_or(t);
-    if OTHERS.iter().any(|h| t.starts_with(h)) {
+    // lockdep's `{IN-HARDIRQ-W} state was registered at:`: where the lock's other use
+    // was first seen, another stack.
+    if OTHERS.iter().any(|h| t.starts_with(h)) || (t.starts_with('{') && t.ends_with("} state was registered at:")) {
         return Some(Section::Others);
     }
     if OWN.iter().any(|h| t.starts_with(h)) {
@@ -885,6 +959,31 @@ pub(crate) fn not_a_trace_frame(s: &str) -> bool {
         || t.starts_with("ODEBUG:")
         || t.starts_with("Register r")
         || t.contains(" hint: ")
+}
+
+/// A lockdep line naming where the lock it tries to take or holds was taken
+/// (`(&buf->lock){+.+.}, at: func+0x1/0x2`): a frame, not a backtrace. (A list of held
+/// locks, `#0: (…), at: func`, is what some reports print for a trace.)
+pub(crate) fn lock_site(s: &str) -> bool {
+    let t = s.trim_start();
+    !t.starts_with('#') && (t.contains("}, at: ") || t.contains("), at: "))
+}
+
+/// A faulting PC line that names an address and no function (`RIP: 0010:0x286`,
+/// `PC is at 0x0`): the CPU jumped somewhere no function is.
+pub(crate) fn pc_address_only(s: &str) -> bool {
+    let t = s.trim_start();
+    let Some(rest) = ["RIP:", "IP:", "EIP:", "pc :", "epc :", "PC is at"].iter().find_map(|p| t.strip_prefix(p)) else {
+        return false;
+    };
+    let rest = rest.trim_start();
+    // x86's code segment, `0010:`, before the address.
+    let rest = match rest.split_once(':') {
+        Some((seg, addr)) if seg.len() == 4 && seg.bytes().all(|b| b.is_ascii_hexdigit()) => addr,
+        _ => rest,
+    };
+    let word = rest.split_whitespace().next().unwrap_or("");
+    word.starts_with("0x") || word.starts_with("[<")
 }
 
 /// A line that names the faulting instruction's function, not a frame of the trace:

@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame};
+use crate::frames::{is_allocating, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -61,8 +61,18 @@ struct Open {
     /// frames below it (indices into `frames`), the context it interrupted.
     past_timer: bool,
     softirq: Vec<usize>,
+    /// In lockdep's irq-safe -> irq-unsafe report: inside its `... which became
+    /// X-irq-safe at:` trace, and that trace's frames (indices into `frames`).
+    in_irq_safe: bool,
+    irq_safe: Vec<usize>,
+    /// The faulting PC line named no function (`RIP: 0010:0xffffffffffffffff`): a call
+    /// through a bad pointer.
+    pc_unnamed: bool,
     /// A frame of its own backtrace was read (not only the faulting `RIP:`/`pc :` line).
     traced: bool,
+    /// Which of its lines is the start line (the line after "cut here" is, when one
+    /// came first): the frame it names is no backtrace.
+    start_line: usize,
     gap: usize,
     /// Where the current run of lines that are not the report's began, and whether
     /// one of them is someone else's (an unstamped line inside a stamped report, or any
@@ -163,12 +173,17 @@ impl Scanner {
         let text = String::from_utf8_lossy(raw);
         let (s, stamped) = rules::strip_prefix(&text);
         let started = if self.finder.is_match(s) { rules::start(s, self.guest, self.finder) } else { None };
+        // Another task's report starting inside the open one (`[ T3080]` inside a
+        // `[ T3083]` report: two CPUs faulting at once) is that task's output beside it,
+        // not this report's end: the open report goes on around it.
+        let started = started.filter(|_| !self.open.as_ref().is_some_and(|o| o.other_caller(&text)));
         if let Some(st) = started {
             if let Some(open) = &mut self.open {
                 if open.start.header.is_none() && !st.single {
                     // The line after "cut here" says what the report is.
                     let framed = st.framed;
                     open.start = Start { framed, ..st };
+                    open.start_line = open.lines + 1;
                     open.add(s, end);
                     return;
                 }
@@ -189,8 +204,12 @@ impl Scanner {
                 others: false,
                 in_irq: false,
                 traced: false,
+                start_line: 1,
                 past_timer: false,
                 softirq: Vec::new(),
+                in_irq_safe: false,
+                pc_unnamed: false,
+                irq_safe: Vec::new(),
                 gap: 0,
                 gap_from: 0,
                 foreign: false,
@@ -346,6 +365,50 @@ fn stall_frame<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame> + Clone) -
     outermost(frames.clone()).or_else(|| innermost(frames)).cloned()
 }
 
+/// A stall inside the network stack's receive path (`__netif_receive_skb_core`, run
+/// from a softirq or straight from a task that injects a packet, a `tun` write): the
+/// protocol handler it delivered the packet to (`ipv6_rcv`, `br_handle_frame`), as
+/// for a softirq the timer interrupted.
+fn received<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+    const CORES: &[&str] = &["__netif_receive_skb_core", "__netif_receive_skb_list_core"];
+    let frames: Vec<&Frame> = frames.collect();
+    let core = frames.iter().rposition(|f| f.name().is_some_and(|n| CORES.contains(&n)))?;
+    let usable = |f: &&&Frame| f.name().is_some_and(|n| !is_helper(n) && !is_dispatch(n));
+    frames[..core].iter().rev().find(usable).map(|f| (*f).clone())
+}
+
+/// A fault inside a retpoline's indirect-call thunk (`__x86_indirect_thunk_rax`), or at a
+/// PC that names no function (`RIP: 0010:0xffffffffffffffff`, before any own frame): a
+/// call through a bad function pointer, made by the first frame of the trace, helper or
+/// not (`run_timer_softirq` calling a freed timer's function).
+fn indirect_caller<'a>(mut frames: impl Iterator<Item = &'a Frame>, pc_unnamed: bool) -> Option<Frame> {
+    if pc_unnamed {
+        return frames.find(|f| f.name().is_some()).cloned();
+    }
+    let first = frames.next()?;
+    if !first.name().is_some_and(|n| n.starts_with("__x86_indirect_thunk_")) {
+        return None;
+    }
+    frames.find(|f| f.name().is_some()).cloned()
+}
+
+/// The frame that called into the scheduler (`schedule`, `__schedule`,
+/// `preempt_schedule*`, `schedule_timeout`…): the first frame past the last of them that
+/// is not a helper (a lock's slow path), else the first past them even if it is one
+/// (`exit_to_user_mode_prepare`: the return to user space rescheduling).
+fn schedules_caller<'a>(frames: impl Iterator<Item = &'a Frame>) -> Option<Frame> {
+    let frames: Vec<&Frame> = frames.filter(|f| f.name().is_some()).collect();
+    let sched = |f: &&Frame| {
+        f.name().is_some_and(|n| {
+            n.starts_with("schedule") || n.starts_with("__schedule") || n.starts_with("preempt_schedule")
+        })
+    };
+    let last = frames.iter().rposition(sched)?;
+    let callers = &frames[last + 1..];
+    let own = callers.iter().find(|f| f.name().is_some_and(|n| !is_helper(n)));
+    own.or(callers.first()).map(|f| (*f).clone())
+}
+
 /// The outermost frame that is neither dispatch nor a helper (a system call's entry
 /// counts: it is titled `sys_X`).
 fn outermost<'a>(frames: impl DoubleEndedIterator<Item = &'a Frame>) -> Option<&'a Frame> {
@@ -368,6 +431,11 @@ fn keep(partial: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 impl Open {
+    /// Whether the line `text` carries a caller id other than the report's.
+    fn other_caller(&self, text: &str) -> bool {
+        matches!((&self.caller, rules::caller(text)), (Some(mine), Some(theirs)) if mine != theirs)
+    }
+
     /// A line of the report.
     fn add(&mut self, s: &str, end: usize) {
         self.lines += 1;
@@ -382,6 +450,12 @@ impl Open {
                 self.access = Some("Write");
             }
         }
+        let t = s.trim_start();
+        if t.starts_with("... which became") {
+            self.in_irq_safe = t.ends_with("-irq-safe at:");
+        } else if t.starts_with("to a ") {
+            self.in_irq_safe = false;
+        }
         match rules::section(s) {
             Some(Section::Others) => self.others = true,
             Some(Section::Own) => self.others = false,
@@ -395,7 +469,9 @@ impl Open {
         if self.frames.len() >= MAX_FRAMES {
             return;
         }
-        if let Some(f) = parse_frame(s) {
+        let frame = parse_frame(s);
+        self.pc_unnamed |= frame.is_none() && self.own.is_empty() && rules::pc_address_only(s);
+        if let Some(f) = frame {
             // Interrupt context is the timer's that found a stall, never the stall; a
             // fault raised in an interrupt is that interrupt's.
             let stall = matches!(
@@ -420,19 +496,50 @@ impl Open {
                     self.past_timer = true;
                 }
             }
-            if own {
-                if !past_its_caller {
-                    self.own.push(self.frames.len());
-                }
-                // Neither the faulting function's line nor the frame the first line
-                // names (a WARNING's `at file:line func`) is a backtrace.
-                if !rules::pc_line(s) && self.lines > 1 {
-                    self.traced = true;
-                }
+            if self.in_irq_safe && f.reliable {
+                self.irq_safe.push(self.frames.len());
+            }
+            if own && !past_its_caller {
+                self.own.push(self.frames.len());
+            }
+            if !self.traced && self.is_backtrace(s, &f, own) {
+                self.traced = true;
             }
             self.frames.push(f);
         }
     }
+
+    /// Whether the frame `f` on line `s` shows the report printed a backtrace: one of
+    /// its own frames; or for lockdep, a frame of the dependency chain it prints. Neither
+    /// the faulting function's line, the frame the first line names (a WARNING's `at
+    /// file:line func`) nor a lock's site is one; nor, for a report titled by its
+    /// innermost frame, a frame of a trace of helpers only (the unwinder giving up
+    /// inside `panic`).
+    fn is_backtrace(&self, s: &str, f: &Frame, own: bool) -> bool {
+        let chain = self.others && f.reliable && self.start.kind == CrashKind::Lockdep;
+        let names_one = |n: &str| !is_helper(n) || title_name(n).starts_with("sys_");
+        let counts = !self.start.in_frame || self.start.outermost || f.name().is_some_and(names_one);
+        (own || chain) && !rules::pc_line(s) && !rules::lock_site(s) && self.lines != self.start_line && counts
+    }
+}
+
+/// Why a report closed so cannot be trusted to name its bug, if it cannot.
+fn corruption(open: &Open, how: &Close) -> Option<Corruption> {
+    let st = &open.start;
+    // A report is whole enough when it printed its own backtrace: a console that ends
+    // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
+    // whether its end marker came.
+    // The reference kernel's report is whole only at its backtrace's end line.
+    let traced = (st.single && !st.traced_to_end) || open.traced;
+    let corrupted = match how {
+        Close::Marker => None,
+        Close::TooLong => Some(Corruption::TooLong),
+        _ if traced => None,
+        _ if st.traced_to_end => Some(Corruption::Cut),
+        Close::Quiet => Some(Corruption::NoTrace),
+        Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
+    };
+    corrupted.or(open.interleaved.map(|at| Corruption::Interleaved { at }))
 }
 
 fn close(open: Open, how: Close) -> Option<Report> {
@@ -448,7 +555,7 @@ fn close(open: Open, how: Close) -> Option<Report> {
         let softirq = || open.softirq.iter().map(|&i| &open.frames[i]);
         match stall_frame(own()) {
             Some(f) if f.name().is_some_and(|n| n.starts_with("smp_call_function")) => Some(f),
-            f => outermost(softirq()).cloned().or(f),
+            f => outermost(softirq()).cloned().or_else(|| received(own())).or(f),
         }
     } else if st.traced_to_end {
         // The reference kernel's: the first frame of its backtrace outside the core
@@ -459,7 +566,16 @@ fn close(open: Open, how: Close) -> Option<Report> {
         }
     } else {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
-        hint.or_else(|| innermost(own())).cloned()
+        // A leak is its allocation's first keeper, not the layers that allocate for it.
+        let leak = st.past_allocators;
+        let keeper = || innermost(own().filter(|f| !f.name().is_some_and(is_allocating))).cloned();
+        let keeper = if leak { keeper() } else { None };
+        // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the
+        // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
+        let irq_safe = || innermost(open.irq_safe.iter().map(|&i| &open.frames[i])).cloned();
+        let keeper = keeper.or_else(irq_safe).or_else(|| indirect_caller(own(), open.pc_unnamed));
+        let keeper = keeper.or_else(|| st.schedules_caller.then(|| schedules_caller(own())).flatten());
+        keeper.or_else(|| hint.or_else(|| innermost(own())).cloned())
     };
     let header = st.header.clone().unwrap_or_else(|| "WARNING".to_string());
     // KASAN before 4.14 named no access on its first line; with a `Read of size` line
@@ -472,32 +588,23 @@ fn close(open: Open, how: Close) -> Option<Report> {
         (Some(access), CrashKind::Kasan) => format!("{header} {access}"),
         _ => header,
     };
-    // A report is whole enough when it printed its own backtrace: a console that ends
-    // after that (the guest hung or reset) does not make it corrupted; `end_seen` says
-    // whether its end marker came.
-    // The reference kernel's report is whole only at its backtrace's end line.
-    let traced = (st.single && !st.traced_to_end) || open.traced;
-    let mut corrupted = match how {
-        Close::Marker => None,
-        Close::TooLong => Some(Corruption::TooLong),
-        _ if traced => None,
-        _ if st.traced_to_end => Some(Corruption::Cut),
-        Close::Quiet => Some(Corruption::NoTrace),
-        Close::Next | Close::ConsoleEnd => Some(Corruption::Cut),
-    };
-    if corrupted.is_none() {
-        if let Some(at) = open.interleaved {
-            corrupted = Some(Corruption::Interleaved { at });
-        }
-    }
+    let mut corrupted = corruption(&open, &how);
+    // A WARNING cut before its backtrace: the function its line names is where the
+    // check sits, often a helper checking its caller, and no trace says who called.
+    let untraced = matches!(corrupted, Some(Corruption::Cut));
+    let guilty = if untraced && st.in_frame && st.kind == CrashKind::Warning { None } else { guilty };
+    // A checker that warns about its caller's use of it: the title names both.
+    let checker =
+        st.hint.as_ref().and_then(Frame::name).filter(|n| st.kind == CrashKind::Warning && CHECKERS.contains(n));
+    let checker = checker.map_or(String::new(), |c| format!("/{c}"));
     let title = if let Some(fixed) = fixed {
         format!("{header} in {fixed}")
     } else if st.in_frame {
         match guilty.as_ref().and_then(Frame::name).map(title_name) {
-            Some(name) => format!("{header} in {name}"),
+            Some(name) => format!("{header} in {name}{checker}"),
             None => {
                 corrupted.get_or_insert(Corruption::NoFrame);
-                format!("{header} in corrupted")
+                format!("{header} in corrupted{checker}")
             }
         }
     } else {
