@@ -357,10 +357,11 @@ pub enum Gate {
     Vendor,
     Docs,
     ImportCycles,
+    Deadlines,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 7] = [
+    pub const ALL: [Gate; 8] = [
         Gate::UnsafeBudget,
         Gate::SizeBudget,
         Gate::NoCruft,
@@ -368,6 +369,7 @@ impl Gate {
         Gate::Vendor,
         Gate::Docs,
         Gate::ImportCycles,
+        Gate::Deadlines,
     ];
 
     pub fn name(self) -> &'static str {
@@ -379,6 +381,7 @@ impl Gate {
             Gate::Vendor => "vendor",
             Gate::Docs => "docs",
             Gate::ImportCycles => "import-cycles",
+            Gate::Deadlines => "deadlines",
         }
     }
 
@@ -392,6 +395,7 @@ impl Gate {
             Gate::Vendor => "vendor",
             Gate::Docs => "docs",
             Gate::ImportCycles => "import-cycles.toml",
+            Gate::Deadlines => "tests/data/deadlines.toml",
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod finding;
 
+pub mod deadlines;
 pub mod docs;
 pub mod formatting;
 pub mod history;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use testbench_case::Gate;
-use testbench_gates::{docs, formatting, import_cycles, nocruft, size_budget, unsafe_budget, vendor};
+use testbench_gates::{deadlines, docs, formatting, import_cycles, nocruft, size_budget, unsafe_budget, vendor};
 
 use crate::case_result::Blocked;
 
@@ -21,6 +21,7 @@ pub fn run(gate: Gate, tree: &Path, config: &Path, log: &mut dyn FnMut(&str)) ->
         Gate::Formatting => formatting::check(tree, config).map_err(config_error)?,
         Gate::Vendor => vendor::check(tree),
         Gate::ImportCycles => import_cycles::check(tree, config).map_err(config_error)?,
+        Gate::Deadlines => deadlines::check(tree, config).map_err(config_error)?,
         Gate::Docs => {
             log(&format!("docs: listing the tests the book names under {}", tree.display()));
             let packages = docs::packages_named(tree, config);

@@ -13,6 +13,7 @@ mod case_result;
 mod cli;
 mod config;
 mod crash;
+mod deadlines;
 mod error;
 mod events;
 mod fdt_edit;
@@ -172,6 +173,9 @@ fn main() {
     }
     if args.get(1).is_some_and(|a| a == oracles::ORACLE_FLAG) {
         oracle_by_hand(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == deadlines::FLAG) {
+        deadlines::measure(&workspace_root(), &args[2..]);
     }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.
