@@ -1311,6 +1311,36 @@ pub fn is_allocating(function: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
+/// Whether `function` is the OOM killer or the page-fault path that reached the
+/// allocator for a user page (an out-of-memory report's layers, never its culprit).
+pub fn is_oom_path(function: &str) -> bool {
+    let name = base_name(function);
+    matches!(
+        name,
+        "dump_header"
+            | "oom_kill_process"
+            | "out_of_memory"
+            | "pagefault_out_of_memory"
+            | "handle_mm_fault"
+            | "__handle_mm_fault"
+            | "handle_pte_fault"
+            | "do_anonymous_page"
+            | "do_fault"
+            | "do_pte_missing"
+            | "do_user_addr_fault"
+            | "exc_page_fault"
+            | "asm_exc_page_fault"
+            | "handle_page_fault"
+            | "do_page_fault"
+            | "handle_exception"
+            | "do_mem_abort"
+            | "do_translation_fault"
+            | "el0_da"
+            | "el0t_64_sync_handler"
+            | "el0t_64_sync"
+    )
+}
+
 /// Whether `function` is one of the reporting and common helpers (its base name).
 pub fn is_helper(function: &str) -> bool {
     // The list is long (hundreds of names) and asked for every frame a report's title

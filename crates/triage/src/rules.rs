@@ -102,6 +102,7 @@ pub(crate) fn triggers(guest: Guest) -> &'static [&'static str] {
             "INFO:",
             "LOCKUP",
             "Out of memory",
+            "oom-killer",
             "Unhandled fault",
             "stack segment",
             "UBSAN",
@@ -270,6 +271,16 @@ fn linux(s: &str) -> Option<Start> {
         Some(inner) if inner.starts_with("INFO: ") || inner.starts_with("BUG: ") => inner,
         _ => s,
     };
+    // The OOM killer's report: "<comm> invoked oom-killer: gfp_mask=…", the allocating
+    // task's stack, the memory state, and its end, "Out of memory: Killed process …"
+    // (a secondary line). The title blames the first frame past the allocator, the OOM
+    // killer and the page-fault path: none for a user page fault.
+    if s.contains(" invoked oom-killer: ") {
+        // Inside another report (another task's crash), it is that report's line.
+        let mut st = Start::new(CrashKind::OutOfMemory, "out of memory").secondary();
+        st.past_allocators = true;
+        return Some(st);
+    }
     let b = s.as_bytes();
     match b.first()? {
         b'K' => {
@@ -881,6 +892,12 @@ fn register(name: &str) -> bool {
 /// Whether the line ends the report it is in: the kernel's end-of-trace markers.
 pub(crate) fn end_marker(s: &str) -> bool {
     s.starts_with("---[ end trace") || s.starts_with("---[ end Kernel panic")
+}
+
+/// Whether the line ends an out-of-memory report: the OOM killer's verdict,
+/// `Out of memory: Killed process …` (`Memory cgroup out of memory: …` in a cgroup).
+pub(crate) fn oom_end(s: &str) -> bool {
+    s.starts_with("Out of memory: Killed process") || s.starts_with("Memory cgroup out of memory: Killed process")
 }
 
 /// The sanitizers' closing line (a run of `=`).

@@ -4,7 +4,9 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::frames::{is_allocating, is_dispatch, is_helper, is_noreturn, parse_frame, title_name, Frame, CHECKERS};
+use crate::frames::{
+    is_allocating, is_dispatch, is_helper, is_noreturn, is_oom_path, parse_frame, title_name, Frame, CHECKERS,
+};
 use crate::rules::{self, Section, Start};
 use crate::{Corruption, CrashKind, Guest, Report};
 
@@ -189,6 +191,11 @@ impl Scanner {
                 }
                 if st.secondary && !open.start.single {
                     open.add(s, end);
+                    // The OOM killer's verdict ends its own report.
+                    if open.start.kind == CrashKind::OutOfMemory && rules::oom_end(s) {
+                        let open = self.open.take().expect("checked above");
+                        out.extend(close(open, Close::Marker));
+                    }
                     return;
                 }
                 let open = self.open.take().expect("checked above");
@@ -568,7 +575,11 @@ fn close(open: Open, how: Close) -> Option<Report> {
         let hint = st.hint.iter().find(|f| f.location.is_some() || f.name().is_some_and(|n| !is_helper(n)));
         // A leak is its allocation's first keeper, not the layers that allocate for it.
         let leak = st.past_allocators;
-        let keeper = || innermost(own().filter(|f| !f.name().is_some_and(is_allocating))).cloned();
+        // Out of memory: past the OOM killer and the page-fault path too; a user page
+        // fault's report then blames no frame at all.
+        let oom = st.kind == CrashKind::OutOfMemory;
+        let layer = |name: &str| is_allocating(name) || (oom && is_oom_path(name));
+        let keeper = || innermost(own().filter(|f| !f.name().is_some_and(layer))).cloned();
         let keeper = if leak { keeper() } else { None };
         // An irq-safe lock taken where an irq-unsafe one is held: the deadlock is the
         // interrupt that takes the safe lock, where lockdep saw it become irq-safe.
@@ -597,9 +608,14 @@ fn close(open: Open, how: Close) -> Option<Report> {
     let checker =
         st.hint.as_ref().and_then(Frame::name).filter(|n| st.kind == CrashKind::Warning && CHECKERS.contains(n));
     let checker = checker.map_or(String::new(), |c| format!("/{c}"));
+    // An out-of-memory report whose every frame is the allocator, the OOM killer or the
+    // page-fault path: a user program's page fault, which no kernel function caused.
+    let oom_layers = |f: &Frame| f.name().is_some_and(|n| is_allocating(n) || is_oom_path(n) || is_helper(n));
+    let user_fault = st.kind == CrashKind::OutOfMemory && !open.frames.is_empty() && open.frames.iter().all(oom_layers);
+    let guilty = if user_fault { None } else { guilty };
     let title = if let Some(fixed) = fixed {
         format!("{header} in {fixed}")
-    } else if st.in_frame {
+    } else if st.in_frame && !user_fault {
         match guilty.as_ref().and_then(Frame::name).map(title_name) {
             Some(name) => format!("{header} in {name}{checker}"),
             None => {

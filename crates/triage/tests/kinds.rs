@@ -682,3 +682,21 @@ fn a_return_address_at_a_functions_first_byte_is_never_the_guilty_frame() {
     // The frame is still in the trace, for a symbolizer to look up a byte before.
     assert!(r.frames.iter().any(|f| f.name() == Some("sysrq_reset_seq_param_set")));
 }
+
+/// Debian's riscv64 kernel (6.12) killing a user program that doubled a string until
+/// memory ran out (the bench's `linux-oom-*` cases): the report starts at `invoked
+/// oom-killer`, runs through the memory state and ends at `Out of memory: Killed`.
+/// The stack is a user page fault through the allocator: no kernel frame is guilty.
+const RISCV64_OOM: &str = include_str!("data/riscv64-oom.txt");
+
+#[test]
+fn riscv64_out_of_memory_from_a_user_page_fault() {
+    let r = check(RISCV64_OOM, CrashKind::OutOfMemory, "out of memory", None);
+    assert_eq!(r.corrupted, None, "{r:#?}");
+    let text = &RISCV64_OOM[r.range.clone()];
+    assert!(text.starts_with("[    3.117554] awk invoked oom-killer:"), "{text}");
+    assert!(text.contains("Out of memory: Killed process 129 (awk)"), "{text}");
+    assert!(!text.contains("testbench-guest"), "{text}");
+    assert!(text.trim_end().ends_with("oom_score_adj:0"), "the report ends at the killer's verdict: {text}");
+    assert!(r.end_seen);
+}
