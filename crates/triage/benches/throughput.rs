@@ -3,6 +3,11 @@
 //! through it, against a baseline in the same run: a plain memchr count of the lines
 //! over the same bytes. Prints figures; makes no timed assertions. The console lives in
 //! memory only. Run with `cargo bench -p testbench-triage`.
+//!
+//! `TRIAGE_BENCH_CONSOLE=PATH` adds a third figure: a real console (a boot's
+//! `console.log` with no crash, such as a Debian boot's) repeated to the same size, so
+//! the trigger literals are measured on a kernel's own vocabulary too, not only on the
+//! synthetic one.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -134,10 +139,29 @@ fn gbps(bytes: usize, d: Duration) -> f64 {
     bytes as f64 / 1e9 / d.as_secs_f64()
 }
 
+/// `path`'s bytes repeated to `size`, whole copies only (at least one).
+fn repeated(path: &str, size: usize) -> Vec<u8> {
+    let one = std::fs::read(path).unwrap_or_else(|e| panic!("TRIAGE_BENCH_CONSOLE={path}: {e}"));
+    assert!(!one.is_empty(), "TRIAGE_BENCH_CONSOLE={path} is empty");
+    let mut log = Vec::with_capacity(size + one.len());
+    while log.len() < size {
+        log.extend_from_slice(&one);
+    }
+    log
+}
+
 fn main() {
     let mib: usize = std::env::var("TRIAGE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
-    for (label, reports) in [("no crash", 0), ("10,000 reports", REPORTS)] {
-        let log = generate(mib << 20, reports);
+    let real = std::env::var("TRIAGE_BENCH_CONSOLE").ok();
+    let mut runs: Vec<(&str, usize, Option<&str>)> = vec![("no crash", 0, None), ("10,000 reports", REPORTS, None)];
+    if let Some(path) = real.as_deref() {
+        runs.push(("real console", 0, Some(path)));
+    }
+    for (label, reports, path) in runs {
+        let log = match path {
+            Some(path) => repeated(path, mib << 20),
+            None => generate(mib << 20, reports),
+        };
         let (mut best, mut base) = (Duration::MAX, Duration::MAX);
         let mut found = 0;
         for _ in 0..3 {
