@@ -33,6 +33,8 @@ pub enum RunEvent<'a> {
         /// What it measures on the host's clock, when it is quiet.
         quiet_because: Option<&'a str>,
         ports: usize,
+        /// A boot case's clock: "guest" (icount) or "host"; none for the other kinds.
+        clock: Option<&'a str>,
     },
     /// The run has its directory and its plan: how many boots and host runs it holds.
     RunStarted { run_dir: &'a Path, boots: usize },
@@ -230,6 +232,7 @@ mod tests {
                 quiet: true,
                 quiet_because: Some("an idle window: trap counts and host CPU over host seconds"),
                 ports: 0,
+                clock: Some("guest"),
             },
             RunEvent::RunStarted { run_dir: dir, boots: 3 },
             RunEvent::BootStarted { boot: "bench-boot rv64 smp2", seed: Some(7) },

@@ -150,14 +150,18 @@ fn smoke_with(features: &str) -> String {
 
 #[test]
 fn the_list_marks_cases_run_only_by_name() {
-    let slow = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false");
+    let slow =
+        SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false\nicount = \"shift=3,sleep=off\"");
     let dir = cases_dir(&[("quick", SMOKE_DONE), ("slow", &slow)]);
     let run = bench(&["--list", "--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(0);
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", run.explain());
+    assert_eq!(lines.len(), 3, "{}", run.explain());
     assert!(lines[0].starts_with("quick ") && !lines[0].contains("[by name only]"), "{}", run.explain());
     assert!(lines[1].starts_with("slow ") && lines[1].ends_with("[by name only]"), "{}", run.explain());
+    // Each boot case's clock, and the totals.
+    assert!(lines[0].contains("  host   smoke") && lines[1].contains("  guest  smoke"), "{}", run.explain());
+    assert_eq!(lines[2], "2 boot cases: 1 in guest time (icount), 1 on the host's clock", "{}", run.explain());
 }
 
 #[test]
@@ -867,6 +871,7 @@ fn a_refused_run_is_a_json_event_and_a_junit_error_and_the_list_is_json() {
     assert_eq!(events[0]["name"], "quick");
     assert_eq!(events[0]["arch"], serde_json::json!(["rv64"]));
     assert_eq!(events[0]["whole_run"], true);
+    assert_eq!(events[0]["clock"], "host", "a boot case without icount runs on the host's clock");
 }
 
 #[test]

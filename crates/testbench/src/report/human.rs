@@ -109,11 +109,21 @@ impl Sink for Human {
             let arch = if arch.is_empty() { "host".to_string() } else { arch.join(",") };
             let mark = if case.whole_run { "" } else { " [by name only]" };
             self.line(&format!(
-                "{:<width$}  {:<10}  {:<10}  {}{mark}",
+                "{:<width$}  {:<10}  {:<10}  {:<5}  {}{mark}",
                 case.name,
                 case.kind.name(),
                 arch,
+                super::clock(case).unwrap_or("-"),
                 case.description
+            ));
+        }
+        let clocks: Vec<&str> = cases.iter().filter_map(super::clock).collect();
+        if !clocks.is_empty() {
+            let guest = clocks.iter().filter(|c| **c == "guest").count();
+            self.line(&format!(
+                "{} boot cases: {guest} in guest time (icount), {} on the host's clock",
+                clocks.len(),
+                clocks.len() - guest
             ));
         }
     }

@@ -38,6 +38,7 @@ impl Sink for Json {
                 quiet: class.quiet.is_some(),
                 quiet_because: class.quiet,
                 ports: class.ports,
+                clock: super::clock(case),
             })
         }
     }

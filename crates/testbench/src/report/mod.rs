@@ -247,6 +247,15 @@ pub fn host_clock_measure(case: &testbench_case::Case) -> Option<&'static str> {
     deadline_is_evidence.then_some("a self-check whose evidence is a deadline")
 }
 
+/// A boot case's clock, for `--list`: "guest" under icount (its time is the guest's
+/// instructions), "host" otherwise; None for a case that boots nothing.
+pub fn clock(case: &testbench_case::Case) -> Option<&'static str> {
+    match &case.kind {
+        testbench_case::Kind::Boot(boot) => Some(if boot.icount.is_some() { "guest" } else { "host" }),
+        _ => None,
+    }
+}
+
 /// A case's class on a machine of `machine_cores` cores ([`machine_cores`]).
 pub fn job_class(case: &testbench_case::Case, machine_cores: u32) -> JobClass {
     use testbench_case::Kind;
