@@ -162,6 +162,15 @@ fn the_list_marks_cases_run_only_by_name() {
     // Each boot case's clock, and the totals.
     assert!(lines[0].contains("  host   smoke") && lines[1].contains("  guest  smoke"), "{}", run.explain());
     assert_eq!(lines[2], "2 boot cases: 1 in guest time (icount), 1 on the host's clock", "{}", run.explain());
+    // A FILTER lists the cases whose names hold it, those run by name only too.
+    let run = bench(&["--list", "--cases", dir.path().to_str().unwrap(), "slo"], &[]);
+    run.expect_status(0);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.explain());
+    assert!(lines[0].starts_with("slow ") && lines[1].starts_with("1 boot case: 1 in guest time"), "{}", run.explain());
+    let run = bench(&["--list", "--cases", dir.path().to_str().unwrap(), "--exact", "quik"], &[]);
+    run.expect_status(2);
+    assert!(run.stderr.contains("--exact \"quik\": none of the 2 cases"), "{}", run.explain());
 }
 
 #[test]

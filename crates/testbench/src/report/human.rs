@@ -120,8 +120,9 @@ impl Sink for Human {
         let clocks: Vec<&str> = cases.iter().filter_map(super::clock).collect();
         if !clocks.is_empty() {
             let guest = clocks.iter().filter(|c| **c == "guest").count();
+            let noun = if clocks.len() == 1 { "boot case" } else { "boot cases" };
             self.line(&format!(
-                "{} boot cases: {guest} in guest time (icount), {} on the host's clock",
+                "{} {noun}: {guest} in guest time (icount), {} on the host's clock",
                 clocks.len(),
                 clocks.len() - guest
             ));

@@ -72,7 +72,20 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         if !loaded.refusals.is_empty() {
             return Err(BenchError::Refused(loaded.refusals.clone()));
         }
-        reporter.list(&loaded.cases);
+        // With a FILTER, the cases whose names hold it (those run by name only too, still
+        // marked); with --exact, that one case (or the refusal a run would give).
+        let listed: Vec<testbench_case::Case> = match &options.filter {
+            crate::cli::Filter::All => loaded.cases.clone(),
+            crate::cli::Filter::Contains(text) => {
+                loaded.cases.iter().filter(|c| c.name.contains(text.as_str())).cloned().collect()
+            }
+            exact @ crate::cli::Filter::Exact(_) => intake::select(&loaded.cases, exact, &ws.cases_dir)
+                .map_err(|why| BenchError::Refused(vec![why]))?
+                .into_iter()
+                .cloned()
+                .collect(),
+        };
+        reporter.list(&listed);
         return Ok(Finished::Passed);
     }
     let Some(intake) = Intake::take(&loaded, ws, options)? else {
