@@ -248,7 +248,9 @@ impl Running<'_> {
                 Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.held.is_some() => self.finish_report(&chunk),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
-                Ok(Event::Qmp(event)) => self.take_qmp(&event),
+                // While a crash report is held open, a reset (panic=-1's) is its sequel: the
+                // crash stays the verdict.
+                Ok(Event::Qmp(event)) => self.take_qmp(&event).filter(|_| self.held.is_none()),
                 Ok(Event::Part(_)) if self.held.is_some() => None,
                 Ok(Event::Part(event)) => self.take_part_event(event),
                 Err(RecvTimeoutError::Timeout) => {
