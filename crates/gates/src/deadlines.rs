@@ -155,9 +155,10 @@ pub fn check(tree: &Path, record: &Path) -> Result<Vec<Finding>, ConfigError> {
     Ok(findings)
 }
 
-/// Every case file of `<tree>/tests`, parsed; one that does not parse is a configuration
-/// the gate cannot use.
-fn cases(tree: &Path) -> Result<Vec<(PathBuf, testbench_case::Case)>, ConfigError> {
+/// Every case file of `<tree>/tests`, parsed, with its path relative to `tree`; one that
+/// does not parse is a configuration the gate cannot use. The measurement
+/// (`cargo testbench --measure-deadlines`) reads the cases through it too.
+pub fn cases(tree: &Path) -> Result<Vec<(PathBuf, testbench_case::Case)>, ConfigError> {
     let dir = tree.join("tests");
     let error = |field: String, message: String| ConfigError { file: dir.display().to_string(), field, message };
     let entries = std::fs::read_dir(&dir).map_err(|e| error("(directory)".into(), e.to_string()))?;

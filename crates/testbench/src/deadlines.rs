@@ -140,21 +140,11 @@ type Held = Vec<(String, Vec<&'static str>, u64)>;
 
 fn load(root: &Path, record_path: &Path) -> Result<(Held, Record), String> {
     let record = deadlines::read_record(record_path).map_err(|e| e.to_string())?;
-    let dir = root.join("tests");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+    let held = deadlines::cases(root)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter_map(|(_, case)| deadlines::held(&case).map(|(widths, deadline)| (case.name, widths, deadline)))
         .collect();
-    paths.sort();
-    let mut held = Vec::new();
-    for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let case = testbench_case::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())?;
-        if let Some((widths, deadline)) = deadlines::held(&case) {
-            held.push((case.name.clone(), widths, deadline));
-        }
-    }
     Ok((held, record))
 }
 
