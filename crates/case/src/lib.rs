@@ -400,6 +400,18 @@ impl Gate {
     }
 }
 
+/// Why a boot case runs on the host's clock (`clock = "host"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostClock {
+    /// One of [`HOST_CLOCK_REASONS`]' names.
+    pub reason: String,
+    /// `clock_note`: what was seen under icount, in the case's words.
+    pub note: Option<String>,
+}
+
+/// The reasons a case may give for the host's clock, each with what it means.
+pub use kinds::boot::clock::HOST_REASONS as HOST_CLOCK_REASONS;
+
 /// A boot case: what to boot, how, and what its console must show.
 #[derive(Clone, Debug)]
 pub struct BootCase {
@@ -412,8 +424,11 @@ pub struct BootCase {
     pub timeout_smp: Option<Duration>,
     pub memory_mib: u32,
     pub timeout: Duration,
-    /// Passed to QEMU's `-icount` as written.
+    /// Passed to QEMU's `-icount` as written: the case's own, or the default of guest
+    /// time (`kinds/boot/clock.rs`); None only with `host_clock`.
     pub icount: Option<String>,
+    /// `clock = "host"`: why the case runs on the host's clock.
+    pub host_clock: Option<HostClock>,
     /// `accel`: TCG, KVM, or KVM where the run's probe proved it (TCG under icount).
     pub accel: Accel,
     /// QEMU `-seed`, which fills the device tree's `/chosen/rng-seed`.

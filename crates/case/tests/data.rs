@@ -75,6 +75,9 @@ fn describe(case: &Case) -> String {
     writeln!(out, "keep_smp: {} timeout_smp: {:?}", boot.keep_smp, boot.timeout_smp).unwrap();
     writeln!(out, "memory_mib: {} timeout: {:?}", boot.memory_mib, boot.timeout).unwrap();
     writeln!(out, "icount: {:?} qemu_seed: {:?} accel: {}", boot.icount, boot.qemu_seed, boot.accel.name()).unwrap();
+    if let Some(host) = &boot.host_clock {
+        writeln!(out, "host clock: {} note: {:?}", host.reason, host.note).unwrap();
+    }
     if boot.rtc_base.is_some() || boot.repeat_exactly {
         writeln!(out, "rtc_base: {:?} repeat_exactly: {}", boot.rtc_base, boot.repeat_exactly).unwrap();
     }

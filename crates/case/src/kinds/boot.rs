@@ -11,6 +11,7 @@
 //! builds the `BootCase`; a check of its own (a few functions) goes in a module beside
 //! these, `boot/<name>.rs`, declared below.
 
+pub(crate) mod clock;
 mod disk;
 mod guest;
 pub use guest::OVERLAY_FILE_BYTES_MAX;
@@ -130,7 +131,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             refused.keep(repeat::icount_without_rr(ctx, icount));
         }
     }
-    let accel = refused.keep(accel(ctx, raw.accel.as_deref(), raw.icount.is_some()));
+    let (icount, host_clock) = clock::clock(ctx, &raw, &mut refused);
+    let accel = refused.keep(accel(ctx, raw.accel.as_deref(), icount.is_some()));
     let qemu_seed = refused.keep(match raw.qemu_seed {
         None => Ok(None),
         Some(seed) if seed >= 0 => Ok(Some(seed as u64)),
@@ -286,7 +288,8 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             timeout_smp: timeout_smp?,
             memory_mib: memory_mib?,
             timeout: timeout?,
-            icount: raw.icount.clone(),
+            icount,
+            host_clock,
             accel: accel?,
             qemu_seed: qemu_seed?,
             rtc_base: rtc_base?,
@@ -368,7 +371,7 @@ fn accel(ctx: &Ctx, value: Option<&str>, icount: bool) -> Result<Accel, CaseErro
     if accel == Accel::Kvm && icount {
         return Err(ctx.err(
             "accel",
-            "\"kvm\" with icount is not accepted: icount counts instructions in QEMU's translator, so it needs \"tcg\" (\"auto\" picks TCG under icount)",
+            "\"kvm\" in guest time is not accepted: icount counts instructions in QEMU's translator, so it needs \"tcg\" (\"auto\" picks TCG under icount), or clock = \"host\" with clock_reason = \"kvm\"",
         ));
     }
     Ok(accel)
