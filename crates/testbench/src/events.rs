@@ -35,6 +35,8 @@ pub enum RunEvent<'a> {
         ports: usize,
         /// A boot case's clock: "guest" (icount) or "host"; none for the other kinds.
         clock: Option<&'a str>,
+        /// On the host's clock: the case's `clock_reason`.
+        clock_reason: Option<&'a str>,
     },
     /// The run has its directory and its plan: how many boots and host runs it holds.
     RunStarted { run_dir: &'a Path, boots: usize },
@@ -233,6 +235,7 @@ mod tests {
                 quiet_because: Some("an idle window: trap counts and host CPU over host seconds"),
                 ports: 0,
                 clock: Some("guest"),
+                clock_reason: None,
             },
             RunEvent::RunStarted { run_dir: dir, boots: 3 },
             RunEvent::BootStarted { boot: "bench-boot rv64 smp2", seed: Some(7) },

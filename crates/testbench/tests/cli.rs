@@ -150,9 +150,10 @@ fn smoke_with(features: &str) -> String {
 
 #[test]
 fn the_list_marks_cases_run_only_by_name() {
-    let slow =
-        SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false\nicount = \"shift=3,sleep=off\"");
-    let dir = cases_dir(&[("quick", SMOKE_DONE), ("slow", &slow)]);
+    let slow = SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nwhole_run = false");
+    let quick =
+        SMOKE_DONE.replace("kind = \"boot\"", "kind = \"boot\"\nclock = \"host\"\nclock_reason = \"host-sockets\"");
+    let dir = cases_dir(&[("quick", &quick), ("slow", &slow)]);
     let run = bench(&["--list", "--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(0);
     let lines: Vec<&str> = run.stdout.lines().collect();
@@ -161,7 +162,17 @@ fn the_list_marks_cases_run_only_by_name() {
     assert!(lines[1].starts_with("slow ") && lines[1].ends_with("[by name only]"), "{}", run.explain());
     // Each boot case's clock, and the totals.
     assert!(lines[0].contains("  host   smoke") && lines[1].contains("  guest  smoke"), "{}", run.explain());
-    assert_eq!(lines[2], "2 boot cases: 1 in guest time (icount), 1 on the host's clock", "{}", run.explain());
+    assert_eq!(
+        lines[2],
+        "2 boot cases: 1 in guest time (icount), 1 on the host's clock (1 host-sockets)",
+        "{}",
+        run.explain()
+    );
+    // In JSON: the clock, and on the host's clock its reason.
+    let run = bench(&["--list", "--message-format", "json", "--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(0);
+    assert!(run.stdout.contains("\"clock\":\"host\",\"clock_reason\":\"host-sockets\""), "{}", run.explain());
+    assert!(run.stdout.contains("\"clock\":\"guest\",\"clock_reason\":null"), "{}", run.explain());
     // A FILTER lists the cases whose names hold it, those run by name only too.
     let run = bench(&["--list", "--cases", dir.path().to_str().unwrap(), "slo"], &[]);
     run.expect_status(0);
@@ -293,7 +304,8 @@ fn exact_without_cases_says_where_it_looked() {
 /// the host, and refuses a width KVM cannot run here before anything builds.
 #[test]
 fn kvm_on_a_width_not_the_hosts_is_refused_before_anything_builds() {
-    let kvm = SMOKE_DONE.replace("arch = [\"rv64\"]", "arch = [\"rv32\"]\naccel = \"kvm\"");
+    let kvm = SMOKE_DONE
+        .replace("arch = [\"rv64\"]", "arch = [\"rv32\"]\naccel = \"kvm\"\nclock = \"host\"\nclock_reason = \"kvm\"");
     let dir = cases_dir(&[("kvm", &kvm)]);
     let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
     run.expect_status(2);
@@ -880,7 +892,8 @@ fn a_refused_run_is_a_json_event_and_a_junit_error_and_the_list_is_json() {
     assert_eq!(events[0]["name"], "quick");
     assert_eq!(events[0]["arch"], serde_json::json!(["rv64"]));
     assert_eq!(events[0]["whole_run"], true);
-    assert_eq!(events[0]["clock"], "host", "a boot case without icount runs on the host's clock");
+    assert_eq!(events[0]["clock"], "guest", "a boot case that names no clock runs in guest time");
+    assert_eq!(events[0]["clock_reason"], serde_json::Value::Null);
 }
 
 #[test]
@@ -1187,7 +1200,8 @@ fn a_failed_boot_with_typed_input_is_recorded_and_its_replay_line_replays_it_byt
 #[test]
 fn typed_input_record_replay_cannot_serve_is_said_not_pretended() {
     let two_harts = PROMPT_RECORDED.replace("timeout_secs = 30", "timeout_secs = 30\nsmp = [2]");
-    let host_clock = PROMPT_RECORDED.replace("icount = \"shift=3\"\n", "");
+    let host_clock =
+        PROMPT_RECORDED.replace("icount = \"shift=3\"\n", "clock = \"host\"\nclock_reason = \"typed-input\"\n");
     let sleep_off = PROMPT_RECORDED.replace("icount = \"shift=3\"", "icount = \"shift=3,sleep=off\"");
     let dir = cases_dir(&[("two-harts", &two_harts), ("host-clock", &host_clock), ("sleep-off", &sleep_off)]);
     let cases = dir.path().to_str().unwrap();
@@ -1651,7 +1665,7 @@ impl Crowd {
 #[test]
 fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one_is_not() {
     let crowd = Crowd::new();
-    let host_clock = crowd.case("forbid = ['starved']\n", "x");
+    let host_clock = crowd.case("forbid = ['starved']\nclock = \"host\"\nclock_reason = \"host-time\"\n", "x");
     let guest_clock = crowd.case("forbid = ['starved']\nicount = \"shift=3\"\n", "x");
     let dir = cases_dir(&[("a-host-clock", &host_clock), ("b-guest-clock", &guest_clock)]);
     let env = crowd.env();
@@ -1674,11 +1688,12 @@ fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one
     // A self-check that passed beside another boot fails as a case, which on the host's
     // clock is no verdict either: here it sees the starved line only beside another, and
     // alone fails as it must.
-    let self_check = crowd.case("must_fail = 'waiting for expect.0. .\\^fake-qemu-console: starved'\n", "x").replace(
+    let host = "clock = \"host\"\nclock_reason = \"host-time\"\n";
+    let self_check = crowd.case(&format!("must_fail = 'waiting for expect.0. .\\^fake-qemu-console: starved'\n{host}"), "x").replace(
         "expect = ['^fake-qemu-console: done$']\npoweroff = true\n",
         "expect = ['^fake-qemu-console: starved$']\n",
     );
-    let dir = cases_dir(&[("c-self-check", &self_check), ("d-starved", &crowd.case("", "x"))]);
+    let dir = cases_dir(&[("c-self-check", &self_check), ("d-starved", &crowd.case(host, "x"))]);
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--jobs", "2", "--message-format", "json"], &env);
     run.expect_status(0);
     let finished: Vec<serde_json::Value> = run.events().into_iter().filter(|e| e["event"] == "boot-finished").collect();

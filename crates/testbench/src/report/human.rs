@@ -121,8 +121,14 @@ impl Sink for Human {
         if !clocks.is_empty() {
             let guest = clocks.iter().filter(|c| **c == "guest").count();
             let noun = if clocks.len() == 1 { "boot case" } else { "boot cases" };
+            let mut reasons = std::collections::BTreeMap::<&str, usize>::new();
+            for reason in cases.iter().filter_map(super::clock_reason) {
+                *reasons.entry(reason).or_default() += 1;
+            }
+            let why: Vec<String> = reasons.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+            let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) };
             self.line(&format!(
-                "{} {noun}: {guest} in guest time (icount), {} on the host's clock",
+                "{} {noun}: {guest} in guest time (icount), {} on the host's clock{why}",
                 clocks.len(),
                 clocks.len() - guest
             ));

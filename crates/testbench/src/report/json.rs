@@ -39,6 +39,7 @@ impl Sink for Json {
                 quiet_because: class.quiet,
                 ports: class.ports,
                 clock: super::clock(case),
+                clock_reason: super::clock_reason(case),
             })
         }
     }

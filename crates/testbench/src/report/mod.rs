@@ -235,6 +235,9 @@ pub fn host_clock_measure(case: &testbench_case::Case) -> Option<&'static str> {
     if boot.icount.is_some() {
         return None;
     }
+    if boot.host_clock.as_ref().is_some_and(|host| host.reason == "host-time") {
+        return Some("a measurement of the host's time (clock_reason = \"host-time\")");
+    }
     let time_bound = |arg: &String| {
         arg.split_once('=').is_some_and(|(name, _)| ["_us", "_ms", "_ns"].iter().any(|unit| name.ends_with(unit)))
     };
@@ -252,6 +255,15 @@ pub fn host_clock_measure(case: &testbench_case::Case) -> Option<&'static str> {
 pub fn clock(case: &testbench_case::Case) -> Option<&'static str> {
     match &case.kind {
         testbench_case::Kind::Boot(boot) => Some(if boot.icount.is_some() { "guest" } else { "host" }),
+        _ => None,
+    }
+}
+
+/// Why a boot case runs on the host's clock: its `clock_reason`; None in guest time and
+/// for a case that boots nothing.
+pub fn clock_reason(case: &testbench_case::Case) -> Option<&str> {
+    match &case.kind {
+        testbench_case::Kind::Boot(boot) => boot.host_clock.as_ref().map(|host| host.reason.as_str()),
         _ => None,
     }
 }
