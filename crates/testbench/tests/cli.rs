@@ -1689,10 +1689,12 @@ fn a_host_clock_boot_that_failed_beside_another_is_rerun_alone_and_an_icount_one
     // clock is no verdict either: here it sees the starved line only beside another, and
     // alone fails as it must.
     let host = "clock = \"host\"\nclock_reason = \"host-time\"\n";
-    let self_check = crowd.case(&format!("must_fail = 'waiting for expect.0. .\\^fake-qemu-console: starved'\n{host}"), "x").replace(
-        "expect = ['^fake-qemu-console: done$']\npoweroff = true\n",
-        "expect = ['^fake-qemu-console: starved$']\n",
-    );
+    let self_check = crowd
+        .case(&format!("must_fail = 'waiting for expect.0. .\\^fake-qemu-console: starved'\n{host}"), "x")
+        .replace(
+            "expect = ['^fake-qemu-console: done$']\npoweroff = true\n",
+            "expect = ['^fake-qemu-console: starved$']\n",
+        );
     let dir = cases_dir(&[("c-self-check", &self_check), ("d-starved", &crowd.case(host, "x"))]);
     let run = bench(&["--cases", dir.path().to_str().unwrap(), "--jobs", "2", "--message-format", "json"], &env);
     run.expect_status(0);

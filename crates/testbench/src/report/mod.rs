@@ -221,11 +221,7 @@ pub struct JobClass {
 /// `no-power-off`, or its pattern speaking of one).
 pub fn host_clock_measure(case: &testbench_case::Case) -> Option<&'static str> {
     use testbench_case::{Kind, Step};
-    let deadline_is_evidence = matches!(case.must_fail_kind.as_deref(), Some("timed-out" | "no-power-off"))
-        || case.must_fail.as_ref().is_some_and(|p| {
-            let text = p.source();
-            text.contains("timed out") || text.contains("deadline") || text.contains("within")
-        });
+    let deadline_is_evidence = testbench_gates::deadlines::deadline_is_evidence(case);
     let Kind::Boot(boot) = &case.kind else {
         return deadline_is_evidence.then_some("a self-check whose evidence is a deadline");
     };
@@ -563,13 +559,18 @@ mod tests {
         let boot = "description = \"d\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"logsrv\"]\nexpect = ['x']\n";
         let plain = class(&format!("{boot}smp = {{ rv64 = [1, 4], rv32 = [2] }}\nicount = \"shift=3\"\n"));
         assert_eq!((plain.cores, plain.quiet, plain.ports), (4, None, 0));
+        let host = "clock = \"host\"\nclock_reason = \"typed-input\"\n";
         let deadline = format!("{boot}must_fail = '^timed out after'\n");
-        assert!(class(&deadline).quiet.is_some(), "a host-clock self-check whose evidence is its deadline");
-        let by_kind = format!("{boot}must_fail = {{ kind = \"timed-out\" }}\n");
-        assert!(class(&by_kind).quiet.is_some(), "a deadline named by the failure's kind");
         assert!(
-            class(&format!("{deadline}icount = \"shift=3\"\n")).quiet.is_none(),
-            "under icount it measures guest time"
+            class(&format!("{deadline}{host}")).quiet.is_some(),
+            "a host-clock self-check whose evidence is its deadline"
+        );
+        let by_kind = format!("{boot}must_fail = {{ kind = \"timed-out\" }}\n{host}");
+        assert!(class(&by_kind).quiet.is_some(), "a deadline named by the failure's kind");
+        assert!(class(&deadline).quiet.is_none(), "in guest time (the default) it measures guest time");
+        assert!(
+            class(&format!("{boot}clock = \"host\"\nclock_reason = \"host-time\"\n")).quiet.is_some(),
+            "a case that says it measures the host's time"
         );
         let host = class("description = \"d\"\nkind = \"host-tests\"\nworkspace = \"tests/fixtures/hostfix\"\n");
         assert_eq!((host.cores, host.quiet), (2, None));
@@ -580,9 +581,9 @@ mod tests {
     }
 
     /// The cases that measure the host's clock are each in the quiet class, for what they
-    /// measure: idle windows (on Linux and the reference guest, under icount or not) and
-    /// a scheduler oracle's p99 bound in host microseconds; the same oracle's case under
-    /// icount would measure guest time.
+    /// measure: idle windows (on Linux and the reference guest, under icount or not); the
+    /// scheduler oracle's case runs in guest time, where its p99 bound is in the guest's
+    /// microseconds, and the same case on the host's clock would be quiet.
     #[test]
     fn every_case_that_measures_the_hosts_clock_is_quiet() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -593,15 +594,15 @@ mod tests {
         for (name, why) in [
             ("linux-idle", "an idle window: trap counts and host CPU over host seconds"),
             ("bench-idle", "an idle window: trap counts and host CPU over host seconds"),
-            ("reference-sched-oracle", "a post-check bound in host time"),
         ] {
             assert_eq!(job_class(&case(name), 64).quiet, Some(why), "{name}");
         }
         let mut sched = case("reference-sched-oracle");
-        if let testbench_case::Kind::Boot(boot) = &mut sched.kind {
-            boot.icount = Some("shift=3".into());
-        }
         assert_eq!(job_class(&sched, 64).quiet, None, "under icount its microseconds are the guest's");
+        if let testbench_case::Kind::Boot(boot) = &mut sched.kind {
+            boot.icount = None;
+        }
+        assert_eq!(job_class(&sched, 64).quiet, Some("a post-check bound in host time"), "on the host's clock");
     }
 
     #[test]

@@ -288,7 +288,7 @@ mod tests {
     /// harts, a device of its own) names all three, not the first alone.
     #[test]
     fn every_reason_record_replay_cannot_serve_a_boot_is_given_at_once() {
-        let text = "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nsmp = [2]\n[[input]]\nafter = 'login'\nsend = \"root\\r\"\n[guest]\nkernel = \"k\"\nqemu_args = [\"-drive\", \"file=fs.img,format=raw\"]\n";
+        let text = "description = \"d\"\narch = [\"rv64\"]\nkind = \"boot\"\nexpect = ['x']\nsmp = [2]\nclock = \"host\"\nclock_reason = \"typed-input\"\n[[input]]\nafter = 'login'\nsend = \"root\\r\"\n[guest]\nkernel = \"k\"\nqemu_args = [\"-drive\", \"file=fs.img,format=raw\"]\n";
         let case = testbench_case::parse("tests/c.toml", text).unwrap();
         let boot = case.as_boot().unwrap();
         let why = rr_for(boot, 2, None).unwrap_err();
@@ -301,7 +301,10 @@ mod tests {
         assert!(why.contains("; (2) the bench does not record devices") && !why.contains("(3)"), "{why}");
         // One reason is said as it is, unnumbered.
         let sleep_off = text
-            .replace("smp = [2]\n", "icount = \"shift=3,sleep=off\"\n")
+            .replace(
+                "smp = [2]\nclock = \"host\"\nclock_reason = \"typed-input\"\n",
+                "icount = \"shift=3,sleep=off\"\n",
+            )
             .replace("qemu_args = [\"-drive\", \"file=fs.img,format=raw\"]\n", "");
         let case = testbench_case::parse("tests/c.toml", &sleep_off).unwrap();
         let why = rr_for(case.as_boot().unwrap(), 1, None).unwrap_err();

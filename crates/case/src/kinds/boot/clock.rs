@@ -63,7 +63,9 @@ pub(crate) fn clock(ctx: &Ctx, raw: &RawBoot, refused: &mut Refusals) -> (Option
                     let names: Vec<&str> = HOST_REASONS.iter().map(|(name, _)| *name).collect();
                     let hint = did_you_mean(&nearest(other, names.iter().copied()));
                     let hint = if hint.is_empty() { String::new() } else { format!(" ({hint})") };
-                    refused.push(ctx.err("clock_reason", format!("{other:?} is not accepted{hint}: one of {}", reasons())));
+                    refused.push(
+                        ctx.err("clock_reason", format!("{other:?} is not accepted{hint}: one of {}", reasons())),
+                    );
                     None
                 }
             };
