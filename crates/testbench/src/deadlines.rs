@@ -9,11 +9,12 @@
 //! --message-format json`), so a measured boot is what `cargo testbench` boots, its
 //! build included in nothing but its first run (the run's own figure is the boot's).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use testbench_gates::deadlines::{self, Record};
+use testbench_gates::deadlines;
 
 /// The flag that picks this mode (first on the command line).
 pub const FLAG: &str = "--measure-deadlines";
@@ -97,7 +98,7 @@ pub fn measure(root: &Path, args: &[OsString]) -> ! {
         }
     };
     let record_path = root.join(deadlines::RECORD);
-    let (cases, mut record) = match load(root, &record_path) {
+    let cases = match load(root, &record_path) {
         Ok(loaded) => loaded,
         Err(why) => {
             eprintln!("testbench: {why}");
@@ -108,13 +109,14 @@ pub fn measure(root: &Path, args: &[OsString]) -> ! {
     let mut taken = 0;
     for (name, widths, deadline) in cases.into_iter().filter(|(name, ..)| name.contains(&filter)) {
         taken += 1;
+        let mut measured = BTreeMap::new();
         for width in widths {
             match measure_width(root, &name, width, deadline, runs) {
                 Ok(slowest) => {
                     let minimum = deadlines::minimum(slowest);
                     let verdict = if deadline >= minimum { "holds" } else { "is UNDER it" };
                     println!("{name} {width}: slowest pass {slowest:.2} s of {runs}; minimum deadline {minimum} s, timeout_secs {deadline} {verdict}");
-                    record.entry(name.clone()).or_default().insert(width.to_string(), slowest);
+                    measured.insert(width.to_string(), slowest);
                 }
                 Err(why) => {
                     failed += 1;
@@ -122,30 +124,44 @@ pub fn measure(root: &Path, args: &[OsString]) -> ! {
                 }
             }
         }
+        // Each case is recorded as soon as it is measured, into the record as it is on
+        // disk then: a measurement cut short keeps what it measured, and one run beside
+        // another (two filters at once) keeps the other's cases.
+        if !measured.is_empty() {
+            if let Err(e) = record_case(&record_path, &name, measured, runs) {
+                eprintln!("testbench: writing {}: {e}", record_path.display());
+                std::process::exit(1)
+            }
+        }
     }
     if taken == 0 {
         eprintln!("testbench: {FLAG}: no boot case in guest time (icount, its deadline not its evidence) has a name containing {filter:?}");
         std::process::exit(2)
     }
-    if let Err(e) = deadlines::write_record(&record_path, &record, runs) {
-        eprintln!("testbench: writing {}: {e}", record_path.display());
-        std::process::exit(1)
-    }
     println!("recorded in {}", record_path.display());
     std::process::exit(if failed == 0 { 0 } else { 1 })
 }
 
-/// The cases the gate holds (name, widths, deadline), and the record as it is.
+/// One case's widths written into the record as it is on disk now.
+fn record_case(path: &Path, name: &str, widths: BTreeMap<String, f64>, runs: u32) -> Result<(), String> {
+    let mut record = deadlines::read_record(path).map_err(|e| e.to_string())?;
+    record.entry(name.to_string()).or_default().extend(widths);
+    deadlines::write_record(path, &record, runs).map_err(|e| e.to_string())
+}
+
+/// The cases the gate holds: name, widths, deadline in seconds.
 type Held = Vec<(String, Vec<&'static str>, u64)>;
 
-fn load(root: &Path, record_path: &Path) -> Result<(Held, Record), String> {
-    let record = deadlines::read_record(record_path).map_err(|e| e.to_string())?;
+/// The cases the gate holds (name, widths, deadline); the record is read first, so that
+/// one that is not a record is refused before anything boots.
+fn load(root: &Path, record_path: &Path) -> Result<Held, String> {
+    deadlines::read_record(record_path).map_err(|e| e.to_string())?;
     let held = deadlines::cases(root)
         .map_err(|e| e.to_string())?
         .into_iter()
         .filter_map(|(_, case)| deadlines::held(&case).map(|(widths, deadline)| (case.name, widths, deadline)))
         .collect();
-    Ok((held, record))
+    Ok(held)
 }
 
 #[cfg(test)]
