@@ -45,3 +45,19 @@ fn the_projects_own_guest_time_cases_hold_their_measured_deadlines() {
     let findings = check(&root, Path::new(RECORD)).unwrap();
     assert!(findings.is_empty(), "{}", findings.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
 }
+
+/// A pass of a few milliseconds is written as 0.01 s, which the reader takes back: never
+/// as 0.00, which it would refuse; and every value is rounded up, never down.
+#[test]
+fn a_record_written_is_read_back_with_every_pass_rounded_up_to_the_hundredth() {
+    use testbench_gates::deadlines::{read_record, write_record, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deadlines.toml");
+    let mut record = Record::new();
+    record.entry("quick".into()).or_default().insert("rv64".into(), 0.004);
+    record.entry("slow".into()).or_default().insert("rv32".into(), 7.151);
+    write_record(&path, &record, 2).unwrap();
+    let back = read_record(&path).unwrap();
+    assert_eq!(back["quick"]["rv64"], 0.01);
+    assert_eq!(back["slow"]["rv32"], 7.16);
+}
