@@ -18,6 +18,9 @@ use std::time::{Duration, SystemTime};
 /// A first build of the bench takes minutes on a slow machine; an hour is far past it.
 const BUILD_DEADLINE: Duration = Duration::from_secs(3600);
 
+/// The bench's QEMU plugin, built beside it (`boot/stamps.rs` in the bench loads it).
+const PLUGIN: &str = "libtestbench_stamp_plugin.so";
+
 fn main() -> ExitCode {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let root = manifest_dir.ancestors().nth(2).map(Path::to_path_buf).unwrap_or(manifest_dir);
@@ -36,7 +39,16 @@ fn main() -> ExitCode {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let build = testbench_process::Cmd::new(&cargo, "cargo to build the bench", BUILD_DEADLINE)
             .cwd(&root)
-            .args(["build", "--quiet", "--release", "-p", "testbench", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                "testbench",
+                "-p",
+                "testbench-stamp-plugin",
+                "--manifest-path",
+            ])
             .arg(root.join("Cargo.toml"));
         match build.status_inherit() {
             Ok(status) if status.success() => stamp_it(&stamp, &key, &root, &bench, started),
@@ -63,7 +75,12 @@ fn holds(stamp: &Path, key: &[String]) -> bool {
 
 /// Stamp the binary cargo just built, unless something it read changed while it built.
 fn stamp_it(stamp: &Path, key: &[String], root: &Path, bench: &Path, started: SystemTime) {
-    let Some(paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
+    let Some(mut paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
+    // The QEMU plugin the bench loads beside it (crates/stamp-plugin) is built with it:
+    // its sources are inputs too.
+    let plugin = bench.with_file_name(PLUGIN);
+    let Some(plugin_paths) = testbench_fresh::build_inputs(&plugin, root, &[root]) else { return };
+    paths.extend(plugin_paths);
     if let Some(seen) = testbench_fresh::snapshot(paths, started, Some(bench)) {
         testbench_fresh::write_atomically(stamp, &testbench_fresh::stamp_text(key, &seen));
     }

@@ -404,6 +404,38 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
     assert!(command.contains(" -rtc base=2020-01-01T00:00:00,clock=vm "), "{command}");
 }
 
+/// A boot in guest time that never powers off ends its settle time in the guest's time:
+/// QEMU loads the stamp plugin, `console.log` is the stamped bytes up to the settle time's
+/// end, the same on two runs of a pinned seed, and `serial.log` keeps QEMU's serial output
+/// whole, of which the log is the start.
+#[test]
+fn a_boot_that_never_powers_off_settles_in_guest_time_and_repeats_byte_for_byte() {
+    let rester = "description = \"x\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"rester\"]\nqemu_seed = 3\ntimeout_secs = 30\nexpect = ['^rester: at rest$']\n";
+    // The plugin is built beside the bench by the launcher; this test's bench is cargo's
+    // test build, beside which `cargo test -p testbench` alone does not build it.
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "testbench-stamp-plugin"])
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the stamp plugin did not build");
+    let dir = cases_dir(&[("rester", rester)]);
+    let cases = dir.path().to_str().unwrap();
+    let runs = [bench(&["--cases", cases], &[]), bench(&["--cases", cases], &[])];
+    for arch in ["rv64", "rv32"] {
+        let boot = |run: &Run, file: &str| std::fs::read(run.run_dir().join(format!("rester/{arch}-smp1/{file}")));
+        runs[0].expect_status(0);
+        runs[1].expect_status(0);
+        let command = String::from_utf8(boot(&runs[0], "command-line").unwrap()).unwrap();
+        assert!(command.contains("libtestbench_stamp_plugin.so,socket="), "{command}");
+        assert!(command.contains(",uart=0x10000000,model=16550"), "{command}");
+        let (first, second) = (boot(&runs[0], "console.log").unwrap(), boot(&runs[1], "console.log").unwrap());
+        assert!(String::from_utf8_lossy(&first).contains("rester: at rest"), "{arch}");
+        assert_eq!(String::from_utf8_lossy(&first), String::from_utf8_lossy(&second), "{arch}: two runs differ");
+        let serial = boot(&runs[0], "serial.log").unwrap();
+        assert!(serial.starts_with(&first), "{arch}: console.log is not the start of serial.log");
+    }
+}
+
 #[test]
 fn each_width_boots_its_own_hart_count() {
     let run = bench(&["--exact", "bench-smp-per-width"], &[]);

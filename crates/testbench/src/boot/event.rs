@@ -13,6 +13,11 @@ pub enum Event {
     Qmp(QmpEvent),
     /// A part's thread reporting.
     Part(PartEvent),
+    /// The stamp plugin's records: the console's bytes at the guest's instruction counts,
+    /// and ticks (stamps.rs).
+    Stamps(Vec<testbench_stamp::Record>),
+    /// The stamp plugin's socket closed (or it never connected).
+    StampsEnd,
 }
 
 /// What a part's thread reports to the boot's loop.

@@ -55,6 +55,9 @@ pub struct Machine {
     /// The case expects guest resets (`reboots`): QEMU resets the machine instead of
     /// exiting (no `-no-reboot`), and the judge counts QMP's RESET events.
     pub reboots: bool,
+    /// The console stamped with the guest's instruction count (`stamps.rs`): its plugin
+    /// is loaded at the boot's start (the arguments come with the socket, from stages).
+    pub stamp: Option<super::stamps::StampSpec>,
 }
 
 /// What one start of QEMU adds to the machine: where it runs, for how long, and the
@@ -185,6 +188,7 @@ mod tests {
             extra_args: Vec::new(),
             dt_edits: Vec::new(),
             reboots: false,
+            stamp: None,
         }
     }
 

@@ -29,6 +29,7 @@ pub mod part;
 pub mod parts;
 pub mod slot;
 mod stages;
+pub mod stamps;
 
 pub use event::{Event, PartEvent};
 pub use machine::Machine;

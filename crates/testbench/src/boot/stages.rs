@@ -32,6 +32,7 @@ use super::event::{Event, PartEvent};
 use super::live_parts::LiveParts;
 use super::part::{attach_all, AttachedSet, BootPlace, Passing};
 use super::parts::console::{self, QmpLog};
+use super::stamps::StampSpec;
 use super::{BootSpec, Judged, Trouble};
 use crate::process::shell_quote;
 use crate::qemu::qmp::{QmpClient, QmpEvent};
@@ -116,7 +117,21 @@ struct Running<'a> {
     deadline: Instant,
     /// The verdict the loop reached, if it reached one.
     verdict: Option<Verdict>,
+    /// A boot whose console the stamp plugin reads (stamps.rs): `console.log` is its,
+    /// and `console` above keeps QEMU's serial output whole, in `serial.log`.
+    stamped: Option<Stamped>,
 }
+
+/// The stamped console: its log, and how a stamp's count is the guest's time.
+struct Stamped {
+    spec: StampSpec,
+    log: ConsoleLog<std::fs::File>,
+    /// The plugin's socket closed: no stamp comes after.
+    ended: bool,
+}
+
+/// How long the stamps still in flight when QEMU's console closed may take to come.
+const STAMPS_DRAIN: Duration = Duration::from_secs(2);
 
 /// Attach the parts, edit the device tree, start QEMU paused with the serial console on
 /// a pipe, and start the guest on the QMP connection the bench holds.
@@ -130,11 +145,12 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     };
     let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;
     let machine = &spec.machine;
+    let (stamp_args, stamp_listener) = stamp_socket(spec, &qmp)?;
     let cmd = machine.command(&super::machine::Start {
         root,
         dir: &spec.dir,
         deadline: spec.plan.timeout,
-        qmp: &qmp.qemu_args(),
+        qmp: &[qmp.qemu_args(), stamp_args].concat(),
         machine: &machine.machine,
         dtb: dtb.as_deref(),
         rr: machine.rr.as_ref(),
@@ -143,16 +159,16 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let line = format!("cd {} && {}\n", shell_quote(&root.display().to_string()), cmd.display());
     let path = spec.dir.join("command-line");
     std::fs::write(&path, line).map_err(|e| Trouble::file("write", &path, e))?;
-    let path = spec.dir.join("console.log");
-    // Unbuffered: each chunk (up to 64 KiB) is one write, and the log is there to be read
-    // (tail -f) while the boot runs.
-    let console = ConsoleLog::new(std::fs::File::create(&path).map_err(|e| Trouble::file("create", &path, e))?);
+    let (console, stamped) = console_logs(spec)?;
     let mut judge = spec.plan.judge.clone();
     let parts = LiveParts::new(attached.parts, &mut judge);
     let mut child = cmd.spawn_piped().map_err(|e| Trouble::Qemu(e.to_string()))?;
     let (sender, events) = std::sync::mpsc::sync_channel(CHANNEL_EVENTS);
     testbench_console::spawn_reader_into(child.stdout.take().expect("stdout is piped"), sender.clone(), Event::Console);
     let stderr = console::read_stderr(child.stderr.take().expect("stderr is piped"), spec.dir.join("qemu-stderr.log"));
+    if let Some(listener) = stamp_listener {
+        super::stamps::spawn_reader(listener, sender.clone(), Instant::now() + QMP_DEADLINE);
+    }
     let qmp = start_guest(qmp, &mut child, &sender)?;
     let start = Instant::now();
     Ok(Launched::Running(Box::new(Running {
@@ -174,7 +190,34 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         start,
         deadline: start + spec.plan.timeout,
         verdict: None,
+        stamped,
     })))
+}
+
+/// The boot's console log, and a stamped boot's: then `console.log` is the stamped
+/// console's and QEMU's serial output is kept whole in `serial.log`. Unbuffered: each
+/// chunk (up to 64 KiB) is one write, and the log is there to be read (tail -f) while the
+/// boot runs.
+fn console_logs(spec: &BootSpec) -> Result<(ConsoleLog<std::fs::File>, Option<Stamped>), Trouble> {
+    let log = |name: &str| {
+        let path = spec.dir.join(name);
+        std::fs::File::create(&path).map(ConsoleLog::new).map_err(|e| Trouble::file("create", &path, e))
+    };
+    let Some(stamp) = &spec.machine.stamp else { return Ok((log("console.log")?, None)) };
+    Ok((log("serial.log")?, Some(Stamped { spec: stamp.clone(), log: log("console.log")?, ended: false })))
+}
+
+/// A stamped boot's plugin arguments and the socket it connects to, beside the QMP one
+/// in the run's private directory; none for another boot.
+fn stamp_socket(
+    spec: &BootSpec,
+    qmp: &crate::qemu::qmp::QmpListener,
+) -> Result<(Vec<String>, Option<std::os::unix::net::UnixListener>), Trouble> {
+    let Some(stamp) = &spec.machine.stamp else { return Ok((Vec::new(), None)) };
+    let path = qmp.sibling("st");
+    let listener = super::stamps::listen(&path)
+        .map_err(|e| Trouble::Qemu(format!("failed to listen for the stamp plugin at {}: {e}", path.display())))?;
+    Ok((stamp.qemu_args(&path).to_vec(), Some(listener)))
 }
 
 /// Every part attached to this boot, and the device tree edited for their arguments: or
@@ -240,13 +283,18 @@ impl Running<'_> {
                 }
             }
             let crash_wake = self.crashes.as_ref().and_then(Watch::wake_at);
-            let judge_wake = self.judge.wake_at().filter(|_| self.held.is_none()).map(|at| self.start + at);
+            // A stamped boot's settle time ends in the guest's time, when a stamp reaches it.
+            let judge_wake = self.judge.wake_at().filter(|_| self.held.is_none() && self.stamped.is_none());
+            let judge_wake = judge_wake.map(|at| self.start + at);
             let wake = judge_wake.unwrap_or(self.deadline).min(self.deadline);
             let wake = crash_wake.map_or(wake, |at| at.min(wake));
             let event = self.events.recv_timeout(wake.saturating_duration_since(now));
             let verdict = match event {
-                Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return Loop::Closed,
+                Ok(Event::Console(ConsoleEvent::Closed)) | Err(RecvTimeoutError::Disconnected) => return self.closed(),
+                Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.stamped.is_some() => self.keep_serial(&chunk),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.held.is_some() => self.finish_report(&chunk),
+                Ok(Event::Stamps(records)) => self.take_stamps(records),
+                Ok(Event::StampsEnd) => self.stamps_ended(),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
                 // While a crash report is held open, a reset (panic=-1's) is its sequel: the
                 // crash stays the verdict.
@@ -258,7 +306,7 @@ impl Running<'_> {
                     match (self.held.is_some(), crash) {
                         (true, Some(crash)) => Some(self.release_held(crash)),
                         (true, None) => None,
-                        (false, crash) => crash.map(Verdict::Fail).or_else(|| self.judge.poll(self.now())),
+                        (false, crash) => crash.map(Verdict::Fail).or_else(|| self.poll_judge()),
                     }
                 }
             };
@@ -277,6 +325,82 @@ impl Running<'_> {
                 None => {}
             }
         }
+    }
+
+    /// The judge polled on the host's clock: never for a stamped boot, whose settle time
+    /// ends only when a stamp reaches it.
+    fn poll_judge(&mut self) -> Option<Verdict> {
+        if self.stamped.is_some() {
+            return None;
+        }
+        self.judge.poll(self.now())
+    }
+
+    /// QEMU's serial output of a stamped boot: kept whole in `serial.log`, judged from
+    /// the stamps.
+    fn keep_serial(&mut self, chunk: &testbench_console::Chunk) -> Option<Verdict> {
+        if let Some(log) = self.console.as_mut() {
+            let _ = log.write(&chunk.bytes);
+        }
+        None
+    }
+
+    /// The stamps, in order: each byte to `console.log`, the judge (at its guest time)
+    /// and the crash watch; the settle time's end when a stamp reaches it, and then
+    /// nothing more of the console is kept.
+    fn take_stamps(&mut self, records: Vec<testbench_stamp::Record>) -> Option<Verdict> {
+        let mut stamped = self.stamped.take()?;
+        let verdict = records.into_iter().find_map(|record| self.take_stamp(&mut stamped, record));
+        self.stamped = Some(stamped);
+        verdict
+    }
+
+    fn take_stamp(&mut self, stamped: &mut Stamped, record: testbench_stamp::Record) -> Option<Verdict> {
+        let at = stamped.spec.time(record);
+        if self.held.is_none() && self.judge.wake_at().is_some_and(|end| at >= end) {
+            return self.judge.poll(at);
+        }
+        let testbench_stamp::Record::Byte { byte, .. } = record else { return None };
+        let _ = stamped.log.write(&[byte]);
+        let chunk = testbench_console::Chunk { bytes: vec![byte], at: Instant::now() };
+        if self.held.is_some() {
+            return self.finish_report(&chunk);
+        }
+        let step = self.judge.feed(at, &[byte]);
+        if let Some(live) = self.live() {
+            self.parts.triggered(&step.triggered, &live);
+        }
+        let crash = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
+        match (step.verdict, crash) {
+            (Some(Verdict::Fail(failure)), _) => Some(Verdict::Fail(failure)),
+            (_, Some(crash)) => Some(Verdict::Fail(crash)),
+            (verdict, None) => verdict,
+        }
+    }
+
+    fn stamps_ended(&mut self) -> Option<Verdict> {
+        if let Some(stamped) = self.stamped.as_mut() {
+            stamped.ended = true;
+        }
+        None
+    }
+
+    /// QEMU closed its console. A stamped boot first takes the stamps still in flight
+    /// (bounded by [`STAMPS_DRAIN`]): the last bytes may judge the boot.
+    fn closed(&mut self) -> Loop {
+        let drain_until = Instant::now() + STAMPS_DRAIN;
+        while self.stamped.as_ref().is_some_and(|s| !s.ended) {
+            let verdict = match self.events.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
+                Ok(Event::Stamps(records)) => self.take_stamps(records),
+                Ok(Event::StampsEnd) | Err(_) => break,
+                Ok(_) => None,
+            };
+            if let Some(verdict) = verdict.filter(|_| self.held.is_none()) {
+                self.verdict = Some(verdict);
+                return Loop::Verdict;
+            }
+        }
+        Loop::Closed
     }
 
     /// A QMP event: to its log; a guest's reset (RESET with `guest` true) to the judge.
@@ -435,7 +559,7 @@ impl Running<'_> {
                     }
                 }
                 Event::Console(ConsoleEvent::Closed) => break,
-                Event::Qmp(_) | Event::Part(_) => {}
+                Event::Qmp(_) | Event::Part(_) | Event::Stamps(_) | Event::StampsEnd => {}
             }
         }
         if !matches!(crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {
@@ -457,6 +581,9 @@ impl Running<'_> {
     fn collect(mut self, verdict: Option<Verdict>, closed: bool) -> Result<Judged, Trouble> {
         // The log's head is on disk; a tail that cannot be written is lost, not the verdict.
         let mut console = self.console.take().and_then(|log| log.finish().ok());
+        if let Some(stamped) = self.stamped.take() {
+            console = stamped.log.finish().ok();
+        }
         let at = self.now();
         let verdict = match verdict {
             Some(verdict) => verdict,

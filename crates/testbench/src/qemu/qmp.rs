@@ -174,6 +174,16 @@ pub struct QmpListener {
     path: PathBuf,
 }
 
+impl QmpListener {
+    /// A path beside this boot's QMP socket, in the run's private directory, for another
+    /// socket of the same boot (`boot-N.st` for the stamp plugin's: no longer than the
+    /// QMP socket's, which the directory was checked to fit).
+    pub fn sibling(&self, extension: &str) -> PathBuf {
+        debug_assert!(extension.len() <= "qmp".len());
+        self.path.with_extension(extension)
+    }
+}
+
 impl Drop for QmpListener {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);

@@ -141,6 +141,15 @@ fn write_bench_and_index(dir: &Path, index: &Index) -> Result<PathBuf, BenchErro
     let bench_tmp = dir.join(format!(".{BENCH}.tmp"));
     std::fs::copy(&exe, &bench_tmp).map_err(|e| io("copying the bench to", &bench_tmp, e))?;
     std::fs::rename(&bench_tmp, &bench).map_err(|e| io("putting in place", &bench, e))?;
+    // The stamp plugin beside it, as beside the bench (boot/stamps.rs): a prebuilt boot
+    // settles in the guest's time as a built one does.
+    let plugin = exe.with_file_name(crate::boot::stamps::PLUGIN);
+    if plugin.is_file() {
+        let copy = dir.join(crate::boot::stamps::PLUGIN);
+        let copy_tmp = dir.join(format!(".{}.tmp", crate::boot::stamps::PLUGIN));
+        std::fs::copy(&plugin, &copy_tmp).map_err(|e| io("copying the stamp plugin to", &copy_tmp, e))?;
+        std::fs::rename(&copy_tmp, &copy).map_err(|e| io("putting in place", &copy, e))?;
+    }
     let text = serde_json::to_string_pretty(index).expect("an index serializes");
     let index_tmp = dir.join(format!(".{INDEX}.tmp"));
     std::fs::write(&index_tmp, text).map_err(|e| io("writing", &index_tmp, e))?;

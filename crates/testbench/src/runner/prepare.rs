@@ -453,6 +453,7 @@ pub fn jobs(
             let prepared = prepared[&(boot.case, boot.arch)].clone().and_then(|p| Ok((p, parts?)));
             let spec = prepared.map(|(p, parts)| BootSpec {
                 machine: Machine {
+                    stamp: stamp_of(boot_of(case), boot, &p.machine),
                     arch: boot.arch,
                     machine: p.machine,
                     accel: p.accel,
@@ -484,6 +485,20 @@ pub fn jobs(
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))
         })
         .collect()
+}
+
+/// The stamped console of a boot whose settle time is the guest's (`boot/stamps.rs`): in
+/// guest time, not recorded, ended by its settle time (no power-off, typed input, sessions
+/// or resets), on a UART the plugin follows, with the plugin built beside the bench.
+/// Every other boot keeps the host's settle time (docs/verdicts.md).
+fn stamp_of(case: &BootCase, boot: &PlannedBoot, machine: &str) -> Option<crate::boot::stamps::StampSpec> {
+    let icount = case.icount.as_deref()?;
+    let settles = !case.poweroff && case.inputs.is_empty() && case.sessions.is_empty() && case.expect_after.is_empty();
+    if !settles || case.reboots > 0 || !matches!(boot.rr, Ok(None)) {
+        return None;
+    }
+    let exe = std::env::current_exe().ok()?;
+    crate::boot::stamps::StampSpec::for_boot(boot.arch, machine, icount, exe.parent()?).ok()
 }
 
 /// A boot's judge: the case's console rules; a replayed boot types nothing (the
