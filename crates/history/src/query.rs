@@ -15,6 +15,8 @@ pub struct Seen {
     pub id: i64,
     pub run: String,
     pub finished: i64,
+    /// `finished` in UTC, `YYYY-MM-DD HH:MM:SS`.
+    pub when: String,
     pub seed: Option<u64>,
     pub commit: Option<String>,
     pub dirty: Option<bool>,
@@ -57,7 +59,8 @@ impl Series {
     }
 }
 
-const SEEN: &str = "id, run, finished, seed, commit_id, dirty, verdict, fail_kind, crash_title, class";
+const SEEN: &str =
+    "id, run, finished, seed, commit_id, dirty, verdict, fail_kind, crash_title, class, datetime(finished, 'unixepoch')";
 
 fn seen(row: &Row<'_>) -> Result<Seen, rusqlite::Error> {
     let verdict: String = row.get(6)?;
@@ -68,6 +71,7 @@ fn seen(row: &Row<'_>) -> Result<Seen, rusqlite::Error> {
         id: row.get(0)?,
         run: row.get(1)?,
         finished: row.get(2)?,
+        when: row.get(10)?,
         seed: row.get::<_, Option<i64>>(3)?.map(|s| s as u64),
         commit: row.get(4)?,
         dirty: row.get(5)?,

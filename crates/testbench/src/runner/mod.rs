@@ -56,6 +56,12 @@ pub fn report_error(reporter: &mut Reporter, error: BenchError) -> i32 {
     error.exit_status()
 }
 
+/// Whether the boot whose directory is `dir` was booted again alone after it failed
+/// beside other work (`alone.rs`: its first attempt kept beside it).
+pub fn was_rerun_alone(dir: &Path) -> bool {
+    alone::first_attempt_dir(dir).is_dir()
+}
+
 /// The run proper: every case's verdict reported, or why the bench stopped. Intake (the
 /// cases read, the selection and every refusal), then one executor for the mode: the
 /// list, `--prebuild`, a `--slurm` submission, or the boots here (a `--slurm-task`'s
@@ -97,6 +103,11 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     }
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
+    }
+    // Every result kept in the history; a task's by the run that joins the array's.
+    if options.slurm_task.is_none() {
+        let path = crate::history::path(&ws.root, options.history.as_deref());
+        reporter.add(Box::new(crate::history::keep::Keeper::open(&path, &ws.root)?));
     }
     // One task of a --slurm array: its place, and the submitter's plan.
     let task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
