@@ -93,6 +93,9 @@ pub struct BootFinished<'a> {
     /// The failure's kind (`timed-out`, `forbidden`, `device`, `build`...: the words a
     /// case's `must_fail = { kind = ... }` takes), for a failure or a must_fail pass.
     pub failure_kind: Option<&'a str>,
+    /// What the evidence says of a failure's cause: `deterministic`, `host-dependent`,
+    /// `bench-or-host` (docs/history.md); also on a pass whose first boot failed.
+    pub failure_class: Option<&'a str>,
     /// The `console.log` line (from 1) that made the failure, when one did (a forbidden
     /// line, a `[name] FAIL` line, a second `[server] done:` line); none for a failure
     /// no one line made (a deadline with no FAIL line, a device's check, a host kind's).
@@ -201,6 +204,7 @@ mod tests {
             reason: Some("[mm] FAIL leak; then timed out after 30s waiting for expect[0] '^done$'"),
             failed_as_it_must: false,
             failure_kind: Some("program-failed"),
+            failure_class: Some("deterministic"),
             failure_line: Some(12),
             failure_quote: Some("[mm] FAIL leak"),
             crash: Some(&crash),

@@ -1589,6 +1589,7 @@ fn a_boot_that_timed_out_beside_another_is_rerun_alone_and_both_results_are_said
     assert!(notes(&finished[0]).is_empty(), "the deadline is the self-check's evidence: no rerun\n{}", run.explain());
     assert_eq!(finished[1]["case"], "b-starved");
     assert_eq!(finished[1]["verdict"], "pass", "{}", run.explain());
+    assert_eq!(finished[1]["failure_class"], "host-dependent", "it failed beside others and passed alone");
     let said = notes(&finished[1]).first().and_then(|n| n.as_str().map(String::from)).unwrap_or_default();
     assert!(
         said.starts_with(

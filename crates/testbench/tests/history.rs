@@ -86,3 +86,134 @@ fn two_benches_at_once_keep_every_result_in_one_history_and_history_reads_it() {
     assert!(stderr.contains(&format!("error: --history: the history {}", bad.display())), "{stderr}");
     assert!(!String::from_utf8_lossy(&refused.stdout).contains("hist-ok"), "nothing ran: {}", explain(&refused));
 }
+
+/// A kernel image the fake QEMU never reads, and a wrapper around the fake QEMU
+/// (scripts/fake-qemu-console) that prints `console` (a file's bytes, then its `done`)
+/// on the first boot and, with `second` given, that on the boots after.
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new(first: &str, second: Option<&str>) -> Fake {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, fake) = (dir.path(), root().join("scripts/fake-qemu-console"));
+        std::fs::write(path.join("kernel"), "not a kernel\n").unwrap();
+        std::fs::write(path.join("first"), first).unwrap();
+        std::fs::write(path.join("second"), second.unwrap_or(first)).unwrap();
+        let script = format!(
+            "#!/bin/sh\nd='{}'\nif [ -e \"$d/booted\" ]; then c=second; else c=first; fi\ncase \"$*\" in *-chardev*) touch \"$d/booted\";; esac\nFAKE_QEMU_CONSOLE=\"file:$d/$c\" exec '{}' \"$@\"\n",
+            path.display(),
+            fake.display()
+        );
+        std::fs::write(path.join("qemu"), script).unwrap();
+        std::fs::set_permissions(path.join("qemu"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        Fake { dir }
+    }
+
+    fn qemu(&self) -> String {
+        self.dir.path().join("qemu").display().to_string()
+    }
+
+    /// A case that boots the fake and forbids `oops`, with `extra` lines.
+    fn case(&self, extra: &str) -> String {
+        format!(
+            "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 20\nexpect = ['^fake-qemu-console: done$']\nforbid = ['^oops$']\n{extra}[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+            self.dir.path().join("kernel").display()
+        )
+    }
+}
+
+/// The boot-finished events of a JSON run.
+fn finished(output: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "boot-finished")
+        .collect()
+}
+
+/// Each class from the evidence a run has: a failure whose second boot passed is
+/// host-dependent (and stays a failure); one whose second boot under icount with a
+/// pinned seed printed the same bytes is deterministic; a host's lack is the bench's or
+/// the host's. The class is on the verdict line, in JSON, in JUnit and in the history.
+#[test]
+fn a_failure_is_classed_by_its_second_boot_or_by_what_stopped_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let history = tmp.path().join("history.sqlite");
+    let history = history.to_str().unwrap();
+    let run = |fake: &Fake, case: &str, format: &str| {
+        let cases = tmp.path().join(format!("cases-{case}"));
+        std::fs::create_dir_all(&cases).unwrap();
+        std::fs::write(
+            cases.join(format!("{case}.toml")),
+            fake.case(if case == "det" { "icount = \"shift=3,sleep=off\"\nqemu_seed = 7\n" } else { "" }),
+        )
+        .unwrap();
+        let junit = tmp.path().join(format!("{case}.xml"));
+        let args = ["--cases", cases.to_str().unwrap(), "--history", history, "--message-format", format, "--junit"];
+        let mut command = bench(&args);
+        command.arg(&junit).env("TESTBENCH_QEMU_RV64", fake.qemu());
+        (command.output().unwrap(), std::fs::read_to_string(&junit).unwrap_or_default())
+    };
+
+    let flaky = Fake::new("boot\noops\n", Some("boot\nfine\n"));
+    let (output, junit) = run(&flaky, "flaky", "json");
+    assert_eq!(output.status.code(), Some(1), "the first boot's failure stays the verdict\n{}", explain(&output));
+    let event = &finished(&output)[0];
+    assert_eq!((event["verdict"].as_str(), event["failure_class"].as_str()), (Some("fail"), Some("host-dependent")));
+    let notes = event["notes"].to_string();
+    assert!(notes.contains("booted again alone (") && notes.contains("it passed: host-dependent"), "{notes}");
+    assert!(junit.contains("name=\"failure_class\" value=\"host-dependent\""), "{junit}");
+
+    let same = Fake::new("boot\noops\n", None);
+    let (output, _) = run(&same, "det", "human");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.lines().any(|l| l.starts_with("det rv64 smp1") && l.ends_with("[deterministic]")), "{text}");
+    assert!(text.contains("it failed with the same console bytes under icount: deterministic"), "{text}");
+
+    let missing = Fake::new("", None);
+    std::fs::remove_file(missing.dir.path().join("qemu")).unwrap();
+    let (output, junit) = run(&missing, "lack", "json");
+    let event = &finished(&output)[0];
+    assert_eq!(
+        (event["failure_kind"].as_str(), event["failure_class"].as_str()),
+        (Some("host-lack"), Some("bench-or-host"))
+    );
+    assert!(junit.contains("value=\"bench-or-host\""), "{junit}");
+
+    let kept = bench(&["history", "", "--history", history, "--message-format", "json"]).output().unwrap();
+    let classes: Vec<(String, String)> = String::from_utf8_lossy(&kept.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|s| {
+            (
+                s["case"].as_str().unwrap().to_string(),
+                s["first_failure_after"]["class"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let expected = [("det", "deterministic"), ("flaky", "host-dependent"), ("lack", "bench-or-host")];
+    assert_eq!(classes, expected.map(|(a, b)| (a.to_string(), b.to_string())), "{}", explain(&kept));
+}
+
+/// A real kernel's deterministic failure: the reference guest under icount with a
+/// pinned seed runs to its power-off without printing what the case expects; booted
+/// again, it prints the same bytes, so the failure is deterministic.
+#[test]
+fn a_real_boots_failure_under_icount_with_a_pinned_seed_is_deterministic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let case = "description = \"never prints what it must\"\narch = [\"rv64\"]\nkind = \"boot\"\nprograms = [{ package = \"smoke\", bin = \"smoke\" }]\nicount = \"shift=3,sleep=off\"\nqemu_seed = 7\ntimeout_secs = 60\nexpect = ['^never printed$']\npoweroff = true\n";
+    std::fs::write(tmp.path().join("never.toml"), case).unwrap();
+    let history = tmp.path().join("history.sqlite");
+    let args =
+        ["--cases", tmp.path().to_str().unwrap(), "--history", history.to_str().unwrap(), "--message-format", "json"];
+    let output = bench(&args).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let event = &finished(&output)[0];
+    assert_eq!(event["failure_class"], "deterministic", "{}", explain(&output));
+    let dir = PathBuf::from(event["dir"].as_str().unwrap());
+    let again = dir.with_file_name("rv64-smp1.again");
+    let read = |d: &Path| std::fs::read(d.join("console.log")).unwrap();
+    assert!(!read(&dir).is_empty() && read(&dir) == read(&again), "the two consoles are the same bytes");
+}

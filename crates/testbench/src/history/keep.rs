@@ -154,7 +154,7 @@ impl Keeper {
             verdict: verdict(&report.verdict),
             fail_kind: failed.map(|f| f.kind.name().to_string()),
             crash_title: failed.and_then(|f| f.crash.as_ref()).map(|c| c.title.clone()),
-            class: None,
+            class: report.class.map(|c| c.name().to_string()),
             duration: report.duration,
             commit: self.tree.commit.clone(),
             dirty: self.tree.dirty,

@@ -68,9 +68,10 @@ impl Human {
     /// line and the logs.
     fn failure(&self, head: &str, report: &BootReport, reason: &str) -> String {
         let mut text = format!(
-            "{head} {} {}\n    reason: {}",
+            "{head} {} {}{}\n    reason: {}",
             self.verdict_word("FAIL", 5),
             secs(report.duration),
+            class_shown(report),
             reason.replace('\n', "\n      ")
         );
         if let Some(crash) = report.verdict.failed().and_then(|f| f.crash.as_ref()) {
@@ -94,6 +95,11 @@ impl Human {
         text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay_shown(), report.dir.display()));
         text
     }
+}
+
+/// A result's class on its verdict line: ` [deterministic]`, or nothing.
+fn class_shown(report: &BootReport) -> String {
+    report.class.map(|class| format!(" [{}]", class.name())).unwrap_or_default()
 }
 
 impl Sink for Human {
@@ -163,7 +169,9 @@ impl Sink for Human {
         let (label_width, seed_width) = (self.label_width, self.seed_width);
         let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
         let text = match &report.verdict {
-            Verdict::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
+            Verdict::Pass => {
+                format!("{head} {} {}{}", self.verdict_word("PASS", 5), secs(report.duration), class_shown(report))
+            }
             Verdict::ExpectedFailure(Failed { reason, .. }) => format!(
                 "{head} {} {} (failed as it must: {reason})",
                 self.verdict_word("PASS", 5),

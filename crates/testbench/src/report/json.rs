@@ -74,6 +74,7 @@ impl Sink for Json {
             reason: reason.as_deref(),
             failed_as_it_must: matches!(report.verdict, Verdict::ExpectedFailure(_)),
             failure_kind: failed.map(|f| f.kind.name()),
+            failure_class: report.class.map(crate::verdict::Class::name),
             failure_line: failed.and_then(|f| f.place.as_ref()).map(|p| p.line),
             failure_quote: failed.and_then(|f| f.place.as_ref()).map(|p| p.quote.as_str()),
             crash: failed.and_then(|f| f.crash.as_deref()),

@@ -138,6 +138,9 @@ pub struct BootReport {
     /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
     /// the capture), printed under the result.
     pub notes: Vec<String>,
+    /// What the evidence says of a failure's cause (or of a pass whose first boot failed).
+    #[serde(default)]
+    pub class: Option<crate::verdict::Class>,
 }
 
 fn boot_kind() -> &'static str {
@@ -196,6 +199,7 @@ pub(super) fn a_crashed_boot() -> BootReport {
         sweep: false,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        class: None,
     }
 }
 
@@ -666,6 +670,7 @@ mod tests {
             sweep: false,
             console_tail: Vec::new(),
             notes: Vec::new(),
+            class: None,
         }
     }
 

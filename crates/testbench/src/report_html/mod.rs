@@ -395,6 +395,9 @@ fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
         let _ = write!(out, "<dt>seed</dt><dd class=\"seed\">{}</dd>", escaped(&seed));
     }
     let _ = write!(out, "<dt>duration</dt><dd>{}</dd>", secs(r.duration));
+    if let Some(class) = r.class {
+        let _ = write!(out, "<dt>class</dt><dd class=\"failure-class\">{}</dd>", class.name());
+    }
     let _ = write!(
         out,
         "<dt>replay</dt><dd><pre class=\"replay\">{}</pre><button type=\"button\" class=\"copy\" data-copy=\"{}\">copy</button>",

@@ -79,7 +79,7 @@ impl Overlap {
 
     /// Run `work` with no boot running beside it, of this run or, under q, of another
     /// bench.
-    fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
+    pub(super) fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
         let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _others = self.others.as_ref().map(OtherBenches::alone).transpose()?;
         Ok(work())
@@ -119,7 +119,8 @@ pub fn boot(
         // A self-check that passed fails as a case; on the host's clock the load may
         // have kept from it what it must see, like any other failure.
         Ok(Ok(())) if beside && host_clock && must_fail.is_some() => "it passed, and must fail".to_string(),
-        _ => return first,
+        // Not a failure the load can cause: booted again only to class it.
+        _ => return super::classify::again(overlap, spec, root, repeat_exactly, first, must_fail),
     };
     let what =
         if first.deadline { "timed out beside other work" } else { "failed beside other work on the host's clock" };
@@ -127,6 +128,7 @@ pub fn boot(
         return first;
     }
     let aside = first_attempt_dir(&spec.dir);
+    let (dir, repeats) = (spec.dir.clone(), super::classify::console_repeats(&spec));
     let _ = std::fs::remove_dir_all(&aside);
     if let Err(error) = std::fs::rename(&spec.dir, &aside) {
         let mut first = first;
@@ -157,6 +159,7 @@ pub fn boot(
     notes.extend(first.notes.into_iter().map(|note| format!("beside other work: {note}")));
     notes.append(&mut alone.notes);
     alone.notes = notes;
+    alone.class = super::classify::after_alone(&alone, &dir, &aside, repeats, must_fail.is_some());
     alone
 }
 

@@ -15,11 +15,13 @@
 //! The steps, each in its module: `intake` (the cases, the selection, every refusal),
 //! `plan` (the boots and host runs, their replay lines), `prepare` (builds, probes,
 //! firmware, each boot's `BootSpec`), `pool` (boots at once, results in order),
-//! `alone` (a boot that timed out beside others, booted again alone), `verdicts` (a
+//! `alone` (a boot that timed out beside others, booted again alone), `classify` (a
+//! failure booted once more to class it: deterministic, host-dependent), `verdicts` (a
 //! result's worth as a `Verdict`, and its report), `other_benches` (q's other benches),
 //! `make_prebuilt` (the `--prebuild` executor), `slurm` (the submission and a task).
 
 mod alone;
+mod classify;
 mod intake;
 mod make_prebuilt;
 mod other_benches;

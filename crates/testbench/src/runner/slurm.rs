@@ -350,6 +350,7 @@ fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: Stri
         sweep: planned.seed_from == plan::SeedFrom::Sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        class: Some(crate::verdict::Class::BenchOrHost),
     }
 }
 
@@ -444,6 +445,7 @@ mod tests {
             sweep: true,
             console_tail: Vec::new(),
             notes: vec!["a note".into()],
+            class: None,
         };
         // Two tasks of five boots: task 0 has 0, 2, 4 and reported all; task 1 (1, 3)
         // reported boot 1 only, then stopped.
