@@ -101,10 +101,19 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Open the history at `path` (made when missing, migrated when older); refused, saying
-    /// why, when it cannot be used.
-    pub fn open(path: &Path, root: &Path) -> Result<Keeper, BenchError> {
-        let history = History::open(path).map_err(|e| BenchError::Refused(vec![format!("--history: {e}")]))?;
+    /// The run's history: `--history PATH`, refused (exit 2) when it cannot be used, or
+    /// the workspace's, which the bench could not use when it cannot (exit 3).
+    pub fn for_run(ws: &crate::workspace::Workspace, options: &crate::cli::Options) -> Result<Keeper, BenchError> {
+        let path = super::path(&ws.root, options.history.as_deref());
+        Keeper::open(&path, &ws.root).map_err(|e| match options.history {
+            Some(_) => BenchError::Refused(vec![format!("--history: {e}")]),
+            None => BenchError::History(e),
+        })
+    }
+
+    /// Open the history at `path` (made when missing, migrated when older).
+    pub fn open(path: &Path, root: &Path) -> Result<Keeper, testbench_history::HistoryError> {
+        let history = History::open(path)?;
         Ok(Keeper {
             history,
             tree: Tree::of(root),
@@ -268,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn a_history_that_cannot_be_used_is_refused_before_the_run() {
+    fn a_history_that_cannot_be_used_is_refused_naming_it() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("not-a-db");
         std::fs::write(
@@ -277,7 +286,6 @@ mod tests {
         )
         .unwrap();
         let error = Keeper::open(&path, tmp.path()).err().expect("refused");
-        assert!(matches!(error, BenchError::Refused(_)), "{error:?}");
-        assert!(error.to_string().starts_with(&format!("--history: the history {}", path.display())), "{error}");
+        assert!(error.to_string().starts_with(&format!("the history {}", path.display())), "{error}");
     }
 }

@@ -106,14 +106,13 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
     }
-    // Every result kept in the history; a task's by the run that joins the array's.
-    if options.slurm_task.is_none() {
-        let path = crate::history::path(&ws.root, options.history.as_deref());
-        reporter.add(Box::new(crate::history::keep::Keeper::open(&path, &ws.root)?));
-    }
     // One task of a --slurm array: its place, and the submitter's plan.
     let task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
     let ground = Ground::make(ws, options, &intake.selected, task.as_ref())?;
+    // Every result kept in the history; a task's by the run that joins the array's.
+    if options.slurm_task.is_none() {
+        reporter.add(Box::new(crate::history::keep::Keeper::for_run(ws, options)?));
+    }
     let boots = plan::plan(&intake.selected, options, &ground.run_dir, intake.env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
