@@ -17,7 +17,7 @@ use testbench_history::{History, Record, Verdict};
 const ROWS: usize = 100_000;
 
 fn record(case: &str, i: usize) -> Record {
-    let fails = i % 10 == 3 || (i > ROWS - 40 && i % 2 == 0);
+    let fails = i % 10 == 3 || (i > ROWS - 40 && i.is_multiple_of(2));
     Record {
         run: format!("run-{}", i / 50),
         finished: 1_700_000_000 + i as i64,
@@ -37,6 +37,7 @@ fn record(case: &str, i: usize) -> Record {
         host: "bench-host".into(),
         clock: Some("icount".into()),
         rerun_alone: false,
+        quarantined: false,
     }
 }
 

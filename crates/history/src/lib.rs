@@ -126,6 +126,8 @@ pub struct Record {
     pub clock: Option<String>,
     /// Whether the result is a second boot, run alone after the first failed beside others.
     pub rerun_alone: bool,
+    /// Whether the case was quarantined (its failure failed no run).
+    pub quarantined: bool,
 }
 
 /// The history: one connection to its database.
@@ -221,8 +223,9 @@ fn seed_to_sql(seed: Option<u64>) -> Option<i64> {
 fn insert_all(tx: &rusqlite::Transaction<'_>, records: &[Record]) -> Result<usize, rusqlite::Error> {
     let mut insert = tx.prepare_cached(
         "INSERT INTO results (run, finished, case_name, width, harts, seed, verdict, outcome, fail_kind,
-            crash_title, class, duration_ms, commit_id, dirty, kernel_sha256, qemu_version, host, clock, rerun_alone)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+            crash_title, class, duration_ms, commit_id, dirty, kernel_sha256, qemu_version, host, clock, rerun_alone,
+            quarantined)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
     )?;
     for r in records {
         insert.execute(params![
@@ -245,6 +248,7 @@ fn insert_all(tx: &rusqlite::Transaction<'_>, records: &[Record]) -> Result<usiz
             r.host,
             r.clock,
             r.rerun_alone,
+            r.quarantined,
         ])?;
     }
     Ok(records.len())
@@ -271,5 +275,6 @@ pub(crate) fn a_record(case: &str, verdict: Verdict, commit: &str) -> Record {
         host: "h".into(),
         clock: Some("icount".into()),
         rerun_alone: false,
+        quarantined: false,
     }
 }

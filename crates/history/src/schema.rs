@@ -8,13 +8,14 @@
 //!   each one seek, however many rows the history holds.
 //! - 2: `results.class`, a failure's class (deterministic, host-dependent,
 //!   bench-or-host).
+//! - 3: `results.quarantined`, whether the case was in its `quarantine.toml` then.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use crate::{History, HistoryError};
 
 /// The version this bench writes.
-pub const CURRENT: i64 = 2;
+pub const CURRENT: i64 = 3;
 
 /// Version 1, whole: what a bench of that version made.
 pub const V1: &str = "
@@ -45,7 +46,10 @@ CREATE INDEX results_series ON results (case_name, width, harts, outcome, id);
 ";
 
 /// The steps: `STEPS[i]` takes version i + 1 to i + 2.
-const STEPS: [&str; 1] = ["ALTER TABLE results ADD COLUMN class TEXT;"];
+const STEPS: [&str; 2] = [
+    "ALTER TABLE results ADD COLUMN class TEXT;",
+    "ALTER TABLE results ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0;",
+];
 
 fn version(conn: &Connection) -> Result<Option<i64>, rusqlite::Error> {
     let has_table: Option<String> = conn
@@ -154,6 +158,7 @@ mod tests {
         assert_eq!(history.count().unwrap(), 1, "the old row is kept");
         let mut record = a_record("old-case", Verdict::Fail, "c1");
         record.class = Some("deterministic".into());
+        record.quarantined = true;
         history.append(&[record]).unwrap();
         let series = history.series("old-case", 20).unwrap();
         assert_eq!(series.len(), 1);
@@ -161,6 +166,11 @@ mod tests {
         let class: Option<String> =
             history.conn.query_row("SELECT class FROM results ORDER BY id DESC LIMIT 1", [], |r| r.get(0)).unwrap();
         assert_eq!(class.as_deref(), Some("deterministic"));
+        let quarantined: Vec<bool> = {
+            let mut q = history.conn.prepare("SELECT quarantined FROM results ORDER BY id").unwrap();
+            q.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(quarantined, [false, true], "the old row takes the new column's default");
         // Opening again changes nothing.
         drop(history);
         assert_eq!(History::open(&path).unwrap().count().unwrap(), 2);
@@ -173,7 +183,7 @@ mod tests {
         Connection::open(&newer).unwrap().execute_batch(V1).unwrap();
         Connection::open(&newer).unwrap().execute("UPDATE schema_version SET version = 99", []).unwrap();
         let error = History::open(&newer).err().expect("a newer schema is refused").to_string();
-        assert!(error.contains("newer.sqlite") && error.contains("version 99, newer than this bench's 2"), "{error}");
+        assert!(error.contains("newer.sqlite") && error.contains("version 99, newer than this bench's 3"), "{error}");
         let foreign = tmp.path().join("foreign.sqlite");
         Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE photos (id INTEGER);").unwrap();
         let error = History::open(&foreign).err().expect("another program's database is refused").to_string();

@@ -41,6 +41,7 @@ fn record(name: &str, run: usize, index: usize) -> Record {
         host: "test".into(),
         clock: Some("icount".into()),
         rerun_alone: false,
+        quarantined: false,
     }
 }
 

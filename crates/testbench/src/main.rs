@@ -27,6 +27,7 @@ mod oracles;
 mod pack;
 mod prebuilt;
 mod qemu;
+mod quarantine;
 mod report;
 mod report_html;
 mod rundir;

@@ -217,3 +217,72 @@ fn a_real_boots_failure_under_icount_with_a_pinned_seed_is_deterministic() {
     let read = |d: &Path| std::fs::read(d.join("console.log")).unwrap();
     assert!(!read(&dir).is_empty() && read(&dir) == read(&again), "the two consoles are the same bytes");
 }
+
+/// `quarantine.toml` in the cases directory: a quarantined case runs and is reported
+/// apart, its failure fails no run before its date; one that passed its last
+/// `leave_after` runs is told it can leave; after its date the run refuses to start,
+/// naming the entry; a bad field is refused naming the file and the field.
+#[test]
+fn a_quarantined_failure_fails_no_run_until_its_date() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = tmp.path().join("cases");
+    std::fs::create_dir_all(&cases).unwrap();
+    std::fs::write(cases.join("hist-ok.toml"), OK).unwrap();
+    std::fs::write(cases.join("hist-fails.toml"), FAILS).unwrap();
+    let quarantine = cases.join("quarantine.toml");
+    let entry = |case: &str, until: &str| {
+        format!("[[quarantine]]\ncase = \"{case}\"\nreason = \"flakes, issue 9\"\nuntil = \"{until}\"\n")
+    };
+    let history = tmp.path().join("history.sqlite");
+    let run = |format: &str| {
+        let args = ["--cases", cases.to_str().unwrap(), "--history", history.to_str().unwrap(), "--color", "never"];
+        bench(&args).args(["--message-format", format]).output().unwrap()
+    };
+
+    std::fs::write(&quarantine, entry("hist-fails", "2999-12-31")).unwrap();
+    let output = run("human");
+    assert_eq!(output.status.code(), Some(0), "a quarantined failure fails no run\n{}", explain(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("hist-fails host")
+            && l.contains("FAIL")
+            && l.contains("[quarantined until 2999-12-31]")),
+        "{text}"
+    );
+    assert!(text.contains("\nquarantined: 1 failed, 0 passed (their failures fail no run)\n"), "{text}");
+    assert!(text.contains("testbench: 1 passed, 0 failed, 0 skipped"), "{text}");
+    let output = run("json");
+    let events: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let end = events.iter().find(|e| e["event"] == "run-finished").unwrap();
+    assert_eq!((end["failed"].as_u64(), end["quarantined_failed"].as_u64()), (Some(0), Some(1)), "{end}");
+    assert!(finished(&output).iter().any(|e| e["quarantined_until"] == "2999-12-31"), "{}", explain(&output));
+
+    // Passing its last leave_after runs (the two above, and the two below): it can leave.
+    std::fs::write(&quarantine, format!("leave_after = 4\n{}", entry("hist-ok", "2999-12-31"))).unwrap();
+    let first = run("human");
+    assert_eq!(first.status.code(), Some(1), "hist-fails is out of quarantine now\n{}", explain(&first));
+    let second = run("human");
+    let said = String::from_utf8_lossy(&second.stderr);
+    let leave = format!(
+        "note: {}: hist-ok host passed its last 4 runs in the history: it can leave quarantine",
+        quarantine.display()
+    );
+    assert!(!String::from_utf8_lossy(&first.stderr).contains(&leave) && said.contains(&leave), "{}", explain(&second));
+
+    // After its date: refused before anything runs, naming the entry.
+    std::fs::write(&quarantine, entry("hist-fails", "2020-01-01")).unwrap();
+    let output = run("human");
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let expired = format!("error: {}: quarantine[0] (case hist-fails, until 2020-01-01: flakes, issue 9) expired on 2020-01-01: extend its until or remove the entry", quarantine.display());
+    assert!(stderr.contains(&expired), "{stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("PASS"), "nothing ran\n{}", explain(&output));
+
+    std::fs::write(&quarantine, entry("hist-fails", "2026-02-30")).unwrap();
+    let output = run("human");
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    let bad =
+        format!("{}: quarantine[0].until: \"2026-02-30\" is not a date; accepted: YYYY-MM-DD", quarantine.display());
+    assert!(String::from_utf8_lossy(&output.stderr).contains(&bad), "{}", explain(&output));
+}

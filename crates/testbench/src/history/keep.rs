@@ -98,17 +98,25 @@ pub struct Keeper {
     kept: bool,
     kernels: HashMap<PathBuf, Option<String>>,
     versions: HashMap<String, Option<String>>,
+    /// The cases directory's `quarantine.toml` and its `leave_after`, when it has one.
+    quarantine: Option<(PathBuf, u32)>,
 }
 
 impl Keeper {
     /// The run's history: `--history PATH`, refused (exit 2) when it cannot be used, or
     /// the workspace's, which the bench could not use when it cannot (exit 3).
-    pub fn for_run(ws: &crate::workspace::Workspace, options: &crate::cli::Options) -> Result<Keeper, BenchError> {
+    pub fn for_run(
+        ws: &crate::workspace::Workspace,
+        options: &crate::cli::Options,
+        quarantine: Option<&crate::quarantine::Quarantine>,
+    ) -> Result<Keeper, BenchError> {
         let path = super::path(&ws.root, options.history.as_deref());
-        Keeper::open(&path, &ws.root).map_err(|e| match options.history {
+        let mut keeper = Keeper::open(&path, &ws.root).map_err(|e| match options.history {
             Some(_) => BenchError::Refused(vec![format!("--history: {e}")]),
             None => BenchError::History(e),
-        })
+        })?;
+        keeper.quarantine = quarantine.map(|q| (q.path.clone(), q.leave_after));
+        Ok(keeper)
     }
 
     /// Open the history at `path` (made when missing, migrated when older).
@@ -122,6 +130,7 @@ impl Keeper {
             kept: false,
             kernels: HashMap::new(),
             versions: HashMap::new(),
+            quarantine: None,
         })
     }
 
@@ -172,6 +181,7 @@ impl Keeper {
             host: self.host.clone(),
             clock: booted.map(|b| if b.icount { "icount" } else { "host" }.to_string()),
             rerun_alone: boot && crate::runner::was_rerun_alone(&report.dir),
+            quarantined: report.quarantined.is_some(),
             width,
         }
     }
@@ -186,7 +196,34 @@ impl Keeper {
         let finished = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let records: Vec<Record> = reports.iter().map(|r| self.record(r, &run, finished)).collect();
         self.history.append(&records)?;
+        for line in self.may_leave(reports)? {
+            eprintln!("note: {line}");
+        }
         Ok(())
+    }
+
+    /// The quarantined cases (at a width and hart count) whose last `leave_after` results
+    /// in the history all passed: each said as a line that it can leave quarantine.
+    fn may_leave(&self, reports: &[BootReport]) -> Result<Vec<String>, BenchError> {
+        let Some((file, leave_after)) = &self.quarantine else { return Ok(Vec::new()) };
+        let mut lines: Vec<String> = Vec::new();
+        for report in reports.iter().filter(|r| r.quarantined.is_some()) {
+            let width = report.arch.as_deref().unwrap_or("host");
+            let all = self.history.series(&report.case, *leave_after as usize)?;
+            let series = all.iter().find(|s| s.case == report.case && s.width == width && s.harts == report.smp);
+            let line = match series {
+                Some(s) if s.window == *leave_after as usize && s.passed == s.window => format!(
+                    "{}: {} passed its last {leave_after} runs in the history: it can leave quarantine (remove its entry)",
+                    file.display(),
+                    report.label()
+                ),
+                _ => continue,
+            };
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        Ok(lines)
     }
 }
 

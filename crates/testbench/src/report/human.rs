@@ -97,9 +97,14 @@ impl Human {
     }
 }
 
-/// A result's class on its verdict line: ` [deterministic]`, or nothing.
+/// A result's class and quarantine on its verdict line: ` [deterministic]`,
+/// ` [quarantined until 2026-12-31]`, or nothing.
 fn class_shown(report: &BootReport) -> String {
-    report.class.map(|class| format!(" [{}]", class.name())).unwrap_or_default()
+    let mut text = report.class.map(|class| format!(" [{}]", class.name())).unwrap_or_default();
+    if let Some(quarantined) = &report.quarantined {
+        text.push_str(&format!(" [quarantined until {}]", quarantined.until));
+    }
+    text
 }
 
 impl Sink for Human {
@@ -173,9 +178,10 @@ impl Sink for Human {
                 format!("{head} {} {}{}", self.verdict_word("PASS", 5), secs(report.duration), class_shown(report))
             }
             Verdict::ExpectedFailure(Failed { reason, .. }) => format!(
-                "{head} {} {} (failed as it must: {reason})",
+                "{head} {} {}{} (failed as it must: {reason})",
                 self.verdict_word("PASS", 5),
-                secs(report.duration)
+                secs(report.duration),
+                class_shown(report)
             ),
             Verdict::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
             Verdict::Trouble(reason) => format!(
@@ -232,6 +238,10 @@ impl Sink for Human {
             for group in &end.crashes {
                 self.line(&format!("    {}", group.shown()));
             }
+        }
+        let (q_passed, q_failed) = super::quarantined(end.reports);
+        if q_passed + q_failed > 0 {
+            self.line(&format!("quarantined: {q_failed} failed, {q_passed} passed (their failures fail no run)"));
         }
         let s = end.summary;
         self.line(&format!(

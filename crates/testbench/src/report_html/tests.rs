@@ -30,6 +30,7 @@ fn report(case: &str, dir: PathBuf, verdict: Verdict, seed: Option<u64>, sweep: 
         console_tail: Vec::new(),
         notes: Vec::new(),
         class: None,
+        quarantined: None,
     }
 }
 

@@ -58,6 +58,20 @@ pub fn report_error(reporter: &mut Reporter, error: BenchError) -> i32 {
     error.exit_status()
 }
 
+/// The cases directory's quarantine (quarantine.rs), refused when it cannot be used or
+/// when an entry of a selected case has expired.
+fn quarantine_of(ws: &Workspace, selected: &[&Case]) -> Result<Option<crate::quarantine::Quarantine>, BenchError> {
+    let quarantine = crate::quarantine::load(&ws.cases_dir).map_err(|e| BenchError::Refused(vec![e.to_string()]))?;
+    if let Some(quarantine) = &quarantine {
+        let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
+        let expired = quarantine.expired(&names, crate::quarantine::today());
+        if !expired.is_empty() {
+            return Err(BenchError::Refused(expired.iter().map(ToString::to_string).collect()));
+        }
+    }
+    Ok(quarantine)
+}
+
 /// Whether the boot whose directory is `dir` was booted again alone after it failed
 /// beside other work (`alone.rs`: its first attempt kept beside it).
 pub fn was_rerun_alone(dir: &Path) -> bool {
@@ -103,6 +117,8 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(dir) = &options.prebuild {
         return make_prebuilt::make(dir, ws, &intake.selected, options, reporter, None);
     }
+    let quarantine = quarantine_of(ws, &intake.selected)?;
+    reporter.set_quarantine(quarantine.clone());
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
     }
@@ -111,7 +127,7 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     let ground = Ground::make(ws, options, &intake.selected, task.as_ref())?;
     // Every result kept in the history; a task's by the run that joins the array's.
     if options.slurm_task.is_none() {
-        reporter.add(Box::new(crate::history::keep::Keeper::for_run(ws, options)?));
+        reporter.add(Box::new(crate::history::keep::Keeper::for_run(ws, options, quarantine.as_ref())?));
     }
     let boots = plan::plan(&intake.selected, options, &ground.run_dir, intake.env_seed);
     if let Some(recording) = &options.rr_replay {

@@ -351,6 +351,7 @@ fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: Stri
         console_tail: Vec::new(),
         notes: Vec::new(),
         class: Some(crate::verdict::Class::BenchOrHost),
+        quarantined: None,
     }
 }
 
@@ -446,6 +447,7 @@ mod tests {
             console_tail: Vec::new(),
             notes: vec!["a note".into()],
             class: None,
+            quarantined: None,
         };
         // Two tasks of five boots: task 0 has 0, 2, 4 and reported all; task 1 (1, 3)
         // reported boot 1 only, then stopped.

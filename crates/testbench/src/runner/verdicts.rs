@@ -375,6 +375,7 @@ pub fn host_report(
     }
     BootReport {
         class: Class::of_verdict(&verdict),
+        quarantined: None,
         case: case.name.clone(),
         kind: case.kind.name(),
         arch: arch.map(|a| a.name().to_string()),
@@ -417,6 +418,7 @@ pub fn boot_report(
     let class = Class::of_verdict(&verdict).or(class.filter(|_| !matches!(verdict, Verdict::Skip(_))));
     BootReport {
         class,
+        quarantined: None,
         case: case.name.clone(),
         kind: "boot",
         arch: Some(boot.arch.name().into()),
