@@ -398,6 +398,14 @@ fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
     if let Some(class) = r.class {
         let _ = write!(out, "<dt>class</dt><dd class=\"failure-class\">{}</dd>", class.name());
     }
+    if let Some(quarantined) = &r.quarantined {
+        let _ = write!(
+            out,
+            "<dt>quarantined</dt><dd class=\"quarantined\">until {}: {}</dd>",
+            escaped(&quarantined.until),
+            escaped(&quarantined.reason)
+        );
+    }
     let _ = write!(
         out,
         "<dt>replay</dt><dd><pre class=\"replay\">{}</pre><button type=\"button\" class=\"copy\" data-copy=\"{}\">copy</button>",

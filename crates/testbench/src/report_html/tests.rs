@@ -228,15 +228,20 @@ fn a_crash_is_marked_in_its_console_and_the_run_groups_its_crashes() {
 }
 
 #[test]
-fn a_failures_class_is_in_its_block() {
+fn a_failures_class_and_quarantine_are_in_its_block() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run-1-2");
     let dir = boot_dir(&run, "rv64/c.smp1", b"boot\n", NO_MARKS);
     let mut failed = report("c", dir.clone(), fail("timed out".into()), Some(7), false);
     failed.class = Some(crate::verdict::Class::Deterministic);
+    failed.quarantined =
+        Some(crate::quarantine::Quarantined { until: "2026-12-31".into(), reason: "flakes <under load>".into() });
     let passed = report("p", dir, Verdict::Pass, Some(7), false);
     let summary = Summary { passed: 1, failed: 1, skipped: 0, trouble: 0 };
     let page = page(&info(&run, summary), &[failed, passed]);
     assert_eq!(page.matches("<dt>class</dt>").count(), 1, "the classed failure only");
     assert!(page.contains("<dt>class</dt><dd class=\"failure-class\">deterministic</dd>"));
+    assert!(
+        page.contains("<dt>quarantined</dt><dd class=\"quarantined\">until 2026-12-31: flakes &lt;under load&gt;</dd>")
+    );
 }
