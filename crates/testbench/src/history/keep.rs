@@ -180,7 +180,7 @@ impl Keeper {
             qemu_version: if boot { self.qemu_version(&width) } else { None },
             host: self.host.clone(),
             clock: booted.map(|b| if b.icount { "icount" } else { "host" }.to_string()),
-            rerun_alone: boot && crate::runner::was_rerun_alone(&report.dir),
+            rerun_alone: boot && crate::rundir::first_attempt_dir(&report.dir).is_dir(),
             quarantined: report.quarantined.is_some(),
             width,
         }

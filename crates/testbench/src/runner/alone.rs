@@ -24,13 +24,14 @@
 //! the set as having run beside another.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, RwLock};
 
 use super::other_benches::{LockError, OtherBenches};
 use super::prepare::BootJob;
 use super::verdicts::{boot_once_or_twice, Booted};
 use crate::case_result::Blocked;
+use crate::rundir::first_attempt_dir;
 
 /// The boots of one run, as far as running beside each other goes.
 #[derive(Default)]
@@ -79,19 +80,11 @@ impl Overlap {
 
     /// Run `work` with no boot running beside it, of this run or, under q, of another
     /// bench.
-    pub(super) fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
+    fn alone<R>(&self, work: impl FnOnce() -> R) -> Result<R, LockError> {
         let _alone = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _others = self.others.as_ref().map(OtherBenches::alone).transpose()?;
         Ok(work())
     }
-}
-
-/// Where a rerun boot's first attempt is kept: beside its directory, `.beside-others`
-/// appended.
-pub fn first_attempt_dir(dir: &Path) -> PathBuf {
-    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".beside-others");
-    dir.with_file_name(name)
 }
 
 /// Boot planned boot `index`, and boot it again alone when it failed beside other boots
@@ -120,7 +113,11 @@ pub fn boot(
         // have kept from it what it must see, like any other failure.
         Ok(Ok(())) if beside && host_clock && must_fail.is_some() => "it passed, and must fail".to_string(),
         // Not a failure the load can cause: booted again only to class it.
-        _ => return super::classify::again(overlap, spec, root, repeat_exactly, first, must_fail),
+        _ => {
+            let boot_alone =
+                |spec| overlap.alone(|| boot_once_or_twice(spec, root, repeat_exactly)).map_err(|why| why.to_string());
+            return super::classify::again(spec, boot_alone, first, must_fail);
+        }
     };
     let what =
         if first.deadline { "timed out beside other work" } else { "failed beside other work on the host's clock" };
@@ -166,6 +163,7 @@ pub fn boot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 

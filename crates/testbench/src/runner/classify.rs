@@ -16,8 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::alone::Overlap;
-use super::verdicts::{boot_once_or_twice, Booted};
+use super::verdicts::Booted;
 use crate::boot::BootSpec;
 use crate::verdict::Class;
 
@@ -55,12 +54,11 @@ fn failure_line(booted: &Booted) -> Option<u64> {
 }
 
 /// `first`, classed by a second boot of it when it failed in a way its `must_fail` does
-/// not take (the module's docs). A replay or a recording is never booted again.
+/// not take (the module's docs), which `boot_alone` boots with nothing beside it (or says
+/// why it could not). A replay or a recording is never booted again.
 pub fn again(
-    overlap: &Overlap,
     spec: BootSpec,
-    root: &Path,
-    repeat_exactly: bool,
+    boot_alone: impl FnOnce(BootSpec) -> Result<Booted, String>,
     mut first: Booted,
     must_fail: Option<&regex::Regex>,
 ) -> Booted {
@@ -73,7 +71,7 @@ pub fn again(
     let again = BootSpec { dir: again_dir(&spec.dir), first_boot: None, ..spec };
     let again_dir = again.dir.clone();
     let _ = std::fs::remove_dir_all(&again_dir);
-    let second = match overlap.alone(|| boot_once_or_twice(again, root, repeat_exactly)) {
+    let second = match boot_alone(again) {
         Ok(second) => second,
         Err(why) => {
             first.notes.push(format!("not booted again to class the failure: {why}"));

@@ -72,12 +72,6 @@ fn quarantine_of(ws: &Workspace, selected: &[&Case]) -> Result<Option<crate::qua
     Ok(quarantine)
 }
 
-/// Whether the boot whose directory is `dir` was booted again alone after it failed
-/// beside other work (`alone.rs`: its first attempt kept beside it).
-pub fn was_rerun_alone(dir: &Path) -> bool {
-    alone::first_attempt_dir(dir).is_dir()
-}
-
 /// The run proper: every case's verdict reported, or why the bench stopped. Intake (the
 /// cases read, the selection and every refusal), then one executor for the mode: the
 /// list, `--prebuild`, a `--slurm` submission, or the boots here (a `--slurm-task`'s
