@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
-pub use query::{Seen, Series};
+pub use query::{Cell, Seen, Series};
 
 /// How long one connection waits for another's write before it gives up, saying so.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -160,7 +160,48 @@ fn one_series(conn: &Connection, key: &Key<'_>, last: usize) -> Result<Series, r
     })
 }
 
+/// One result of a series' strip (`History::strip`), as report.html draws it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    pub run: String,
+    pub when: String,
+    /// `pass`, `fail` or `other` (a skip, the bench's trouble).
+    pub outcome: &'static str,
+    /// A pass or a failure at a commit (a clean tree) where the strip also holds the other.
+    pub flaky: bool,
+    pub quarantined: bool,
+}
+
 impl History {
+    /// The last `last` results of one case at one width and hart count, oldest first.
+    pub fn strip(&self, case: &str, width: &str, harts: Option<u32>, last: usize) -> Result<Vec<Cell>, HistoryError> {
+        let read = |e| self.error("reading a case's last results", e);
+        let key = Key { case, width, harts };
+        let seen = window(&self.conn, &key, last).map_err(read)?;
+        let flaky = flaky_commits(&seen);
+        let mut query = self
+            .conn
+            .prepare_cached(
+                "SELECT quarantined FROM results WHERE case_name = ?1 AND width = ?2 AND harts IS ?3
+                 ORDER BY id DESC LIMIT ?4",
+            )
+            .map_err(read)?;
+        let quarantined: Vec<bool> = query
+            .query_map(params![case, width, harts, last as i64], |row| row.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(read)?;
+        let cells = seen.iter().zip(quarantined).rev().map(|(s, quarantined)| Cell {
+            run: s.run.clone(),
+            when: s.when.clone(),
+            outcome: s.verdict.outcome(),
+            flaky: s.dirty == Some(false)
+                && s.verdict.outcome() != "other"
+                && s.commit.as_ref().is_some_and(|c| flaky.contains(c)),
+            quarantined,
+        });
+        Ok(cells.collect())
+    }
+
     /// Every series whose case name holds `filter` (every series for an empty one), in
     /// name, width and hart order, each over its last `last` results.
     pub fn series(&self, filter: &str, last: usize) -> Result<Vec<Series>, HistoryError> {
@@ -231,5 +272,12 @@ mod tests {
         let c = history.series("b", 20).unwrap();
         assert_eq!(c[0].first_failure_after.as_ref().map(|s| s.verdict), Some(Verdict::Fail));
         assert!(history.series("zzz", 20).unwrap().is_empty());
+        // b's strip, oldest first: the pass and the failure at c3, each flaky.
+        let strip = history.strip("b", "rv64", Some(1), 10).unwrap();
+        let shown: Vec<(&str, bool, bool)> = strip.iter().map(|c| (c.outcome, c.flaky, c.quarantined)).collect();
+        assert_eq!(shown, [("pass", true, false), ("fail", true, false)]);
+        let a = history.strip("a", "rv64", Some(1), 3).unwrap();
+        let shown: Vec<(&str, bool)> = a.iter().map(|c| (c.outcome, c.flaky)).collect();
+        assert_eq!(shown, [("other", false), ("fail", false), ("fail", false)], "the last 3, oldest first");
     }
 }

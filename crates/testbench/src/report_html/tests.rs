@@ -35,7 +35,7 @@ fn report(case: &str, dir: PathBuf, verdict: Verdict, seed: Option<u64>, sweep: 
 }
 
 fn info(run_dir: &Path, summary: Summary) -> RunInfo<'_> {
-    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None }
+    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None, strips: None }
 }
 
 const MARKS: &str = r#"{"lines": 6, "marks": [
@@ -244,4 +244,33 @@ fn a_failures_class_and_quarantine_are_in_its_block() {
     assert!(
         page.contains("<dt>quarantined</dt><dd class=\"quarantined\">until 2026-12-31: flakes &lt;under load&gt;</dd>")
     );
+}
+
+#[test]
+fn each_result_shows_its_last_results_from_the_history_oldest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run-1-2");
+    let dir = boot_dir(&run, "rv64/c.smp1", b"boot\n", NO_MARKS);
+    let cell = |outcome, flaky, quarantined| testbench_history::Cell {
+        run: "run-<9>".into(),
+        when: "2026-12-07 20:00:00".into(),
+        outcome,
+        flaky,
+        quarantined,
+    };
+    let mut strips = std::collections::HashMap::new();
+    strips.insert("c rv64 smp1".to_string(), vec![cell("pass", false, false), cell("fail", true, true)]);
+    let summary = Summary { passed: 1, failed: 0, skipped: 0, trouble: 0 };
+    let info = RunInfo { strips: Some(&strips), ..info(&run, summary) };
+    let page = page(&info, &[report("c", dir, Verdict::Pass, None, false)]);
+    assert!(page.contains("<th>last results</th>"), "{page}");
+    assert!(page.contains(
+        "<span class=\"strip\" title=\"the last 2 results, oldest first\"><span class=\"s pass\" title=\"run-&lt;9&gt; at 2026-12-07 20&#58;00&#58;00 UTC: pass\"></span><span class=\"s fail flaky quarantined\" title=\"run-&lt;9&gt; at 2026-12-07 20&#58;00&#58;00 UTC: fail flaky quarantined\"></span></span>"
+    ), "{page}");
+    let without = page_without_history(&run);
+    assert!(!without.contains("last results"), "no history, no column");
+}
+
+fn page_without_history(run: &Path) -> String {
+    page(&info(run, Summary::default()), &[])
 }

@@ -138,7 +138,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         None => (boots, plan::plan_host(&intake.selected, options)),
     };
     let sweep = options.sweep.as_deref().zip(intake.selected.first().map(|case| case.name.as_str()));
-    reporter.add(Box::new(crate::report::Html::new(&ground.run_dir, started, sweep.map(|(s, c)| (c, s)))));
+    let html = crate::report::Html::new(&ground.run_dir, started, sweep.map(|(s, c)| (c, s)));
+    let html = match &options.slurm_task {
+        None => html.with_history(crate::history::path(&ws.root, options.history.as_deref())),
+        Some(_) => html,
+    };
+    reporter.add(Box::new(html));
     reporter.run_started(&ground.run_dir, &plan::rows(&intake.selected, &host_runs, &boots));
     if let (Some(note), None) = (plan::sweep_note(&intake.selected, options), &options.slurm_task) {
         reporter.note(crate::events::Note::Sweep, &note);
