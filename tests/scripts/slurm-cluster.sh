@@ -2,7 +2,8 @@
 # The --slurm runs on a real one-node Slurm cluster (docs/scale.md): started here by
 # scripts/slurm-cluster, stopped on the way out whatever happens.
 #   1. a sweep of 20 seeds as 4 array tasks joins into one passing run, in seed order,
-#      with one JUnit of 20 test cases and one report.html linking every task's consoles;
+#      with one JUnit of 20 test cases and one report.html linking every task's consoles,
+#      and its 20 results kept once in the history by the joining run (docs/history.md);
 #   2. a sweep whose boots fail joins into one failing run (exit 1) with each failure's
 #      replay line, in seed order;
 #   3. an unknown partition is refused (exit 2) before anything builds;
@@ -23,7 +24,7 @@ fail() { echo "slurm-cluster: $*" >&2; exit 1; }
 cargo testbench --prebuild "$dir/prebuilt" --exact bench-boot --arch rv64
 status=0
 cargo testbench --slurm --slurm-tasks 4 --slurm-partition tb --prebuilt "$dir/prebuilt" --exact bench-boot \
-    --arch rv64 --sweep 1..20 --junit "$dir/sweep.xml" > "$dir/sweep.out" 2>&1 || status=$?
+    --arch rv64 --sweep 1..20 --junit "$dir/sweep.xml" --history "$dir/history.sqlite" > "$dir/sweep.out" 2>&1 || status=$?
 cat "$dir/sweep.out"
 [ "$status" = 0 ] || fail "the sweep exited $status"
 run=$(grep -oE 'logs in [^ ]+' "$dir/sweep.out" | head -1 | cut -d' ' -f3)
@@ -36,6 +37,10 @@ seeds=$(grep -E '^bench-boot rv64 smp1 +seed [0-9]+ +PASS' "$dir/sweep.out" | aw
 grep -q '^sweep bench-boot: 20 seeds, 20 boots, 0 failed$' "$dir/sweep.out" || fail "no sweep summary"
 grep -q '^testbench: 20 passed, 0 failed, 0 skipped' "$dir/sweep.out" || fail "no joint summary"
 [ "$(grep -c '<testcase' "$dir/sweep.xml")" = 20 ] || fail "the JUnit report has not 20 test cases"
+kept=$(cargo testbench history bench-boot --history "$dir/history.sqlite" --last 1000 --message-format json)
+for field in '"window":20' '"passed":20' '"failed":0'; do
+    echo "$kept" | grep -qF "$field" || fail "the history does not keep the 20 results once ($field): $kept"
+done
 for k in 0 1 2 3; do
     [ -f "$run/task-$k/done" ] || fail "task $k left no done mark in $run"
     grep -q "href=\"task-$k/bench-boot/seed-[0-9]*-rv64/console.log\"" "$run/report.html" \

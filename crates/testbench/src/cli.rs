@@ -75,6 +75,10 @@ pub struct Flags {
     /// script, not by a person).
     #[arg(long, value_name = "RUN_DIR", hide = true, conflicts_with_all = ["slurm", "prebuild", "list"], requires = "prebuilt")]
     pub slurm_task: Option<PathBuf>,
+    /// Keep every result in the history database at PATH (default
+    /// target/testbench/history.sqlite; one file several trees may share).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
     /// human (default) or json (one JSON object per event on stdout).
     #[arg(long, value_name = "FORMAT", default_value = "human")]
     pub message_format: String,
@@ -133,6 +137,8 @@ pub struct Options {
     pub slurm: Option<Slurm>,
     /// `--slurm-task RUN_DIR`: this run is one task of a --slurm array.
     pub slurm_task: Option<PathBuf>,
+    /// `--history PATH`: the history database, when not the workspace's.
+    pub history: Option<PathBuf>,
 }
 
 /// `--keep-failed DIR`: where a failing boot's logs are copied, and the copies that
@@ -317,6 +323,7 @@ impl Flags {
             prebuilt: absolute("--prebuilt", self.prebuilt)?,
             slurm,
             slurm_task: absolute("--slurm-task", self.slurm_task)?,
+            history: absolute("--history", self.history)?,
         })
     }
 

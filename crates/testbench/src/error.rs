@@ -84,6 +84,9 @@ pub enum BenchError {
     /// The bench itself could not run some boots or host runs (each reported with why).
     #[error("the bench could not run {} ({}): {first}", count(.labels.len()), .labels.join(", "))]
     Ran { labels: Vec<String>, first: String },
+    /// The history could not keep the run's results (crates/history).
+    #[error(transparent)]
+    History(#[from] testbench_history::HistoryError),
     /// The JUnit report could not be made.
     #[error("failed to write JUnit XML: {0}")]
     Junit(#[from] quick_junit::SerializeError),
@@ -102,7 +105,8 @@ impl BenchError {
             | BenchError::NoExecutable { .. }
             | BenchError::Slurm(_)
             | BenchError::Ran { .. }
-            | BenchError::Junit(_) => EXIT_TROUBLE,
+            | BenchError::Junit(_)
+            | BenchError::History(_) => EXIT_TROUBLE,
         }
     }
 

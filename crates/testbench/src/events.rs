@@ -52,6 +52,9 @@ pub enum RunEvent<'a> {
         failed: usize,
         skipped: usize,
         trouble: usize,
+        /// The results of quarantined cases (`quarantine.toml`), counted apart from the above.
+        quarantined_passed: usize,
+        quarantined_failed: usize,
         duration_secs: f64,
         run_dir: &'a Path,
         report: Option<&'a Path>,
@@ -95,6 +98,12 @@ pub struct BootFinished<'a> {
     /// The failure's kind (`timed-out`, `forbidden`, `device`, `build`...: the words a
     /// case's `must_fail = { kind = ... }` takes), for a failure or a must_fail pass.
     pub failure_kind: Option<&'a str>,
+    /// What the evidence says of a failure's cause: `deterministic`, `host-dependent`,
+    /// `bench-or-host` (docs/history.md); also on a pass whose first boot failed.
+    pub failure_class: Option<&'a str>,
+    /// The last day of the case's quarantine (`quarantine.toml`), when it is in one: its
+    /// failure fails no run.
+    pub quarantined_until: Option<&'a str>,
     /// The `console.log` line (from 1) that made the failure, when one did (a forbidden
     /// line, a `[name] FAIL` line, a second `[server] done:` line); none for a failure
     /// no one line made (a deadline with no FAIL line, a device's check, a host kind's).
@@ -203,6 +212,8 @@ mod tests {
             reason: Some("[mm] FAIL leak; then timed out after 30s waiting for expect[0] '^done$'"),
             failed_as_it_must: false,
             failure_kind: Some("program-failed"),
+            failure_class: Some("deterministic"),
+            quarantined_until: None,
             failure_line: Some(12),
             failure_quote: Some("[mm] FAIL leak"),
             crash: Some(&crash),
@@ -246,6 +257,8 @@ mod tests {
                 failed: 1,
                 skipped: 0,
                 trouble: 0,
+                quarantined_passed: 0,
+                quarantined_failed: 1,
                 duration_secs: 41.25,
                 run_dir: dir,
                 report: Some(&dir.join("report.html")),

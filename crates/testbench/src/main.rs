@@ -20,12 +20,14 @@ mod fdt_edit;
 mod fresh;
 mod gates;
 mod guest_names;
+mod history;
 mod host;
 mod loopback;
 mod oracles;
 mod pack;
 mod prebuilt;
 mod qemu;
+mod quarantine;
 mod report;
 mod report_html;
 mod rundir;
@@ -176,6 +178,9 @@ fn main() {
     }
     if args.get(1).is_some_and(|a| a == deadlines::FLAG) {
         deadlines::measure(&workspace_root(), &args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == history::show::WORD) {
+        history::show::main(&workspace_root(), &args[2..]);
     }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.

@@ -148,6 +148,14 @@ fn prune(base: &Path, own: &Path, now_secs: u64) {
     }
 }
 
+/// Where a rerun boot's first attempt is kept: beside its directory, `.beside-others`
+/// appended.
+pub fn first_attempt_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".beside-others");
+    dir.with_file_name(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

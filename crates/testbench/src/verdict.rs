@@ -322,6 +322,42 @@ impl Verdict {
     }
 }
 
+/// What a failure says of its cause (docs/history.md), from the evidence the run has:
+/// a second boot of it (runner/classify.rs), or what stopped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Under icount with a pinned seed, booted again it failed with the same console bytes.
+    Deterministic,
+    /// Booted again (alone, with the same seed) it passed.
+    HostDependent,
+    /// The bench's own trouble or a host's lack, not the kernel's.
+    BenchOrHost,
+}
+
+impl Class {
+    /// The class's name, as every report and the history give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Deterministic => "deterministic",
+            Class::HostDependent => "host-dependent",
+            Class::BenchOrHost => "bench-or-host",
+        }
+    }
+
+    /// The class a verdict has on its own: a host's lack, a task that never reported,
+    /// the bench's trouble.
+    pub fn of_verdict(verdict: &Verdict) -> Option<Class> {
+        match verdict {
+            Verdict::Trouble(_) => Some(Class::BenchOrHost),
+            Verdict::Fail(failed) if matches!(failed.kind, FailKind::HostLack | FailKind::Unreported) => {
+                Some(Class::BenchOrHost)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The failures of a run that name the same crash: one bug, however many boots hit it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CrashGroup {

@@ -5,6 +5,7 @@
 //! and events on 4, each a JSON message ended by a NUL), and what is rendered checked:
 //! the failed boot's verdict, the failing line at the top of its block and visible,
 //! its mark in the console, the replay line, the sweep's grid and the histogram's bars,
+//! each result's strip of its last results from the history,
 //! and not one request for anything but the page itself. Every wait has a deadline; the
 //! browser (a process group) is killed at the test's end whatever happened.
 //!
@@ -39,7 +40,10 @@ fn failing_run(cases: &Path, kernel: &Path) -> Value {
     );
     std::fs::write(cases.join("forbidden-line.toml"), case).unwrap();
     let fake = root().join("scripts/fake-qemu-console");
-    let args = ["--cases", cases.to_str().unwrap(), "--sweep", "1..3", "--message-format", "json"];
+    let history = cases.with_file_name("history.sqlite");
+    let history = history.to_str().unwrap();
+    let args =
+        ["--cases", cases.to_str().unwrap(), "--sweep", "1..3", "--message-format", "json", "--history", history];
     let mut child = Command::new(env!("CARGO_BIN_EXE_testbench"))
         .args(args)
         .current_dir(root())
@@ -147,6 +151,7 @@ const SEEN: &str = r#"(() => {
     replay: failed.querySelector('pre.replay').innerText, replayShown: shown(failed.querySelector('pre.replay')),
     bars: [...document.querySelectorAll('svg.histogram rect.bar')].map(b => [Number(b.dataset.count), b.getBBox().height]),
     cells: [...document.querySelectorAll('#sweep .cell')].map(c => [c.innerText, c.classList.contains('FAIL'), shown(c)]),
+    strips: [...document.querySelectorAll('table.results .strip')].map(s => [...s.querySelectorAll('.s')].map(c => [c.className, box(c).width > 0 && box(c).height > 0, getComputedStyle(c).backgroundColor])),
     resources: performance.getEntriesByType('resource').map(e => e.name),
     scripts: [...document.scripts].filter(s => s.src).length,
   };
@@ -290,6 +295,17 @@ fn a_person_sees_the_failure_in_a_headless_browser() {
     let bars: Vec<(u64, f64)> = serde_json::from_value(seen["bars"].clone()).unwrap();
     assert_eq!(bars.iter().map(|b| b.0).sum::<u64>(), 3, "{explain}");
     assert!(bars.iter().any(|b| b.1 > 0.0), "{explain}");
+    // Each result's strip from the history (a fresh one: this run's three failures, the
+    // sweep's boots sharing one label), each mark drawn in the failure's colour.
+    let strips: Vec<Vec<(String, bool, String)>> = serde_json::from_value(seen["strips"].clone()).unwrap();
+    assert_eq!(strips.len(), 3, "{explain}");
+    for strip in &strips {
+        assert_eq!(strip.len(), 3, "{explain}");
+        assert!(
+            strip.iter().all(|(class, drawn, colour)| class == "s fail" && *drawn && colour == "rgb(207, 34, 46)"),
+            "{explain}"
+        );
+    }
     // Nothing was fetched: no resource, no script from elsewhere, and the only request
     // the browser saw was for the page itself.
     assert_eq!(seen["resources"], json!([]), "{explain}");

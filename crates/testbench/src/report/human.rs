@@ -68,9 +68,10 @@ impl Human {
     /// line and the logs.
     fn failure(&self, head: &str, report: &BootReport, reason: &str) -> String {
         let mut text = format!(
-            "{head} {} {}\n    reason: {}",
+            "{head} {} {}{}\n    reason: {}",
             self.verdict_word("FAIL", 5),
             secs(report.duration),
+            class_shown(report),
             reason.replace('\n', "\n      ")
         );
         if let Some(crash) = report.verdict.failed().and_then(|f| f.crash.as_ref()) {
@@ -94,6 +95,16 @@ impl Human {
         text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay_shown(), report.dir.display()));
         text
     }
+}
+
+/// A result's class and quarantine on its verdict line: ` [deterministic]`,
+/// ` [quarantined until 2026-12-31]`, or nothing.
+fn class_shown(report: &BootReport) -> String {
+    let mut text = report.class.map(|class| format!(" [{}]", class.name())).unwrap_or_default();
+    if let Some(quarantined) = &report.quarantined {
+        text.push_str(&format!(" [quarantined until {}]", quarantined.until));
+    }
+    text
 }
 
 impl Sink for Human {
@@ -169,11 +180,14 @@ impl Sink for Human {
         let (label_width, seed_width) = (self.label_width, self.seed_width);
         let head = format!("{:<label_width$} {seed:<seed_width$}", report.label());
         let text = match &report.verdict {
-            Verdict::Pass => format!("{head} {} {}", self.verdict_word("PASS", 5), secs(report.duration)),
+            Verdict::Pass => {
+                format!("{head} {} {}{}", self.verdict_word("PASS", 5), secs(report.duration), class_shown(report))
+            }
             Verdict::ExpectedFailure(Failed { reason, .. }) => format!(
-                "{head} {} {} (failed as it must: {reason})",
+                "{head} {} {}{} (failed as it must: {reason})",
                 self.verdict_word("PASS", 5),
-                secs(report.duration)
+                secs(report.duration),
+                class_shown(report)
             ),
             Verdict::Skip(reason) => format!("{head} {} {reason}", self.verdict_word("SKIP", 5)),
             Verdict::Trouble(reason) => format!(
@@ -230,6 +244,10 @@ impl Sink for Human {
             for group in &end.crashes {
                 self.line(&format!("    {}", group.shown()));
             }
+        }
+        let (q_passed, q_failed) = super::quarantined(end.reports);
+        if q_passed + q_failed > 0 {
+            self.line(&format!("quarantined: {q_failed} failed, {q_passed} passed (their failures fail no run)"));
         }
         let s = end.summary;
         self.line(&format!(

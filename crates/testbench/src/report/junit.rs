@@ -90,6 +90,12 @@ fn write(reports: &[BootReport], refusals: &[String], path: &Path) -> Result<(),
         if let Some(seed) = boot.seed {
             case.add_property(Property::new("seed", seed.to_string()));
         }
+        if let Some(quarantined) = &boot.quarantined {
+            case.add_property(Property::new("quarantined_until", quarantined.until.as_str()));
+        }
+        if let Some(class) = boot.class {
+            case.add_property(Property::new("failure_class", class.name()));
+        }
         if matches!(boot.verdict, Verdict::ExpectedFailure(_)) {
             case.add_property(Property::new("failed_as_it_must", "true"));
         }

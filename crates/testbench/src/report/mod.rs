@@ -138,6 +138,13 @@ pub struct BootReport {
     /// What the boot's devices noted (a dial's echo and its host-clock wait, the poke,
     /// the capture), printed under the result.
     pub notes: Vec<String>,
+    /// What the evidence says of a failure's cause (or of a pass whose first boot failed).
+    #[serde(default)]
+    pub class: Option<crate::verdict::Class>,
+    /// The case's quarantine at this width (`quarantine.toml`), when it is in one: its
+    /// result is reported apart, and its failure does not fail the run.
+    #[serde(default)]
+    pub quarantined: Option<crate::quarantine::Quarantined>,
 }
 
 fn boot_kind() -> &'static str {
@@ -196,6 +203,8 @@ pub(super) fn a_crashed_boot() -> BootReport {
         sweep: false,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        class: None,
+        quarantined: None,
     }
 }
 
@@ -308,13 +317,15 @@ pub struct Reporter {
     /// told an event before the form, so the form's last line can name them.
     files: Vec<Box<dyn Sink>>,
     reports: Vec<BootReport>,
+    /// The cases directory's quarantine, marked on each report of a case in it.
+    quarantine: Option<crate::quarantine::Quarantine>,
 }
 
 impl Summary {
     /// The counts of `reports`.
     pub fn of(reports: &[BootReport]) -> Summary {
         let mut summary = Summary::default();
-        for report in reports {
+        for report in reports.iter().filter(|r| r.quarantined.is_none()) {
             match &report.verdict {
                 Verdict::Pass | Verdict::ExpectedFailure(_) => summary.passed += 1,
                 Verdict::Fail(_) | Verdict::Unfailed(_) => summary.failed += 1,
@@ -324,6 +335,15 @@ impl Summary {
         }
         summary
     }
+}
+
+/// The quarantined results (`quarantine.toml`), reported apart: how many passed and
+/// how many failed.
+pub fn quarantined(reports: &[BootReport]) -> (usize, usize) {
+    let quarantined = reports.iter().filter(|r| r.quarantined.is_some());
+    let (failed, rest): (Vec<&BootReport>, Vec<&BootReport>) = quarantined.partition(|r| r.verdict.is_failure());
+    let passed = rest.iter().filter(|r| matches!(r.verdict, Verdict::Pass | Verdict::ExpectedFailure(_))).count();
+    (passed, failed.len())
 }
 
 /// The failures (not the self-checks that failed as they must) grouped by their crash's
@@ -393,7 +413,12 @@ impl Reporter {
             MessageFormat::Human => Box::new(human::Human::new(color)),
             MessageFormat::Json => Box::new(json::Json),
         };
-        Reporter { form, files: Vec::new(), reports: Vec::new() }
+        Reporter { form, files: Vec::new(), reports: Vec::new(), quarantine: None }
+    }
+
+    /// The cases directory's quarantine: each report of a case in it is marked so.
+    pub fn set_quarantine(&mut self, quarantine: Option<crate::quarantine::Quarantine>) {
+        self.quarantine = quarantine;
     }
 
     /// One more file the run writes, told every event from now on.
@@ -438,7 +463,9 @@ impl Reporter {
     /// cannot keep it (a `--slurm-task`'s save) says so as a note, and the run goes on.
     pub fn boot_finished(&mut self, report: BootReport) {
         // Every sink (and JUnit, from the reports) quotes the clipped reason.
-        let report = BootReport { verdict: report.verdict.map_reason(clip_reason), ..report };
+        let quarantined = self.quarantine.as_ref().and_then(|q| q.of(&report.case, report.arch.as_deref()));
+        let quarantined = quarantined.or(report.quarantined);
+        let report = BootReport { verdict: report.verdict.map_reason(clip_reason), quarantined, ..report };
         self.reports.push(report);
         let report = self.reports.last().expect("just pushed");
         let mut troubles = Vec::new();
@@ -679,6 +706,8 @@ mod tests {
             sweep: false,
             console_tail: Vec::new(),
             notes: Vec::new(),
+            class: None,
+            quarantined: None,
         }
     }
 

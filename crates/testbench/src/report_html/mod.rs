@@ -52,6 +52,9 @@ pub struct RunInfo<'a> {
     pub sweep: Option<(&'a str, &'a [u64])>,
     /// Why the run stopped before its end (a refusal after the run directory was made).
     pub stopped: Option<String>,
+    /// Each result's last results in the history (its strip), by the result's label,
+    /// when the run keeps a history.
+    pub strips: Option<&'a std::collections::HashMap<String, Vec<testbench_history::Cell>>>,
 }
 
 /// Writes `report.html` into the run directory (through a temporary file renamed into
@@ -77,6 +80,8 @@ code,pre,.console{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-siz
 table{border-collapse:collapse}table.results td:nth-child(-n+4){white-space:nowrap}td,th{padding:.15em .6em;text-align:left;vertical-align:top;border-bottom:1px solid #ddd}
 section.boot{border:1px solid #ccc;border-radius:6px;padding:.8em 1em;margin:1em 0}
 section.boot.FAIL,section.boot.TROUBLE{border-color:var(--fail);border-width:2px}
+.strip{display:inline-flex;gap:1px;vertical-align:middle}.strip .s{display:inline-block;width:.45em;height:1em;background:#8c959f}
+.strip .s.pass{background:var(--pass)}.strip .s.fail{background:var(--fail)}.strip .s.flaky{background:#e8a33d}.strip .s.quarantined{outline:1px dashed #57606a;outline-offset:-1px}
 dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em;margin:.6em 0}dt{color:#57606a}dd{margin:0}
 pre.replay{display:inline-block;margin:0;padding:.2em .5em;background:#f6f8fa;border:1px solid #ddd;white-space:pre-wrap;word-break:break-all}
 pre.reason{white-space:pre-wrap;word-break:break-word;background:#fff8f8;border-left:3px solid var(--fail);padding:.4em .6em;margin:.4em 0}
@@ -198,7 +203,7 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
             escaped(&bounded(why))
         );
     }
-    results_table(&mut out, reports);
+    results_table(&mut out, reports, info.strips);
     out.push_str("</header>\n");
     sweep(&mut out, info, reports);
     crashes(&mut out, reports);
@@ -225,14 +230,40 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     out
 }
 
-fn results_table(out: &mut String, reports: &[BootReport]) {
+/// A result's strip: its last results in the history, oldest first, one mark each (pass,
+/// fail, a flake's, a quarantined one's outline), each titled with its run and time.
+fn strip(cells: &[testbench_history::Cell]) -> String {
+    let mut text = format!("<span class=\"strip\" title=\"the last {} results, oldest first\">", cells.len());
+    for cell in cells {
+        let flaky = if cell.flaky { " flaky" } else { "" };
+        let quarantined = if cell.quarantined { " quarantined" } else { "" };
+        let _ = write!(
+            text,
+            "<span class=\"s {}{flaky}{quarantined}\" title=\"{} at {} UTC: {}{flaky}{quarantined}\"></span>",
+            cell.outcome,
+            escaped(&cell.run),
+            escaped(&cell.when),
+            cell.outcome
+        );
+    }
+    text.push_str("</span>");
+    text
+}
+
+fn results_table(
+    out: &mut String,
+    reports: &[BootReport],
+    strips: Option<&std::collections::HashMap<String, Vec<testbench_history::Cell>>>,
+) {
     if reports.is_empty() {
         out.push_str("<p>no results</p>");
         return;
     }
-    out.push_str(
-        "<table class=\"results\"><tr><th>verdict</th><th>case</th><th>seed</th><th>time</th><th>reason</th></tr>",
-    );
+    out.push_str("<table class=\"results\"><tr><th>verdict</th><th>case</th><th>seed</th><th>time</th><th>reason</th>");
+    if strips.is_some() {
+        out.push_str("<th>last results</th>");
+    }
+    out.push_str("</tr>");
     for (i, r) in reports.iter().enumerate() {
         let (class, _) = verdict_of(&r.verdict);
         let reason = r.verdict.reason();
@@ -240,12 +271,17 @@ fn results_table(out: &mut String, reports: &[BootReport]) {
         let _ = write!(
             out,
             "<tr class=\"{class}\"><td><span class=\"verdict {class}\">{class}</span></td><td><a href=\"#b{i}\">{}</a></td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td>",
             escaped(&r.label()),
             escaped(&seed_text(r.seed, r.smp.is_some())),
             secs(r.duration),
             escaped(&testbench_judge::quote(first))
         );
+        if let Some(strips) = strips {
+            let cells = strips.get(&r.label()).map(|cells| strip(cells)).unwrap_or_default();
+            let _ = write!(out, "<td>{cells}</td>");
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</table>");
 }
@@ -395,6 +431,17 @@ fn block_head(out: &mut String, run_dir: &Path, i: usize, r: &BootReport) {
         let _ = write!(out, "<dt>seed</dt><dd class=\"seed\">{}</dd>", escaped(&seed));
     }
     let _ = write!(out, "<dt>duration</dt><dd>{}</dd>", secs(r.duration));
+    if let Some(class) = r.class {
+        let _ = write!(out, "<dt>class</dt><dd class=\"failure-class\">{}</dd>", class.name());
+    }
+    if let Some(quarantined) = &r.quarantined {
+        let _ = write!(
+            out,
+            "<dt>quarantined</dt><dd class=\"quarantined\">until {}: {}</dd>",
+            escaped(&quarantined.until),
+            escaped(&quarantined.reason)
+        );
+    }
     let _ = write!(
         out,
         "<dt>replay</dt><dd><pre class=\"replay\">{}</pre><button type=\"button\" class=\"copy\" data-copy=\"{}\">copy</button>",

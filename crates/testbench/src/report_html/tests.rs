@@ -29,11 +29,13 @@ fn report(case: &str, dir: PathBuf, verdict: Verdict, seed: Option<u64>, sweep: 
         sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        class: None,
+        quarantined: None,
     }
 }
 
 fn info(run_dir: &Path, summary: Summary) -> RunInfo<'_> {
-    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None }
+    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None, strips: None }
 }
 
 const MARKS: &str = r#"{"lines": 6, "marks": [
@@ -223,4 +225,52 @@ fn a_crash_is_marked_in_its_console_and_the_run_groups_its_crashes() {
     assert!(page.contains("<div class=\"l mark m-crash\" id=\"b0-L2\">"), "{page}");
     assert!(page.contains("<div class=\"l\" id=\"b0-L6\">"), "{page}");
     assert!(page.contains("<span class=\"tag\">crash&#58; kernel panic&#58; VFS</span>"), "{page}");
+}
+
+#[test]
+fn a_failures_class_and_quarantine_are_in_its_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run-1-2");
+    let dir = boot_dir(&run, "rv64/c.smp1", b"boot\n", NO_MARKS);
+    let mut failed = report("c", dir.clone(), fail("timed out".into()), Some(7), false);
+    failed.class = Some(crate::verdict::Class::Deterministic);
+    failed.quarantined =
+        Some(crate::quarantine::Quarantined { until: "2026-12-31".into(), reason: "flakes <under load>".into() });
+    let passed = report("p", dir, Verdict::Pass, Some(7), false);
+    let summary = Summary { passed: 1, failed: 1, skipped: 0, trouble: 0 };
+    let page = page(&info(&run, summary), &[failed, passed]);
+    assert_eq!(page.matches("<dt>class</dt>").count(), 1, "the classed failure only");
+    assert!(page.contains("<dt>class</dt><dd class=\"failure-class\">deterministic</dd>"));
+    assert!(
+        page.contains("<dt>quarantined</dt><dd class=\"quarantined\">until 2026-12-31: flakes &lt;under load&gt;</dd>")
+    );
+}
+
+#[test]
+fn each_result_shows_its_last_results_from_the_history_oldest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run-1-2");
+    let dir = boot_dir(&run, "rv64/c.smp1", b"boot\n", NO_MARKS);
+    let cell = |outcome, flaky, quarantined| testbench_history::Cell {
+        run: "run-<9>".into(),
+        when: "2026-12-07 20:00:00".into(),
+        outcome,
+        flaky,
+        quarantined,
+    };
+    let mut strips = std::collections::HashMap::new();
+    strips.insert("c rv64 smp1".to_string(), vec![cell("pass", false, false), cell("fail", true, true)]);
+    let summary = Summary { passed: 1, failed: 0, skipped: 0, trouble: 0 };
+    let info = RunInfo { strips: Some(&strips), ..info(&run, summary) };
+    let page = page(&info, &[report("c", dir, Verdict::Pass, None, false)]);
+    assert!(page.contains("<th>last results</th>"), "{page}");
+    assert!(page.contains(
+        "<span class=\"strip\" title=\"the last 2 results, oldest first\"><span class=\"s pass\" title=\"run-&lt;9&gt; at 2026-12-07 20&#58;00&#58;00 UTC: pass\"></span><span class=\"s fail flaky quarantined\" title=\"run-&lt;9&gt; at 2026-12-07 20&#58;00&#58;00 UTC: fail flaky quarantined\"></span></span>"
+    ), "{page}");
+    let without = page_without_history(&run);
+    assert!(!without.contains("last results"), "no history, no column");
+}
+
+fn page_without_history(run: &Path) -> String {
+    page(&info(run, Summary::default()), &[])
 }

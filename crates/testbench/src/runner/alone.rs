@@ -24,13 +24,14 @@
 //! the set as having run beside another.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, RwLock};
 
 use super::other_benches::{LockError, OtherBenches};
 use super::prepare::BootJob;
 use super::verdicts::{boot_once_or_twice, Booted};
 use crate::case_result::Blocked;
+use crate::rundir::first_attempt_dir;
 
 /// The boots of one run, as far as running beside each other goes.
 #[derive(Default)]
@@ -86,14 +87,6 @@ impl Overlap {
     }
 }
 
-/// Where a rerun boot's first attempt is kept: beside its directory, `.beside-others`
-/// appended.
-pub fn first_attempt_dir(dir: &Path) -> PathBuf {
-    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".beside-others");
-    dir.with_file_name(name)
-}
-
 /// Boot planned boot `index`, and boot it again alone when it failed beside other boots
 /// in a way the load can cause (the module's docs) and its failure is not what its
 /// `must_fail` wants.
@@ -119,7 +112,12 @@ pub fn boot(
         // A self-check that passed fails as a case; on the host's clock the load may
         // have kept from it what it must see, like any other failure.
         Ok(Ok(())) if beside && host_clock && must_fail.is_some() => "it passed, and must fail".to_string(),
-        _ => return first,
+        // Not a failure the load can cause: booted again only to class it.
+        _ => {
+            let boot_alone =
+                |spec| overlap.alone(|| boot_once_or_twice(spec, root, repeat_exactly)).map_err(|why| why.to_string());
+            return super::classify::again(spec, boot_alone, first, must_fail);
+        }
     };
     let what =
         if first.deadline { "timed out beside other work" } else { "failed beside other work on the host's clock" };
@@ -127,6 +125,7 @@ pub fn boot(
         return first;
     }
     let aside = first_attempt_dir(&spec.dir);
+    let (dir, repeats) = (spec.dir.clone(), super::classify::console_repeats(&spec));
     let _ = std::fs::remove_dir_all(&aside);
     if let Err(error) = std::fs::rename(&spec.dir, &aside) {
         let mut first = first;
@@ -157,12 +156,14 @@ pub fn boot(
     notes.extend(first.notes.into_iter().map(|note| format!("beside other work: {note}")));
     notes.append(&mut alone.notes);
     alone.notes = notes;
+    alone.class = super::classify::after_alone(&alone, &dir, &aside, repeats, must_fail.is_some());
     alone
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 

@@ -173,6 +173,8 @@ pub fn load_cases_named(dir: &Path, only: Option<&str>) -> Loaded {
     let mut files: Vec<PathBuf> = paths
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        // Not a case: the directory's quarantine (quarantine.rs).
+        .filter(|p| p.file_name().is_none_or(|name| name != crate::quarantine::FILE))
         .filter(|p| only.is_none_or(|name| p.file_stem().is_some_and(|stem| stem == name)))
         .cloned()
         .collect();

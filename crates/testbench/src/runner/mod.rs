@@ -15,11 +15,13 @@
 //! The steps, each in its module: `intake` (the cases, the selection, every refusal),
 //! `plan` (the boots and host runs, their replay lines), `prepare` (builds, probes,
 //! firmware, each boot's `BootSpec`), `pool` (boots at once, results in order),
-//! `alone` (a boot that timed out beside others, booted again alone), `verdicts` (a
+//! `alone` (a boot that timed out beside others, booted again alone), `classify` (a
+//! failure booted once more to class it: deterministic, host-dependent), `verdicts` (a
 //! result's worth as a `Verdict`, and its report), `other_benches` (q's other benches),
 //! `make_prebuilt` (the `--prebuild` executor), `slurm` (the submission and a task).
 
 mod alone;
+mod classify;
 mod intake;
 mod make_prebuilt;
 mod other_benches;
@@ -54,6 +56,20 @@ pub fn report_error(reporter: &mut Reporter, error: BenchError) -> i32 {
         _ => eprintln!("error: {error}"),
     }
     error.exit_status()
+}
+
+/// The cases directory's quarantine (quarantine.rs), refused when it cannot be used or
+/// when an entry of a selected case has expired.
+fn quarantine_of(ws: &Workspace, selected: &[&Case]) -> Result<Option<crate::quarantine::Quarantine>, BenchError> {
+    let quarantine = crate::quarantine::load(&ws.cases_dir).map_err(|e| BenchError::Refused(vec![e.to_string()]))?;
+    if let Some(quarantine) = &quarantine {
+        let names: Vec<&str> = selected.iter().map(|c| c.name.as_str()).collect();
+        let expired = quarantine.expired(&names, crate::quarantine::today());
+        if !expired.is_empty() {
+            return Err(BenchError::Refused(expired.iter().map(ToString::to_string).collect()));
+        }
+    }
+    Ok(quarantine)
 }
 
 /// The run proper: every case's verdict reported, or why the bench stopped. Intake (the
@@ -95,12 +111,18 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(dir) = &options.prebuild {
         return make_prebuilt::make(dir, ws, &intake.selected, options, reporter, None);
     }
+    let quarantine = quarantine_of(ws, &intake.selected)?;
+    reporter.set_quarantine(quarantine.clone());
     if let Some(slurm) = &options.slurm {
         slurm::check(slurm)?;
     }
     // One task of a --slurm array: its place, and the submitter's plan.
     let task = options.slurm_task.as_deref().map(slurm::Task::open).transpose()?;
     let ground = Ground::make(ws, options, &intake.selected, task.as_ref())?;
+    // Every result kept in the history; a task's by the run that joins the array's.
+    if options.slurm_task.is_none() {
+        reporter.add(Box::new(crate::history::keep::Keeper::for_run(ws, options, quarantine.as_ref())?));
+    }
     let boots = plan::plan(&intake.selected, options, &ground.run_dir, intake.env_seed);
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
@@ -116,7 +138,12 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         None => (boots, plan::plan_host(&intake.selected, options)),
     };
     let sweep = options.sweep.as_deref().zip(intake.selected.first().map(|case| case.name.as_str()));
-    reporter.add(Box::new(crate::report::Html::new(&ground.run_dir, started, sweep.map(|(s, c)| (c, s)))));
+    let html = crate::report::Html::new(&ground.run_dir, started, sweep.map(|(s, c)| (c, s)));
+    let html = match &options.slurm_task {
+        None => html.with_history(crate::history::path(&ws.root, options.history.as_deref())),
+        Some(_) => html,
+    };
+    reporter.add(Box::new(html));
     reporter.run_started(&ground.run_dir, &plan::rows(&intake.selected, &host_runs, &boots));
     if let (Some(note), None) = (plan::sweep_note(&intake.selected, options), &options.slurm_task) {
         reporter.note(crate::events::Note::Sweep, &note);

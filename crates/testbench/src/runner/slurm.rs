@@ -350,6 +350,8 @@ fn unjoined(ws: &Workspace, selected: &[&Case], planned: &PlannedBoot, why: Stri
         sweep: planned.seed_from == plan::SeedFrom::Sweep,
         console_tail: Vec::new(),
         notes: Vec::new(),
+        class: Some(crate::verdict::Class::BenchOrHost),
+        quarantined: None,
     }
 }
 
@@ -444,6 +446,8 @@ mod tests {
             sweep: true,
             console_tail: Vec::new(),
             notes: vec!["a note".into()],
+            class: None,
+            quarantined: None,
         };
         // Two tasks of five boots: task 0 has 0, 2, 4 and reported all; task 1 (1, 3)
         // reported boot 1 only, then stopped.

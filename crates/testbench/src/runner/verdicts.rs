@@ -15,7 +15,7 @@ use crate::case_result::{Blocked, CaseResult, HostResult};
 use crate::cli::{KeepFailed, Options};
 use crate::qemu::{RecordReplay, RR_FILE};
 use crate::report::BootReport;
-use crate::verdict::{FailKind, Failed, Verdict};
+use crate::verdict::{Class, FailKind, Failed, Verdict};
 use crate::workspace::Workspace;
 
 /// Whether a must_fail pattern takes a failure: the whole reason, or any one of its
@@ -101,11 +101,13 @@ pub struct Booted {
     /// The failure is a deadline that passed (an expect or the power-off never came):
     /// what other work beside the boot can cause on its own ([`super::alone`]).
     pub deadline: bool,
+    /// What a second boot of a failure showed of its cause (`classify.rs`).
+    pub class: Option<crate::verdict::Class>,
 }
 
 impl Booted {
     pub fn blocked(blocked: Blocked) -> Booted {
-        Booted { result: Err(blocked), console: None, notes: Vec::new(), deadline: false }
+        Booted { result: Err(blocked), console: None, notes: Vec::new(), deadline: false, class: None }
     }
 }
 
@@ -163,12 +165,13 @@ fn boot_and_compare(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted
             console: tail,
             notes,
             deadline: false,
+            class: None,
         };
     }
     if (spec.plan.judge.capture.is_empty() && !repeat_exactly) || first.verdict != ConsoleVerdict::Pass {
         let tail = console(&spec.dir, &first.verdict);
         let deadline = deadline_passed(&first.verdict);
-        return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes, deadline };
+        return Booted { result: Ok(verdict_result(first.verdict)), console: tail, notes, deadline, class: None };
     }
     let first_dir = spec.dir.clone();
     let second_spec = BootSpec { dir: spec.dir.join("second-boot"), first_boot: Some(first_dir.clone()), ..spec };
@@ -186,6 +189,7 @@ fn boot_and_compare(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted
         console,
         notes,
         deadline: false,
+        class: None,
     };
     if second.verdict != ConsoleVerdict::Pass {
         let tail = console(&second_spec.dir, &second.verdict);
@@ -370,6 +374,8 @@ pub fn host_report(
         keep_failed_loopback(keep, case, arch, &dir);
     }
     BootReport {
+        class: Class::of_verdict(&verdict),
+        quarantined: None,
         case: case.name.clone(),
         kind: case.kind.name(),
         arch: arch.map(|a| a.name().to_string()),
@@ -390,7 +396,7 @@ pub fn host_report(
 pub fn boot_report(
     case: &Case,
     boot: &PlannedBoot,
-    Booted { result, console: timed_out_console, notes, .. }: Booted,
+    Booted { result, console: timed_out_console, notes, class, .. }: Booted,
     took: Duration,
     ws: &Workspace,
     options: &Options,
@@ -408,7 +414,11 @@ pub fn boot_report(
     if let (true, Some(keep)) = (verdict.is_failure(), &options.keep_failed) {
         keep_failed(keep, case, boot);
     }
+    // A failure's class, or a pass's whose first boot failed (host-dependent).
+    let class = Class::of_verdict(&verdict).or(class.filter(|_| !matches!(verdict, Verdict::Skip(_))));
     BootReport {
+        class,
+        quarantined: None,
         case: case.name.clone(),
         kind: "boot",
         arch: Some(boot.arch.name().into()),
