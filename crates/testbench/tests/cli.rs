@@ -404,6 +404,17 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
     assert!(command.contains(" -rtc base=2020-01-01T00:00:00,clock=vm "), "{command}");
 }
 
+/// The stamp plugin beside the bench: the launcher builds it beside the release bench;
+/// these tests' bench is cargo's test build, beside which `cargo test -p testbench`
+/// alone does not build it.
+fn build_stamp_plugin() {
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "testbench-stamp-plugin"])
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the stamp plugin did not build");
+}
+
 /// A boot in guest time that never powers off ends its settle time in the guest's time:
 /// QEMU loads the stamp plugin, `console.log` is the stamped bytes up to the settle time's
 /// end, the same on two runs of a pinned seed, and `serial.log` keeps QEMU's serial output
@@ -411,13 +422,7 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
 #[test]
 fn a_boot_that_never_powers_off_settles_in_guest_time_and_repeats_byte_for_byte() {
     let rester = "description = \"x\"\narch = [\"rv64\", \"rv32\"]\nkind = \"boot\"\nprograms = [\"rester\"]\nqemu_seed = 3\ntimeout_secs = 30\nexpect = ['^rester: at rest$']\n";
-    // The plugin is built beside the bench by the launcher; this test's bench is cargo's
-    // test build, beside which `cargo test -p testbench` alone does not build it.
-    let built = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "testbench-stamp-plugin"])
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "the stamp plugin did not build");
+    build_stamp_plugin();
     let dir = cases_dir(&[("rester", rester)]);
     let cases = dir.path().to_str().unwrap();
     let runs = [bench(&["--cases", cases], &[]), bench(&["--cases", cases], &[])];
@@ -434,6 +439,29 @@ fn a_boot_that_never_powers_off_settles_in_guest_time_and_repeats_byte_for_byte(
         let serial = boot(&runs[0], "serial.log").unwrap();
         assert!(serial.starts_with(&first), "{arch}: console.log is not the start of serial.log");
     }
+}
+
+/// Self-check: a QEMU that does not load the stamp plugin (the fake told to ignore
+/// `-plugin`) leaves a boot in guest time without its console; the boot fails naming the
+/// plugin, never judged on nothing.
+#[test]
+fn a_qemu_that_never_loads_the_stamp_plugin_fails_the_boot_naming_it() {
+    build_stamp_plugin();
+    let image = tempfile::tempdir().unwrap();
+    std::fs::write(image.path().join("kernel"), b"not a kernel: the fake boots nothing").unwrap();
+    let case = format!(
+        "description = \"x\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"{}\"\nfirmware = \"none\"\n",
+        image.path().join("kernel").display()
+    );
+    let dir = cases_dir(&[("unstamped", &case)]);
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fake-qemu-console");
+    let env = [("TESTBENCH_QEMU_RV64", fake.to_str().unwrap()), ("FAKE_QEMU_NO_PLUGIN", "1")];
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &env);
+    run.expect_status(1);
+    assert!(run.stdout.contains("the stamp plugin never connected: QEMU did not load "), "{}", run.explain());
+    // The same fake playing the plugin's part passes: the console came through the stamps.
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &env[..1]);
+    run.expect_status(0);
 }
 
 #[test]

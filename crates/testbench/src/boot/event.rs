@@ -16,8 +16,9 @@ pub enum Event {
     /// The stamp plugin's records: the console's bytes at the guest's instruction counts,
     /// and ticks (stamps.rs).
     Stamps(Vec<testbench_stamp::Record>),
-    /// The stamp plugin's socket closed (or it never connected).
-    StampsEnd,
+    /// The stamp plugin's socket closed; `connected`: false when the plugin never
+    /// connected by QEMU's start's deadline.
+    StampsEnd { connected: bool },
 }
 
 /// What a part's thread reports to the boot's loop.

@@ -128,6 +128,10 @@ struct Stamped {
     log: ConsoleLog<std::fs::File>,
     /// The plugin's socket closed: no stamp comes after.
     ended: bool,
+    /// Stamps taken, and QEMU's serial bytes seen: bytes and no stamp at the console's
+    /// end is a plugin that was never loaded.
+    stamps: u64,
+    serial_bytes: u64,
 }
 
 /// How long the stamps still in flight when QEMU's console closed may take to come.
@@ -204,7 +208,10 @@ fn console_logs(spec: &BootSpec) -> Result<(ConsoleLog<std::fs::File>, Option<St
         std::fs::File::create(&path).map(ConsoleLog::new).map_err(|e| Trouble::file("create", &path, e))
     };
     let Some(stamp) = &spec.machine.stamp else { return Ok((log("console.log")?, None)) };
-    Ok((log("serial.log")?, Some(Stamped { spec: stamp.clone(), log: log("console.log")?, ended: false })))
+    Ok((
+        log("serial.log")?,
+        Some(Stamped { spec: stamp.clone(), log: log("console.log")?, ended: false, stamps: 0, serial_bytes: 0 }),
+    ))
 }
 
 /// A stamped boot's plugin arguments and the socket it connects to, beside the QMP one
@@ -294,7 +301,7 @@ impl Running<'_> {
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.stamped.is_some() => self.keep_serial(&chunk),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) if self.held.is_some() => self.finish_report(&chunk),
                 Ok(Event::Stamps(records)) => self.take_stamps(records),
-                Ok(Event::StampsEnd) => self.stamps_ended(),
+                Ok(Event::StampsEnd { connected }) => self.stamps_ended(connected),
                 Ok(Event::Console(ConsoleEvent::Bytes(chunk))) => self.take_console(&chunk),
                 // While a crash report is held open, a reset (panic=-1's) is its sequel: the
                 // crash stays the verdict.
@@ -342,6 +349,9 @@ impl Running<'_> {
         if let Some(log) = self.console.as_mut() {
             let _ = log.write(&chunk.bytes);
         }
+        if let Some(stamped) = self.stamped.as_mut() {
+            stamped.serial_bytes += chunk.bytes.len() as u64;
+        }
         None
     }
 
@@ -350,6 +360,7 @@ impl Running<'_> {
     /// nothing more of the console is kept.
     fn take_stamps(&mut self, records: Vec<testbench_stamp::Record>) -> Option<Verdict> {
         let mut stamped = self.stamped.take()?;
+        stamped.stamps += records.len() as u64;
         let verdict = records.into_iter().find_map(|record| self.take_stamp(&mut stamped, record));
         self.stamped = Some(stamped);
         verdict
@@ -378,11 +389,18 @@ impl Running<'_> {
         }
     }
 
-    fn stamps_ended(&mut self) -> Option<Verdict> {
+    /// The plugin's socket closed: no stamp comes after. One that never connected fails
+    /// the boot, naming it: the judge reads nothing else.
+    fn stamps_ended(&mut self, connected: bool) -> Option<Verdict> {
         if let Some(stamped) = self.stamped.as_mut() {
             stamped.ended = true;
         }
-        None
+        (!connected).then(|| {
+            self.part_failure(format!(
+                "the stamp plugin never connected: QEMU did not load {} (the console in guest time is read from it; serial.log has QEMU's output)",
+                self.spec.machine.stamp.as_ref().map_or(String::new(), |s| s.plugin.display().to_string())
+            ))
+        })
     }
 
     /// QEMU closed its console. A stamped boot first takes the stamps still in flight
@@ -392,13 +410,18 @@ impl Running<'_> {
         while self.stamped.as_ref().is_some_and(|s| !s.ended) {
             let verdict = match self.events.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
                 Ok(Event::Stamps(records)) => self.take_stamps(records),
-                Ok(Event::StampsEnd) | Err(_) => break,
+                Ok(Event::StampsEnd { connected: true }) | Err(_) => break,
+                Ok(Event::StampsEnd { connected: false }) => self.stamps_ended(false),
                 Ok(_) => None,
             };
             if let Some(verdict) = verdict.filter(|_| self.held.is_none()) {
                 self.verdict = Some(verdict);
                 return Loop::Verdict;
             }
+        }
+        if self.stamped.as_ref().is_some_and(|s| s.stamps == 0 && s.serial_bytes > 0) {
+            self.verdict = self.stamps_ended(false);
+            return Loop::Verdict;
         }
         Loop::Closed
     }
@@ -559,7 +582,7 @@ impl Running<'_> {
                     }
                 }
                 Event::Console(ConsoleEvent::Closed) => break,
-                Event::Qmp(_) | Event::Part(_) | Event::Stamps(_) | Event::StampsEnd => {}
+                Event::Qmp(_) | Event::Part(_) | Event::Stamps(_) | Event::StampsEnd { .. } => {}
             }
         }
         if !matches!(crate::process::wait_deadline(&mut self.child, EXIT_DEADLINE), Ok(Some(_))) {

@@ -97,15 +97,17 @@ const BATCH: usize = 4096;
 
 /// Reads the plugin's records into the boot's channel, as [`Event::Stamps`], then
 /// [`Event::StampsEnd`] when the plugin closes its end (QEMU exited). The plugin must
-/// connect by `deadline` (QEMU loads it before the guest starts).
+/// connect by `deadline` (QEMU loads it before the guest starts): one that does not is
+/// said as such, and the boot fails on it (a QEMU that ignored `-plugin` would otherwise
+/// leave the judge without a byte).
 pub fn spawn_reader(listener: UnixListener, sender: SyncSender<Event>, deadline: Instant) {
     std::thread::spawn(move || {
         let Some(stream) = accept(&listener, deadline) else {
-            let _ = sender.send(Event::StampsEnd);
+            let _ = sender.send(Event::StampsEnd { connected: false });
             return;
         };
         read_records(stream, &sender);
-        let _ = sender.send(Event::StampsEnd);
+        let _ = sender.send(Event::StampsEnd { connected: true });
     });
 }
 
