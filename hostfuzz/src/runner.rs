@@ -53,6 +53,9 @@ pub struct Settings {
     /// `--fork-spare`: every input in a spare the runner forked ahead of need
     /// ([`exec::spared`]), the fork server before its zygote. For measurement.
     pub fork_spare: bool,
+    /// A counted run replays the target's kept regression inputs ([`REGRESSIONS`]) first;
+    /// `--no-regressions` leaves them out (`--mutations`: the generator alone must find).
+    pub regressions: bool,
 }
 
 impl Settings {
@@ -69,6 +72,7 @@ impl Settings {
             in_process: false,
             fork_each: false,
             fork_spare: false,
+            regressions: true,
         }
     }
 
@@ -208,9 +212,10 @@ fn replay_regressions(target: &Target, settings: &Settings) -> Status {
 /// Runs `target` from `seed` within `budget`, stopping at its first finding or hang.
 /// With `self_check`, every [`SELF_CHECK_EVERY`]-th input runs twice and the two
 /// outcomes (verdict, depth and trace hash) must agree. A counted run (`self_check`: the
-/// gate) first replays the target's kept regression inputs ([`REGRESSIONS`]).
+/// gate) first replays the target's kept regression inputs ([`REGRESSIONS`]) unless
+/// [`Settings::regressions`] is off.
 pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settings: &Settings) -> Status {
-    if self_check {
+    if self_check && settings.regressions {
         let status = replay_regressions(target, settings);
         if status != Status::Clean {
             stop_serving();
