@@ -1,5 +1,7 @@
 //! The reference kernel's own files, compiled for the host as they are, through `#[path]`
-//! (docs/host-fuzzing.md, "The kernel's files on the host"): not a copy, not a model.
+//! (docs/host-fuzzing.md, "The kernel's files on the host"): not a copy, not a model. They
+//! are built in `kernel-host/` (a crate that stands where the kernel's root stands, so
+//! their `crate::` paths find the stubs beside them); here is the memory they run on.
 //!
 //! - [`mm`]: `guest/kernel/src/mm.rs`, the frame pool and the page tables. It reaches
 //!   nothing outside but `abi`'s constants and physical memory, which it reads and
@@ -8,13 +10,14 @@
 //!   would be, so a page-table frame at 0x8100_0000 in the guest is one at 0x8100_0000
 //!   here. The one seam in the file: its table format follows `target_pointer_width`
 //!   (Sv39 on 64 bits), not `target_arch`, so the host's build walks Sv39 tables.
-//!   `satp` (the page-table register's value) is compiled but reaches no register: only
-//!   the guest's scheduler writes it.
+//!   `satp` (the page-table register's value) reaches no register: the world reads the
+//!   root it names.
+//! - [`proc`]: `guest/kernel/src/proc.rs`, the processes, system calls and scheduler. Its
+//!   one seam: the trap's entry glue (`trap_from_user`, called by assembly) is split from
+//!   the trap's handling (`take_trap`), which the world calls; the CSR reads and `wfi` are
+//!   trap.rs's (`trap::cause`, `trap::wait_for_interrupt`), which kernel-host answers.
 
-// `satp`: the register's value, which only the guest's scheduler uses.
-#[allow(dead_code)]
-#[path = "../../guest/kernel/src/mm.rs"]
-pub(crate) mod mm;
+pub use kernel_host::{mm, proc};
 
 /// Physical memory: an arena the fuzzer's world owns, at the guest's own physical
 /// addresses, mapped once in the runner before it forks (each child writes its own

@@ -86,6 +86,45 @@ fn paint(pa: usize) {
     unsafe { std::ptr::write_bytes(pa as *mut u8, PAINT, PAGE_SIZE) };
 }
 
+/// The leaves of the tables under `root` (va -> entry), read from the arena, the kernel's
+/// window left out: what a user address of that space reaches. For the worlds that judge
+/// what mm.rs built for them (`kernel-syscalls`), after `kernel-mm` judged how.
+pub(crate) fn user_leaves(root: usize) -> BTreeMap<usize, usize> {
+    let mut leaves = BTreeMap::new();
+    let mut stack = vec![(root, LEVELS - 1, 0usize)];
+    while let Some((table, level, base)) = stack.pop() {
+        for index in 0..ENTRIES {
+            let pte = read_pte(table, index);
+            if pte & V == 0 || (table == root && index == WINDOW_INDEX) {
+                continue;
+            }
+            let va = base | (index << (12 + 9 * level));
+            if pte & (R | W | X) != 0 || level == 0 {
+                leaves.insert(va, pte);
+            } else {
+                stack.push((pte_pa(pte), level - 1, va));
+            }
+        }
+    }
+    leaves
+}
+
+/// How many tables lie under `root`, the root left out.
+pub(crate) fn table_count(root: usize) -> usize {
+    let mut count = 0;
+    let mut stack = vec![(root, LEVELS - 1)];
+    while let Some((table, level)) = stack.pop() {
+        for index in 0..ENTRIES {
+            let pte = read_pte(table, index);
+            if level > 0 && pte & V != 0 && pte & (R | W | X) == 0 && !(table == root && index == WINDOW_INDEX) {
+                count += 1;
+                stack.push((pte_pa(pte), level - 1));
+            }
+        }
+    }
+    count
+}
+
 /// One user page as the world gave it: its frame, its flags and the bytes it must hold.
 struct Page {
     frame: usize,

@@ -6,6 +6,7 @@ pub mod elf;
 pub mod fdt;
 pub mod isolation;
 pub mod kernel_mm;
+pub mod kernel_syscalls;
 pub mod network;
 pub mod programs;
 pub mod rules;
@@ -90,6 +91,12 @@ pub const TARGETS: &[Target] = &[
         about: "guest/kernel/src/mm.rs as compiled for the guest: frames and page tables against a shadow map",
         gate: true,
         run: kernel_mm::run,
+    },
+    Target {
+        name: "kernel-syscalls",
+        about: "guest/kernel/src/proc.rs as compiled for the guest: hostile system calls against each program's memory",
+        gate: true,
+        run: kernel_syscalls::run,
     },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
