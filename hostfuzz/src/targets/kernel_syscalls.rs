@@ -18,7 +18,8 @@
 //! mapped bytes, or into another program's memory (rule F); a call answering Fault
 //! otherwise than the caller's pages say, or answering a privileged call of a worker
 //! other than Permission; a console line other than the caller's bytes; a worker's end
-//! that gives back other than its frames.
+//! that gives back other than its frames, a spawn that takes other than its child's (a
+//! refused one: none).
 
 use crate::kernel::{mm, proc, ram};
 use crate::targets::kernel_mm::user_leaves;
@@ -128,6 +129,9 @@ struct World {
     draining: bool,
     /// A worker ending: its frames, and in_use before.
     ending: Option<(usize, usize)>,
+    /// A spawn of the worker: in_use before, and whether it may have started one (13
+    /// frames: its root, four tables, eight pages) or must have left the pool as it was.
+    spawning: Option<(usize, bool)>,
     images: [Vec<u8>; 2],
     data: Vec<u8>,
     finding: Option<Finding>,
@@ -268,6 +272,13 @@ impl World {
             _ => {}
         }
         self.console_at = self.console.len();
+        if let Some((before, may_start)) = self.spawning.take() {
+            let now = proc::KERNEL.lock().frames.in_use;
+            if now != before && !(may_start && now == before + 13) {
+                let detail = format!("in_use {before} -> {now} (a child would take 13; one may start: {may_start})");
+                fail(self, "a spawn took other frames than its child's", detail);
+            }
+        }
         if let Some((frames, before)) = self.ending.take() {
             let now = proc::KERNEL.lock().frames.in_use;
             if before.checked_sub(frames) != Some(now) {
@@ -448,6 +459,10 @@ impl World {
                     ("a spawn within its quota refused", Box::new(|a0| a0 < 1 << 15 || a0 == Error::NoProcess.to_raw()))
                 };
                 self.expect.insert(slot, Expect { immediate: true, what, ok, detail });
+                // A refused spawn (here, past its quota, after some of its pages) leaves
+                // nothing behind.
+                let may_start = what == "a spawn within its quota refused";
+                self.spawning = Some((proc::KERNEL.lock().frames.in_use, may_start));
             }
             sys::SPAWN | sys::ENTRY_INFO | sys::ENTRY_READ if a[1] > NAME_LEN => {
                 self.expect_is(slot, "a name longer than NAME_LEN taken", Error::NoEntry.to_raw(), detail);
@@ -781,6 +796,7 @@ pub fn run(d: &mut Decisions) -> Result<(), Finding> {
             trapping: 0,
             draining: false,
             ending: None,
+            spawning: None,
             images: images.clone(),
             data: data.clone(),
             finding: None,
