@@ -3,6 +3,8 @@
 //! - [`rng`]: the one seeded generator all input bytes come from.
 //! - [`decisions`]: how a generator reads an input, as decisions.
 //! - [`targets`]: the generators and the guest code they drive.
+//! - [`kernel`]: the reference kernel's own files, compiled here through `#[path]`, and the
+//!   physical memory they reach.
 //! - [`machine`]: kernel tasks as threads, one at a time, the input deciding who runs.
 //! - [`panics`]: a run's panic kept as its finding, not printed.
 //! - [`exec`]: one input, in a fresh child or in process (tests), and the pipes a child answers on.
@@ -21,6 +23,7 @@ pub mod exec;
 pub mod finding;
 pub mod hex;
 pub mod hugetext;
+pub mod kernel;
 pub mod machine;
 pub mod mutations;
 pub mod panics;

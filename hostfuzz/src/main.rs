@@ -19,6 +19,8 @@
 //!     cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--seconds T | --count N] [TARGET]
 //!                                                     a campaign as a Slurm job array, one seed
 //!                                                     a task, joined in seed order (src/slurm.rs)
+//!     cargo hostfuzz --no-regressions ...             a counted run without replaying the
+//!                                                     target's kept inputs (hostfuzz/regressions/)
 //!     cargo hostfuzz --mutations [ID...]              each check of hostfuzz/mutations.toml removed
 //!                                                     in a scratch copy: a finding within 20,000
 //!                                                     inputs for each (src/mutations.rs)
@@ -33,7 +35,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process | --fork-each | --fork-spare] [--target] [TARGET]\n       \
+    "usage: cargo hostfuzz [--list] [--seed S] [--seconds T | --count N] [--in-process | --fork-each | --fork-spare] [--no-regressions] [--target] [TARGET]\n       \
      cargo hostfuzz [--in-process | --fork-each | --fork-spare] --replay TARGET FILE.hex\n       \
      cargo hostfuzz --slurm --seeds A..B [--slurm-partition P] [--slurm-queue-secs S] [--seconds T | --count N] [TARGET]\n       \
      cargo hostfuzz --mutations [ID...]";
@@ -77,6 +79,7 @@ fn run(args: &[String]) -> Result<u8, String> {
             "--in-process" => settings.in_process = true,
             "--fork-each" => settings.fork_each = true,
             "--fork-spare" => settings.fork_spare = true,
+            "--no-regressions" => settings.regressions = false,
             "--slurm" => slurm = true,
             "--seeds" => seeds = Some(hostfuzz::slurm::parse_seeds(&value("--seeds", args.next())?)?),
             "--slurm-partition" => partition = Some(value("--slurm-partition", args.next())?),

@@ -53,6 +53,9 @@ pub struct Settings {
     /// `--fork-spare`: every input in a spare the runner forked ahead of need
     /// ([`exec::spared`]), the fork server before its zygote. For measurement.
     pub fork_spare: bool,
+    /// A counted run replays the target's kept regression inputs ([`REGRESSIONS`]) first;
+    /// `--no-regressions` leaves them out (`--mutations`: the generator alone must find).
+    pub regressions: bool,
 }
 
 impl Settings {
@@ -69,6 +72,7 @@ impl Settings {
             in_process: false,
             fork_each: false,
             fork_spare: false,
+            regressions: true,
         }
     }
 
@@ -142,10 +146,82 @@ fn report(target: &Target, seed: u64, iter: u64, input: &[u8], outcome: &Outcome
     Status::Finding
 }
 
+/// Where the inputs of findings fixed are kept: `<target>-<what>.hex`, each replayed by
+/// the gate (and every counted run) of its target before its generated inputs.
+pub const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions");
+
+/// The kept inputs of `target` in [`REGRESSIONS`], in name order: (file name, input).
+pub fn regressions(target: &Target) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let dir = Path::new(REGRESSIONS);
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let prefix = format!("{}-", target.name);
+    let mut kept = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Another target's whose name extends this one's (`kernel-mm-…` against a `kernel`)
+        // would share the prefix: a name is this target's only if no longer target claims it.
+        let longer = crate::targets::TARGETS
+            .iter()
+            .any(|t| t.name.len() > target.name.len() && name.starts_with(&format!("{}-", t.name)));
+        if !name.starts_with(&prefix) || !name.ends_with(".hex") || longer {
+            continue;
+        }
+        let path = entry.path();
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        kept.push((name, hex::decode(&text).map_err(|e| format!("{}: {e}", path.display()))?));
+    }
+    kept.sort();
+    Ok(kept)
+}
+
+/// Replays `target`'s kept inputs: the first that finds (or hangs, or cannot be read)
+/// ends the run with its status. Says how many passed when there are any.
+fn replay_regressions(target: &Target, settings: &Settings) -> Status {
+    let kept = match regressions(target) {
+        Ok(kept) => kept,
+        Err(e) => {
+            println!("{}: the kept regression inputs cannot be read: {e}", target.name);
+            return Status::Finding;
+        }
+    };
+    for (name, input) in &kept {
+        let outcome = settings.exec(target.run, input);
+        match &outcome.verdict {
+            Verdict::Pass(_) => {}
+            Verdict::Found(f) => {
+                println!("{}: REGRESSION {name}: {f}", target.name);
+                return Status::Finding;
+            }
+            Verdict::Hang => {
+                println!("{}: REGRESSION {name}: HANG: killed after {:?}", target.name, settings.bound);
+                return Status::Hang;
+            }
+        }
+    }
+    if !kept.is_empty() {
+        println!("{}: {} kept regression inputs pass", target.name, kept.len());
+    }
+    Status::Clean
+}
+
 /// Runs `target` from `seed` within `budget`, stopping at its first finding or hang.
 /// With `self_check`, every [`SELF_CHECK_EVERY`]-th input runs twice and the two
-/// outcomes (verdict, depth and trace hash) must agree.
+/// outcomes (verdict, depth and trace hash) must agree. A counted run (`self_check`: the
+/// gate) first replays the target's kept regression inputs ([`REGRESSIONS`]) unless
+/// [`Settings::regressions`] is off.
 pub fn fuzz(target: &Target, seed: u64, budget: Budget, self_check: bool, settings: &Settings) -> Status {
+    if self_check && settings.regressions {
+        let status = replay_regressions(target, settings);
+        if status != Status::Clean {
+            stop_serving();
+            return status;
+        }
+    }
     let start = Instant::now();
     let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
     let mut depths = Vec::new();

@@ -36,9 +36,29 @@ fn gate_exits_0_and_prints_the_same_twice() {
     let second = hostfuzz(&out, &[]);
     assert_eq!(first.status.code(), Some(0), "{}", stdout(&first));
     assert_eq!(stdout(&first), stdout(&second));
-    for target in ["fdt", "bundle", "bundle-format", "elf", "programs", "timers", "virtio", "net", "store"] {
+    let gate = [
+        "fdt",
+        "bundle",
+        "bundle-format",
+        "elf",
+        "programs",
+        "timers",
+        "virtio",
+        "net",
+        "store",
+        "kernel-mm",
+        "kernel-syscalls",
+    ];
+    for target in gate {
         assert!(stdout(&first).contains(&format!("{target}: 3000 inputs from seed 1")), "{}", stdout(&first));
     }
+    // The kept inputs of the findings fixed in the kernel (hostfuzz/regressions/), first.
+    let kept = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("kernel-mm-"))
+        .count();
+    assert!(kept >= 3, "{kept} kept kernel-mm inputs");
+    assert!(stdout(&first).contains(&format!("kernel-mm: {kept} kept regression inputs pass")), "{}", stdout(&first));
     assert!(!stdout(&first).contains("canary"));
     assert!(!stdout(&first).contains("machine-rules"));
 }

@@ -1,6 +1,11 @@
 //! Physical frames and page tables (Sv39 on rv64, Sv32 on rv32). The kernel runs on
 //! physical addresses (satp = 0); a process's table maps its user pages (U set) and,
 //! supervisor-only, the kernel's own window so the trap path survives the switch.
+//!
+//! The table format follows the word width (Sv39 where `usize` is 64 bits, Sv32 where it
+//! is 32), not the architecture's name, so that hostfuzz can compile this very file on
+//! the host (docs/host-fuzzing.md, "The kernel's files on the host"): there physical
+//! addresses are those of an arena the fuzzer maps where the guest's RAM would be.
 
 use abi::{KERNEL_END, KERNEL_START, PAGE_SIZE};
 
@@ -20,9 +25,9 @@ const D: usize = 1 << 7;
 
 /// Entries per table: 512 of 8 bytes (Sv39) or 1024 of 4 bytes (Sv32).
 const ENTRIES: usize = PAGE_SIZE / core::mem::size_of::<usize>();
-#[cfg(target_arch = "riscv64")]
+#[cfg(target_pointer_width = "64")]
 const LEVELS: usize = 3;
-#[cfg(target_arch = "riscv32")]
+#[cfg(target_pointer_width = "32")]
 const LEVELS: usize = 2;
 const VPN_BITS: usize = ENTRIES.trailing_zeros() as usize;
 
@@ -117,7 +122,7 @@ fn make_pte(pa: usize, flags: usize) -> usize {
 pub fn new_root(frames: &mut Frames) -> Option<usize> {
     let root = frames.alloc()?;
     let kernel = R | W | X | G | A | D | V;
-    if cfg!(target_arch = "riscv64") {
+    if cfg!(target_pointer_width = "64") {
         // One gigapage: 0x8000_0000..0xC000_0000 (all of RAM on QEMU virt).
         write_pte(root, 2, make_pte(0x8000_0000, kernel));
     } else {
@@ -133,7 +138,7 @@ pub fn new_root(frames: &mut Frames) -> Option<usize> {
 
 /// The satp value that turns on `root`.
 pub fn satp(root: usize) -> usize {
-    if cfg!(target_arch = "riscv64") {
+    if cfg!(target_pointer_width = "64") {
         (8 << 60) | (root >> 12)
     } else {
         (1 << 31) | (root >> 12)
@@ -141,9 +146,16 @@ pub fn satp(root: usize) -> usize {
 }
 
 /// Maps the user page at `va` to frame `pa` with `flags` (R/W/X), allocating tables
-/// on the way; each new table frame is counted in `*tables`. Fails if `va` is already
-/// mapped or a frame is missing.
+/// on the way; each new table frame is counted in `*tables`. Fails if `va` is outside
+/// the user half, `flags` hold another bit or W without R or with X (W^X), `va` is
+/// already mapped or a frame is missing.
 pub fn map(frames: &mut Frames, root: usize, va: usize, pa: usize, flags: usize, tables: &mut usize) -> Result<(), ()> {
+    if !(abi::USER_START..abi::USER_END).contains(&va) || flags & !(R | W | X) != 0 || flags & (R | W | X) == W {
+        return Err(());
+    }
+    if flags & (W | X) == W | X {
+        return Err(());
+    }
     let mut t = root;
     for level in (1..LEVELS).rev() {
         let index = vpn(va, level);
@@ -227,13 +239,15 @@ pub fn copy_in(root: usize, va: usize, out: &mut [u8]) -> Result<(), ()> {
     Ok(())
 }
 
-/// Checks that every page of user memory [va, va + len) of `root` is mapped with `need`.
+/// Checks that every page of user memory [va, va + len) of `root` is mapped with `need`
+/// (none for no byte, wherever `va` is).
 pub fn check(root: usize, va: usize, len: usize, need: usize) -> Result<(), ()> {
     let end = va.checked_add(len).ok_or(())?;
-    let mut page = va & !(PAGE_SIZE - 1);
-    while page < end {
-        translate(root, page.max(va), need).ok_or(())?;
-        page += PAGE_SIZE;
+    let mut at = va;
+    while at < end {
+        translate(root, at, need).ok_or(())?;
+        // `at` is in the user half (translate said so): the next page does not wrap.
+        at = (at & !(PAGE_SIZE - 1)) + PAGE_SIZE;
     }
     Ok(())
 }

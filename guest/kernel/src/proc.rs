@@ -671,9 +671,7 @@ pub fn run(hart: &mut Hart) -> ! {
         let poll = t + (k.timebase / IDLE_POLLS_PER_SECOND).max(1);
         drop(k);
         sbi::set_timer(next_wake.min(poll));
-        // SAFETY: wfi waits for the timer (sie.STIE is on); interrupts stay off in
-        // sstatus, so no trap is taken in the kernel.
-        unsafe { core::arch::asm!("wfi", options(nomem, nostack)) };
+        trap::wait_for_interrupt();
     }
 }
 
@@ -683,12 +681,14 @@ extern "C" fn trap_from_user(hart: *mut Hart) -> ! {
     // SAFETY: the trap entry passes this hart's own block (from sscratch), and nothing
     // else holds a reference to it while the hart is in the kernel.
     let hart = unsafe { &mut *hart };
-    let (scause, stval, sstatus): (usize, usize, usize);
-    // SAFETY: reading trap CSRs has no side effects.
-    unsafe {
-        core::arch::asm!("csrr {0}, scause", "csrr {1}, stval", "csrr {2}, sstatus",
-            out(reg) scause, out(reg) stval, out(reg) sstatus, options(nomem, nostack));
-    }
+    take_trap(hart);
+    run(hart)
+}
+
+/// Takes the trap the hart's process just made: its registers saved, then its system
+/// call, fault or end of slice handled. The scheduler ([`run`]) goes on from there.
+pub fn take_trap(hart: &mut Hart) {
+    let (scause, stval, sstatus) = trap::cause();
     if sstatus & (1 << 8) != 0 || hart.current == NONE {
         panic!("trap in the kernel: scause {scause:#x} sepc {:#x} stval {stval:#x}", hart.frame[0]);
     }
@@ -707,6 +707,4 @@ extern "C" fn trap_from_user(hart: *mut Hart) -> ! {
     } else {
         k.fault(i, scause, stval);
     }
-    drop(k);
-    run(hart)
 }

@@ -165,6 +165,24 @@ extern "C" {
     fn user_return(hart: *mut Hart, satp: usize) -> !;
 }
 
+/// The trap being handled: (scause, stval, sstatus).
+pub fn cause() -> (usize, usize, usize) {
+    let (scause, stval, sstatus): (usize, usize, usize);
+    // SAFETY: reading trap CSRs has no side effects.
+    unsafe {
+        core::arch::asm!("csrr {0}, scause", "csrr {1}, stval", "csrr {2}, sstatus",
+            out(reg) scause, out(reg) stval, out(reg) sstatus, options(nomem, nostack));
+    }
+    (scause, stval, sstatus)
+}
+
+/// Waits for the next interrupt (the timer the scheduler armed).
+pub fn wait_for_interrupt() {
+    // SAFETY: wfi waits for the timer (sie.STIE is on); interrupts stay off in sstatus,
+    // so no trap is taken in the kernel.
+    unsafe { core::arch::asm!("wfi", options(nomem, nostack)) };
+}
+
 /// The address stvec takes.
 pub fn vector() -> usize {
     trap_entry as *const () as usize

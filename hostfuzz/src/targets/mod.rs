@@ -5,6 +5,8 @@ pub mod canary;
 pub mod elf;
 pub mod fdt;
 pub mod isolation;
+pub mod kernel_mm;
+pub mod kernel_syscalls;
 pub mod network;
 pub mod programs;
 pub mod rules;
@@ -84,6 +86,18 @@ pub const TARGETS: &[Target] = &[
         gate: true,
         run: store::run,
     },
+    Target {
+        name: "kernel-mm",
+        about: "guest/kernel/src/mm.rs as compiled for the guest: frames and page tables against a shadow map",
+        gate: true,
+        run: kernel_mm::run,
+    },
+    Target {
+        name: "kernel-syscalls",
+        about: "guest/kernel/src/proc.rs as compiled for the guest: hostile system calls against each program's memory",
+        gate: true,
+        run: kernel_syscalls::run,
+    },
     Target { name: "canary", about: "must always find: proves findings are reported", gate: false, run: canary::run },
     Target {
         name: "machine-rules",
@@ -104,7 +118,15 @@ pub const TARGETS: &[Target] = &[
 /// running an input.
 pub fn prepare() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(bundle::prepare);
+    ONCE.call_once(|| {
+        bundle::prepare();
+        // The kernel's physical memory (src/kernel.rs): without it the `kernel-mm`
+        // target's frames would be nobody's addresses, so nothing is run.
+        if let Err(e) = crate::kernel::ram::map() {
+            eprintln!("hostfuzz: {e}");
+            std::process::exit(2);
+        }
+    });
 }
 
 /// The target called `name`.
