@@ -53,6 +53,12 @@ pub struct Mutation {
     pub replace: String,
     /// One line: which rule is removed.
     pub check: String,
+    /// Run only when named (`--mutations ID...`) or with `--mutations all`, not by a bare
+    /// `--mutations` (the one `./test` runs): a mutant whose build costs most of a minute
+    /// (the kernel's own files, rebuilt with hostfuzz), which `./test`'s half hour cannot
+    /// hold all of.
+    #[serde(default)]
+    pub by_name_only: bool,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +297,13 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// `cargo hostfuzz --mutations [ID...]`: the exit status (module documentation).
+/// The mutations a run takes: those named; with none named, every one but those run only
+/// by name; with `all`, every one.
+fn choose<'a>(table: &'a [Mutation], ids: &[String]) -> Vec<&'a Mutation> {
+    let all = ids.iter().any(|id| id == "all");
+    table.iter().filter(|m| all || ids.contains(&m.id) || (ids.is_empty() && !m.by_name_only)).collect()
+}
+
 pub fn main(ids: &[String], settings: &Settings) -> u8 {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).to_path_buf();
     let table_path = root.join(TABLE);
@@ -310,7 +323,7 @@ pub fn main(ids: &[String], settings: &Settings) -> u8 {
     };
     let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
     let mut errors = validate(&root, &table, &names, TABLE);
-    for id in ids {
+    for id in ids.iter().filter(|id| *id != "all") {
         if !table.iter().any(|m| &m.id == id) {
             errors.push(format!("--mutations: no mutation {id:?} in {TABLE}"));
         }
@@ -321,7 +334,7 @@ pub fn main(ids: &[String], settings: &Settings) -> u8 {
         }
         return 2;
     }
-    let chosen: Vec<&Mutation> = table.iter().filter(|m| ids.is_empty() || ids.contains(&m.id)).collect();
+    let chosen = choose(&table, ids);
     let base = absolute(&settings.out).join("mutants");
     let scratch = Scratch { tree: base.join("tree"), target_dir: base.join("target"), runs: base.join("runs") };
     let started = Instant::now();
@@ -459,7 +472,18 @@ mod tests {
             find: find.to_owned(),
             replace: String::new(),
             check: "a check".to_owned(),
+            by_name_only: false,
         }
+    }
+
+    #[test]
+    fn a_bare_run_leaves_out_the_mutations_run_only_by_name_and_all_takes_them() {
+        let slow = Mutation { by_name_only: true, ..mutation("slow", "kernel-mm", "guest/kernel/src/mm.rs", "x") };
+        let table = vec![mutation("quick", "fdt", "guest/fdt/src/lib.rs", "x"), slow];
+        let ids = |chosen: Vec<&Mutation>| chosen.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(choose(&table, &[])), ["quick"]);
+        assert_eq!(ids(choose(&table, &["slow".to_owned()])), ["slow"]);
+        assert_eq!(ids(choose(&table, &["all".to_owned()])), ["quick", "slow"]);
     }
 
     #[test]
