@@ -72,6 +72,7 @@ extern "C" {
     fn qemu_plugin_hwaddr_is_io(hwaddr: *const HwAddr) -> bool;
     fn qemu_plugin_hwaddr_phys_addr(hwaddr: *const HwAddr) -> u64;
     fn qemu_plugin_mem_get_value(info: u32) -> MemValue;
+    fn qemu_plugin_register_atexit_cb(id: u64, cb: extern "C" fn(u64, *mut c_void), userdata: *mut c_void);
 }
 
 /// The API version this plugin is written for (QEMU refuses one it does not support).
@@ -135,6 +136,17 @@ extern "C" fn store(_vcpu: u32, info: u32, vaddr: u64, _userdata: *mut c_void) {
     }
 }
 
+/// QEMU is exiting: what the socket's buffer still holds is sent (the guest's last bytes
+/// before a power-off or a crash that ended QEMU).
+extern "C" fn exiting(_id: u64, _userdata: *mut c_void) {
+    if let Some(state) = STATE.get() {
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(out) = state.out.as_mut() {
+            let _ = out.flush();
+        }
+    }
+}
+
 extern "C" fn translated(_id: u64, tb: *mut Tb) {
     // SAFETY: `tb` is the block QEMU is translating, valid for this callback; each
     // instruction handle is used only within it.
@@ -181,7 +193,10 @@ pub unsafe extern "C" fn qemu_plugin_install(
         Ok(state) => {
             let _ = STATE.set(Mutex::new(state));
             // SAFETY: `id` is this plugin's, as QEMU passed it.
-            unsafe { qemu_plugin_register_vcpu_tb_trans_cb(id, translated) };
+            unsafe {
+                qemu_plugin_register_vcpu_tb_trans_cb(id, translated);
+                qemu_plugin_register_atexit_cb(id, exiting, std::ptr::null_mut());
+            }
             0
         }
         Err(why) => {

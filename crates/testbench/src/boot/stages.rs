@@ -375,7 +375,8 @@ impl Running<'_> {
         let _ = stamped.log.write(&[byte]);
         let chunk = testbench_console::Chunk { bytes: vec![byte], at: Instant::now() };
         if self.held.is_some() {
-            return self.finish_report(&chunk);
+            // Its log is console.log (written above), not QEMU's serial.log.
+            return self.report_goes_on(&chunk);
         }
         let step = self.judge.feed(at, &[byte]);
         if let Some(live) = self.live() {
@@ -445,6 +446,12 @@ impl Running<'_> {
         if let Some(log) = self.console.as_mut() {
             let _ = log.write(&chunk.bytes);
         }
+        self.report_goes_on(chunk)
+    }
+
+    /// The crash watch fed while a failure waits for the report: the held failure once
+    /// the report has ended.
+    fn report_goes_on(&mut self, chunk: &testbench_console::Chunk) -> Option<Verdict> {
         let ended = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
         match ended {
             Some(crash) => Some(self.release_held(crash)),
