@@ -413,7 +413,11 @@ impl Running<'_> {
                 Ok(Event::Stamps(records)) => self.take_stamps(records),
                 Ok(Event::StampsEnd { connected: true }) | Err(_) => break,
                 Ok(Event::StampsEnd { connected: false }) => self.stamps_ended(false),
-                Ok(_) => None,
+                Ok(Event::Qmp(event)) => {
+                    self.qmp_log.note(&event);
+                    None
+                }
+                Ok(Event::Console(_) | Event::Part(_)) => None,
             };
             if let Some(verdict) = verdict.filter(|_| self.held.is_none()) {
                 self.verdict = Some(verdict);
