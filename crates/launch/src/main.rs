@@ -75,13 +75,13 @@ fn holds(stamp: &Path, key: &[String]) -> bool {
 
 /// Stamp the binary cargo just built, unless something it read changed while it built.
 fn stamp_it(stamp: &Path, key: &[String], root: &Path, bench: &Path, started: SystemTime) {
-    let Some(mut paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
+    let Some(paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
     // The QEMU plugin the bench loads beside it (crates/stamp-plugin) is built with it:
-    // its sources are inputs too.
+    // its sources are inputs too, and the plugin is the other file the build writes.
     let plugin = bench.with_file_name(PLUGIN);
     let Some(plugin_paths) = testbench_fresh::build_inputs(&plugin, root, &[root]) else { return };
-    paths.extend(plugin_paths);
-    if let Some(seen) = testbench_fresh::snapshot(paths, started, Some(bench)) {
-        testbench_fresh::write_atomically(stamp, &testbench_fresh::stamp_text(key, &seen));
-    }
+    let Some(mut seen) = testbench_fresh::snapshot(paths, started, Some(bench)) else { return };
+    let Some(plugin_seen) = testbench_fresh::snapshot(plugin_paths, started, Some(&plugin)) else { return };
+    seen.extend(plugin_seen);
+    testbench_fresh::write_atomically(stamp, &testbench_fresh::stamp_text(key, &seen));
 }

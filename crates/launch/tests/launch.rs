@@ -1,5 +1,6 @@
 //! The launcher over a fake cargo (it "builds" the bench: a script that prints its
-//! arguments, and a dep-info naming one source) in a target directory of the test's own.
+//! arguments, and a dep-info naming one source; and the stamp plugin beside it, with its
+//! own dep-info) in a target directory of the test's own.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,7 +28,9 @@ fn the_bench_is_built_only_when_its_stamp_no_longer_holds_and_gets_the_arguments
              mkdir -p {t}/release\n\
              printf '#!/bin/sh\\necho bench: \"$@\"\\n' > {t}/release/testbench\n\
              chmod +x {t}/release/testbench\n\
-             echo '{t}/release/testbench: {src}' > {t}/release/testbench.d\n",
+             echo '{t}/release/testbench: {src}' > {t}/release/testbench.d\n\
+             touch {t}/release/libtestbench_stamp_plugin.so\n\
+             echo '{t}/release/libtestbench_stamp_plugin.so: {src}' > {t}/release/libtestbench_stamp_plugin.d\n",
             calls = calls.display(),
         ),
     );
@@ -54,7 +57,7 @@ fn the_bench_is_built_only_when_its_stamp_no_longer_holds_and_gets_the_arguments
     assert_eq!(builds(), 1);
     assert!(std::fs::read_to_string(&calls)
         .unwrap()
-        .starts_with("build --quiet --release -p testbench --manifest-path "));
+        .starts_with("build --quiet --release -p testbench -p testbench-stamp-plugin --manifest-path "));
     date_back(50);
     launch(false);
     assert_eq!(builds(), 2, "a stamp was made of a build a source changed during");
