@@ -494,7 +494,7 @@ mod toml_errors {
     fn every_refusal_within_idle_comes_in_turn() {
         // [idle]'s fields, then each rate of max by its name's place in the alphabet; a
         // rate with an unknown name has its ceiling checked too.
-        let idle = "programs = [\"logsrv\"]\n[idle]\nseconds = 0.5\nafter = '('\nmax = { u_timer = -3, s_timr = -1, interrupts = 2 }\n";
+        let idle = "programs = [\"logsrv\"]\nclock = \"host\"\nclock_reason = \"host-time\"\n[idle]\nseconds = 0.5\nafter = '('\nmax = { u_timer = -3, s_timr = -1, interrupts = 2 }\n";
         assert_eq!(
             boot_fields(idle),
             ["idle.seconds", "idle.after", "idle.max.s_timr", "idle.max.s_timr", "idle.max.u_timer"]
@@ -572,7 +572,7 @@ mod toml_errors {
     fn a_refused_field_leaves_the_checks_that_need_its_value_unchecked() {
         // smp names a width arch would have had; idle's window is measured against the
         // deadline: neither is refused for what the person did not write.
-        let text = "description = \"d\"\nkind = \"boot\"\narch = [\"rv65\"]\nsmp = { rv64 = [2] }\nprograms = [\"logsrv\"]\nexpect = ['x']\ntimeout_secs = 0\n[idle]\nseconds = 10\n";
+        let text = "description = \"d\"\nkind = \"boot\"\narch = [\"rv65\"]\nsmp = { rv64 = [2] }\nprograms = [\"logsrv\"]\nexpect = ['x']\ntimeout_secs = 0\nclock = \"host\"\nclock_reason = \"host-time\"\n[idle]\nseconds = 10\n";
         let error = crate::parse("tests/c.toml", text).unwrap_err();
         assert_eq!(fields(&error), ["arch[0]", "timeout_secs"], "{error}");
     }

@@ -271,6 +271,12 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
     let ram_forbid = guest.as_ref().and_then(|guest| refused.keep(ram_forbid_of(ctx, ram_forbid, poweroff, guest)));
     let memory = guest.as_ref().and_then(|guest| refused.keep(memory(ctx, &raw, poweroff, guest)));
     let idle = timeout.and_then(|timeout| refused.keep(idle::idle(ctx, raw.idle.as_ref(), timeout)));
+    if raw.idle.is_some() && host_clock.is_none() {
+        refused.push(ctx.err(
+            "idle",
+            "only on the host's clock (clock = \"host\", clock_reason = \"host-time\"): the window counts traps and host CPU over the host's seconds, and in guest time an idle guest's clock jumps ahead",
+        ));
+    }
     let post_check = refused.keep(post_check(ctx, raw.post_check.as_ref()));
     let triage = refused.keep(triage::triage(ctx, raw.triage.as_ref(), raw.allow_panic.unwrap_or(false)));
     if raw.idle.is_some() && poweroff {
