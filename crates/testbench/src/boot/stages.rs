@@ -379,15 +379,7 @@ impl Running<'_> {
             return self.report_goes_on(&chunk);
         }
         let step = self.judge.feed(at, &[byte]);
-        if let Some(live) = self.live() {
-            self.parts.triggered(&step.triggered, &live);
-        }
-        let crash = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
-        match (step.verdict, crash) {
-            (Some(Verdict::Fail(failure)), _) => Some(Verdict::Fail(failure)),
-            (_, Some(crash)) => Some(Verdict::Fail(crash)),
-            (verdict, None) => verdict,
-        }
+        self.after_judge(&chunk, step.verdict, &step.triggered)
     }
 
     /// The plugin's socket closed: no stamp comes after. One that never connected fails
@@ -514,13 +506,24 @@ impl Running<'_> {
                 let _ = stdin.write_all(text).and_then(|_| stdin.flush());
             }
         });
+        self.after_judge(chunk, taken.verdict, &taken.triggered)
+    }
+
+    /// What follows the judge's reading of console bytes, read from QEMU's output or
+    /// from the stamps alike: the triggers it fired to their parts, the bytes to the crash
+    /// watch, and the verdict. A crash fails the boot even in the chunk that made the
+    /// judge's pass; the judge's own failure, when it has one, came first.
+    fn after_judge(
+        &mut self,
+        chunk: &testbench_console::Chunk,
+        judged: Option<Verdict>,
+        triggered: &[usize],
+    ) -> Option<Verdict> {
         if let Some(live) = self.live() {
-            self.parts.triggered(&taken.triggered, &live);
+            self.parts.triggered(triggered, &live);
         }
-        // A crash fails the boot even in the chunk that made the judge's pass; the
-        // judge's own failure, when it has one, came first.
         let crash = self.crashes.as_mut().and_then(|watch| watch.feed(&chunk.bytes, chunk.at));
-        match (taken.verdict, crash) {
+        match (judged, crash) {
             (Some(Verdict::Fail(failure)), _) => Some(Verdict::Fail(failure)),
             (_, Some(crash)) => Some(Verdict::Fail(crash)),
             (verdict, None) => verdict,
