@@ -18,8 +18,9 @@ use std::time::{Duration, SystemTime};
 /// A first build of the bench takes minutes on a slow machine; an hour is far past it.
 const BUILD_DEADLINE: Duration = Duration::from_secs(3600);
 
-/// The bench's QEMU plugin, built beside it (`boot/stamps.rs` in the bench loads it).
-const PLUGIN: &str = "libtestbench_stamp_plugin.so";
+/// The bench's QEMU plugins, built beside it: the console's stamps (`boot/stamps.rs` in
+/// the bench loads it) and `--coverage`'s (`coverage/`).
+const PLUGINS: [&str; 2] = ["libtestbench_stamp_plugin.so", "libtestbench_cover_plugin.so"];
 
 fn main() -> ExitCode {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -47,6 +48,8 @@ fn main() -> ExitCode {
                 "testbench",
                 "-p",
                 "testbench-stamp-plugin",
+                "-p",
+                "testbench-cover-plugin",
                 "--manifest-path",
             ])
             .arg(root.join("Cargo.toml"));
@@ -76,12 +79,13 @@ fn holds(stamp: &Path, key: &[String]) -> bool {
 /// Stamp the binary cargo just built, unless something it read changed while it built.
 fn stamp_it(stamp: &Path, key: &[String], root: &Path, bench: &Path, started: SystemTime) {
     let Some(paths) = testbench_fresh::build_inputs(bench, root, &[root]) else { return };
-    // The QEMU plugin the bench loads beside it (crates/stamp-plugin) is built with it:
-    // its sources are inputs too, and the plugin is the other file the build writes.
-    let plugin = bench.with_file_name(PLUGIN);
-    let Some(plugin_paths) = testbench_fresh::build_inputs(&plugin, root, &[root]) else { return };
+    // The QEMU plugins the bench loads beside it (crates/stamp-plugin, crates/cover-plugin)
+    // are built with it: their sources are inputs too, and each is a file the build writes.
     let Some(mut seen) = testbench_fresh::snapshot(paths, started, Some(bench)) else { return };
-    let Some(plugin_seen) = testbench_fresh::snapshot(plugin_paths, started, Some(&plugin)) else { return };
-    seen.extend(plugin_seen);
+    for plugin in PLUGINS.map(|name| bench.with_file_name(name)) {
+        let Some(plugin_paths) = testbench_fresh::build_inputs(&plugin, root, &[root]) else { return };
+        let Some(plugin_seen) = testbench_fresh::snapshot(plugin_paths, started, Some(&plugin)) else { return };
+        seen.extend(plugin_seen);
+    }
     testbench_fresh::write_atomically(stamp, &testbench_fresh::stamp_text(key, &seen));
 }

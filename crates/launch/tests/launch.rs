@@ -30,7 +30,9 @@ fn the_bench_is_built_only_when_its_stamp_no_longer_holds_and_gets_the_arguments
              chmod +x {t}/release/testbench\n\
              echo '{t}/release/testbench: {src}' > {t}/release/testbench.d\n\
              touch {t}/release/libtestbench_stamp_plugin.so\n\
-             echo '{t}/release/libtestbench_stamp_plugin.so: {src}' > {t}/release/libtestbench_stamp_plugin.d\n",
+             echo '{t}/release/libtestbench_stamp_plugin.so: {src}' > {t}/release/libtestbench_stamp_plugin.d\n\
+             touch {t}/release/libtestbench_cover_plugin.so\n\
+             echo '{t}/release/libtestbench_cover_plugin.so: {src}' > {t}/release/libtestbench_cover_plugin.d\n",
             calls = calls.display(),
         ),
     );
@@ -55,9 +57,9 @@ fn the_bench_is_built_only_when_its_stamp_no_longer_holds_and_gets_the_arguments
     // A source edited while cargo built: no stamp, so the next start builds again.
     assert_eq!(launch(true), "bench: --exact a b\n");
     assert_eq!(builds(), 1);
-    assert!(std::fs::read_to_string(&calls)
-        .unwrap()
-        .starts_with("build --quiet --release -p testbench -p testbench-stamp-plugin --manifest-path "));
+    assert!(std::fs::read_to_string(&calls).unwrap().starts_with(
+        "build --quiet --release -p testbench -p testbench-stamp-plugin -p testbench-cover-plugin --manifest-path "
+    ));
     date_back(50);
     launch(false);
     assert_eq!(builds(), 2, "a stamp was made of a build a source changed during");

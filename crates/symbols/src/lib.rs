@@ -92,6 +92,18 @@ pub struct Symbols {
     symbols: Vec<Symbol>,
     /// Each name's places in `symbols` (a static function's name can be there twice).
     by_name: HashMap<String, Vec<usize>>,
+    /// The executable sections' link addresses, by address.
+    text: Vec<(u64, u64)>,
+}
+
+/// One row of the DWARF line table: the instructions at `start..start + len` are
+/// `file`'s `line` (the innermost inlined code's line, as a line-coverage tool counts it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineRow {
+    pub start: u64,
+    pub len: u64,
+    pub file: Arc<str>,
+    pub line: u32,
 }
 
 impl std::fmt::Debug for Symbols {
@@ -136,7 +148,13 @@ impl Symbols {
         for (index, symbol) in symbols.iter().enumerate() {
             by_name.entry(symbol.name.clone()).or_default().push(index);
         }
-        Ok(Symbols { path: path.to_owned(), dwarf, symbols, by_name })
+        let mut text: Vec<(u64, u64)> = elf
+            .sections()
+            .filter(|s| s.kind() == SectionKind::Text && s.size() > 0)
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
+        text.sort_unstable();
+        Ok(Symbols { path: path.to_owned(), dwarf, symbols, by_name, text })
     }
 
     pub fn path(&self) -> &Path {
@@ -159,6 +177,32 @@ impl Symbols {
     /// The function symbols, by address.
     pub fn functions(&self) -> &[Symbol] {
         &self.symbols
+    }
+
+    /// The executable sections' link addresses (`start..end`), by address.
+    pub fn text_ranges(&self) -> &[(u64, u64)] {
+        &self.text
+    }
+
+    /// Every row of the DWARF line table over the executable sections, by address: the
+    /// lines that have code. Rows without a file or at line 0 (code no line owns) are
+    /// left out. Refused, as [`Symbols::require_dwarf`] refuses, without DWARF.
+    pub fn line_rows(&self) -> Result<Vec<LineRow>, Error> {
+        self.require_dwarf()?;
+        let Some(dwarf) = &self.dwarf else { return Ok(Vec::new()) };
+        let context = dwarf.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let failed = |source| Error::Dwarf { path: self.path.clone(), source };
+        let mut files: HashMap<&str, Arc<str>> = HashMap::new();
+        let mut rows = Vec::new();
+        for &(start, end) in &self.text {
+            for (address, len, location) in context.find_location_range(start, end).map_err(failed)? {
+                let (Some(file), Some(line)) = (location.file, location.line.filter(|&l| l > 0)) else { continue };
+                let file = files.entry(file).or_insert_with(|| Arc::from(file)).clone();
+                rows.push(LineRow { start: address, len, file, line });
+            }
+        }
+        rows.sort_by_key(|row| row.start);
+        Ok(rows)
     }
 
     /// The frames at `address` (a link-time address): innermost inlined function first,

@@ -108,6 +108,10 @@ pub struct Builder {
     made: HashMap<BuildKey, Result<Artifact, Arc<BenchError>>>,
     /// How many times cargo ran, for the report and the build-once test.
     pub cargo_runs: usize,
+    /// Build the reference kernel with DWARF line tables (`--coverage` maps the
+    /// addresses it ran to lines), into a target directory of its own: the kernel every
+    /// other run boots has none (its bundle, and the guest's time to verify it, unchanged).
+    pub line_tables: bool,
 }
 
 impl Builder {
@@ -118,6 +122,7 @@ impl Builder {
             cargo: cargo(),
             made: HashMap::new(),
             cargo_runs: 0,
+            line_tables: false,
         }
     }
 
@@ -141,7 +146,9 @@ impl Builder {
                 key.arch
             )]));
         };
-        let target_dir = self.root.join("target/guest").join(key.slug());
+        let line_tables = self.line_tables && key.package == REFERENCE_KERNEL_PACKAGE;
+        let slug = if line_tables { format!("{}-lines", key.slug()) } else { key.slug() };
+        let target_dir = self.root.join("target/guest").join(slug);
         let mut cmd = Cmd::new(&self.cargo, format!("cargo to build {}", key.describe()), BUILD_DEADLINE)
             .cwd(&self.root)
             .args(["build", "--manifest-path"])
@@ -159,6 +166,9 @@ impl Builder {
         }
         if key.package == REFERENCE_KERNEL_PACKAGE {
             cmd = cmd.arg("--config").arg(format!("target.{triple}.rustflags={KERNEL_RUSTFLAGS}"));
+        }
+        if line_tables {
+            cmd = cmd.arg("--config").arg(format!("profile.{}.debug=\"line-tables-only\"", key.profile.name()));
         }
         let command = cmd.display();
         let env = crate::fresh::build_env();

@@ -75,6 +75,11 @@ pub struct Flags {
     /// script, not by a person).
     #[arg(long, value_name = "RUN_DIR", hide = true, conflicts_with_all = ["slurm", "prebuild", "list"], requires = "prebuilt")]
     pub slurm_task: Option<PathBuf>,
+    /// Record which lines of the kernel each boot reaches (a QEMU plugin; the reference
+    /// kernel is built with line tables): lcov files per boot and for the run, a summary
+    /// (docs/coverage.md); `cargo testbench coverage --which FILE:LINE` asks them after.
+    #[arg(long, conflicts_with_all = ["prebuild", "prebuilt", "list", "slurm"])]
+    pub coverage: bool,
     /// Keep every result in the history database at PATH (default
     /// target/testbench/history.sqlite; one file several trees may share).
     #[arg(long, value_name = "PATH")]
@@ -139,6 +144,8 @@ pub struct Options {
     pub slurm_task: Option<PathBuf>,
     /// `--history PATH`: the history database, when not the workspace's.
     pub history: Option<PathBuf>,
+    /// `--coverage`: each boot's kernel lines recorded (coverage/).
+    pub coverage: bool,
 }
 
 /// `--keep-failed DIR`: where a failing boot's logs are copied, and the copies that
@@ -324,6 +331,7 @@ impl Flags {
             slurm,
             slurm_task: absolute("--slurm-task", self.slurm_task)?,
             history: absolute("--history", self.history)?,
+            coverage: self.coverage,
         })
     }
 

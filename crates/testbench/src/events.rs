@@ -79,6 +79,8 @@ pub enum RunEvent<'a> {
     Ssh { message: &'a str },
     /// What `--sweep` does to a case (it replaces a pinned seed).
     Sweep { message: &'a str },
+    /// `--coverage`'s summary: the kernel lines the run's boots reached, and its lcov file.
+    Coverage { message: &'a str },
 }
 
 /// A boot's or host run's end, as the `boot-finished` event says it.
@@ -132,6 +134,7 @@ pub enum Note {
     Slurm,
     Ssh,
     Sweep,
+    Coverage,
 }
 
 impl Note {
@@ -147,6 +150,7 @@ impl Note {
             Note::Slurm => RunEvent::Slurm { message },
             Note::Ssh => RunEvent::Ssh { message },
             Note::Sweep => RunEvent::Sweep { message },
+            Note::Coverage => RunEvent::Coverage { message },
         }
     }
 }

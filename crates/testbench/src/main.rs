@@ -12,6 +12,7 @@ mod build;
 mod case_result;
 mod cli;
 mod config;
+mod coverage;
 mod crash;
 mod deadlines;
 mod error;
@@ -181,6 +182,9 @@ fn main() {
     }
     if args.get(1).is_some_and(|a| a == history::show::WORD) {
         history::show::main(&workspace_root(), &args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == coverage::which::WORD) {
+        coverage::which::main(&workspace_root(), &args[2..]);
     }
     let flags = cli::Flags::parse();
     // Kept for a refusal of the command line itself: its JSON and JUnit still say why.

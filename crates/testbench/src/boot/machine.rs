@@ -58,6 +58,9 @@ pub struct Machine {
     /// The console stamped with the guest's instruction count (`stamps.rs`): its plugin
     /// is loaded at the boot's start (the arguments come with the socket, from stages).
     pub stamp: Option<super::stamps::StampSpec>,
+    /// `--coverage`: the coverage plugin, loaded at the boot's start, writing
+    /// `coverage.bin` in the boot's directory when QEMU exits (`coverage/`).
+    pub cover: Option<crate::coverage::CoverSpec>,
 }
 
 /// What one start of QEMU adds to the machine: where it runs, for how long, and the
@@ -189,6 +192,7 @@ mod tests {
             dt_edits: Vec::new(),
             reboots: false,
             stamp: None,
+            cover: None,
         }
     }
 

@@ -150,11 +150,12 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let qmp = spec.qmp_dir.listen().map_err(|e| Trouble::Qmp(format!("failed to listen for QMP: {e}")))?;
     let machine = &spec.machine;
     let (stamp_args, stamp_listener) = stamp_socket(spec, &qmp)?;
+    let cover_args = machine.cover.as_ref().map(|c| c.qemu_args(&spec.dir.join(crate::coverage::FILE)).to_vec());
     let cmd = machine.command(&super::machine::Start {
         root,
         dir: &spec.dir,
         deadline: spec.plan.timeout,
-        qmp: &[qmp.qemu_args(), stamp_args].concat(),
+        qmp: &[qmp.qemu_args(), stamp_args, cover_args.unwrap_or_default()].concat(),
         machine: &machine.machine,
         dtb: dtb.as_deref(),
         rr: machine.rr.as_ref(),
@@ -570,17 +571,18 @@ impl Running<'_> {
 
     /// End QEMU once the verdict is known. A boot that is not recorded is killed. A
     /// recorded one is asked to stop (SIGTERM), since QEMU completes the recording only
-    /// when it exits (a killed QEMU leaves one that cannot be replayed); a replayed one
+    /// when it exits (a killed QEMU leaves one that cannot be replayed), and so is a
+    /// covered one (the coverage plugin writes its file as QEMU exits); a replayed one
     /// runs on to the recording's end by itself. Either way the console is read to its
     /// end, so that console.log holds what a replay of the recording shows.
     fn stop(&mut self) {
         let grace = match &self.spec.machine.rr {
-            None => {
+            None if self.spec.machine.cover.is_none() => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 return;
             }
-            Some(RecordReplay::Record) => {
+            None | Some(RecordReplay::Record) => {
                 let pid = rustix::process::Pid::from_child(&self.child);
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
                 EXIT_DEADLINE

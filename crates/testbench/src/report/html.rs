@@ -51,7 +51,12 @@ impl Html {
         read().map_err(|error| eprintln!("warning: report.html without the history's strips: {error}")).ok()
     }
 
-    fn write(&self, all: &[BootReport], stopped: Option<String>) -> Option<PathBuf> {
+    fn write(
+        &self,
+        all: &[BootReport],
+        stopped: Option<String>,
+        coverage: Option<&crate::coverage::Summary>,
+    ) -> Option<PathBuf> {
         let strips = self.strips(all);
         let info = crate::report_html::RunInfo {
             run_dir: &self.run_dir,
@@ -60,6 +65,7 @@ impl Html {
             sweep: self.sweep.as_ref().map(|(case, seeds)| (case.as_str(), seeds.as_slice())),
             stopped,
             strips: strips.as_ref(),
+            coverage,
         };
         match crate::report_html::write(&info, all) {
             Ok(path) => Some(path),
@@ -75,12 +81,12 @@ impl Html {
 impl Sink for Html {
     /// The run stopped on the way: the boots reported so far are on the page, with why.
     fn refused(&mut self, errors: &[String], all: &[BootReport]) -> Result<(), BenchError> {
-        self.write(all, Some(errors.join("\n")));
+        self.write(all, Some(errors.join("\n")), None);
         Ok(())
     }
 
     fn run_finished(&mut self, end: &mut RunEnd) -> Result<(), BenchError> {
-        end.html = self.write(end.reports, None);
+        end.html = self.write(end.reports, None, end.coverage);
         Ok(())
     }
 }

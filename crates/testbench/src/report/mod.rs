@@ -319,6 +319,8 @@ pub struct Reporter {
     reports: Vec<BootReport>,
     /// The cases directory's quarantine, marked on each report of a case in it.
     quarantine: Option<crate::quarantine::Quarantine>,
+    /// `--coverage`'s summary, once the boots are read (for `report.html`).
+    coverage: Option<crate::coverage::Summary>,
 }
 
 impl Summary {
@@ -413,10 +415,16 @@ impl Reporter {
             MessageFormat::Human => Box::new(human::Human::new(color)),
             MessageFormat::Json => Box::new(json::Json),
         };
-        Reporter { form, files: Vec::new(), reports: Vec::new(), quarantine: None }
+        Reporter { form, files: Vec::new(), reports: Vec::new(), quarantine: None, coverage: None }
     }
 
     /// The cases directory's quarantine: each report of a case in it is marked so.
+    /// `--coverage`'s summary: said as a note now, and on `report.html` at the run's end.
+    pub fn coverage(&mut self, summary: crate::coverage::Summary) {
+        self.note(Note::Coverage, &summary.line());
+        self.coverage = Some(summary);
+    }
+
     pub fn set_quarantine(&mut self, quarantine: Option<crate::quarantine::Quarantine>) {
         self.quarantine = quarantine;
     }
@@ -513,7 +521,15 @@ impl Reporter {
     /// run's error (a `report.html` that cannot be written is said and fails nothing).
     pub fn run_finished(&mut self, took: Duration, run_dir: &Path) -> Result<(), BenchError> {
         let crashes = crash_groups(&self.reports);
-        let mut end = RunEnd { took, run_dir, html: None, summary: self.summary(), crashes, reports: &self.reports };
+        let mut end = RunEnd {
+            took,
+            run_dir,
+            html: None,
+            summary: self.summary(),
+            crashes,
+            reports: &self.reports,
+            coverage: self.coverage.as_ref(),
+        };
         let mut first_error = None;
         for file in &mut self.files {
             if let Err(error) = file.run_finished(&mut end) {
@@ -536,6 +552,8 @@ pub struct RunEnd<'a> {
     pub summary: Summary,
     /// Every report, in the order they were finished.
     pub reports: &'a [BootReport],
+    /// `--coverage`'s summary.
+    pub coverage: Option<&'a crate::coverage::Summary>,
 }
 
 /// Where a run's events go: the terminal's lines ([`human::Human`]), JSON lines

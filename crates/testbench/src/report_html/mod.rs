@@ -55,6 +55,8 @@ pub struct RunInfo<'a> {
     /// Each result's last results in the history (its strip), by the result's label,
     /// when the run keeps a history.
     pub strips: Option<&'a std::collections::HashMap<String, Vec<testbench_history::Cell>>>,
+    /// `--coverage`'s summary: the kernel lines reached, per file.
+    pub coverage: Option<&'a crate::coverage::Summary>,
 }
 
 /// Writes `report.html` into the run directory (through a temporary file renamed into
@@ -207,6 +209,9 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     out.push_str("</header>\n");
     sweep(&mut out, info, reports);
     crashes(&mut out, reports);
+    if let Some(summary) = info.coverage {
+        coverage(&mut out, info.run_dir, summary);
+    }
     // Failures first, each open; then the rest, closed.
     let order: Vec<usize> = (0..reports.len())
         .filter(|&i| reports[i].verdict.is_failure())
@@ -228,6 +233,28 @@ pub fn page(info: &RunInfo, reports: &[BootReport]) -> String {
     }
     let _ = write!(out, "<script>{SCRIPT}</script>\n</body></html>\n");
     out
+}
+
+/// `--coverage`'s section: the run's line, its lcov file, and each kernel source file's
+/// lines reached.
+fn coverage(out: &mut String, run_dir: &Path, summary: &crate::coverage::Summary) {
+    out.push_str("<h2 class=\"part\" id=\"coverage\">coverage</h2>\n");
+    let _ = write!(out, "<p class=\"coverage-line\">{}</p>", escaped(&summary.line()));
+    if let Some(link) = href(run_dir, &summary.lcov) {
+        let _ = write!(out, "<p>lcov: <a href=\"{link}\">{}</a> (genhtml reads it)</p>", escaped(&link));
+    }
+    out.push_str("<table class=\"coverage\"><tr><th>file</th><th>lines</th><th>reached</th><th>%</th></tr>\n");
+    for file in &summary.files {
+        let percent = if file.lines == 0 { 0.0 } else { 100.0 * file.reached as f64 / file.lines as f64 };
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{percent:.1}</td></tr>",
+            escaped(&file.file),
+            file.lines,
+            file.reached
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// A result's strip: its last results in the history, oldest first, one mark each (pass,

@@ -35,7 +35,7 @@ fn report(case: &str, dir: PathBuf, verdict: Verdict, seed: Option<u64>, sweep: 
 }
 
 fn info(run_dir: &Path, summary: Summary) -> RunInfo<'_> {
-    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None, strips: None }
+    RunInfo { run_dir, took: Duration::from_secs(3), summary, sweep: None, stopped: None, strips: None, coverage: None }
 }
 
 const MARKS: &str = r#"{"lines": 6, "marks": [

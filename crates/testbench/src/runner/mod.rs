@@ -27,7 +27,7 @@ mod make_prebuilt;
 mod other_benches;
 mod plan;
 mod pool;
-mod prepare;
+pub(crate) mod prepare;
 mod slurm;
 mod verdicts;
 
@@ -111,6 +111,11 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(dir) = &options.prebuild {
         return make_prebuilt::make(dir, ws, &intake.selected, options, reporter, None);
     }
+    // --coverage without its plugin is a host lack, said before anything builds.
+    let cover_plugin = match options.coverage {
+        true => Some(crate::coverage::plugin().map_err(|why| BenchError::Refused(vec![why]))?),
+        false => None,
+    };
     let quarantine = quarantine_of(ws, &intake.selected)?;
     reporter.set_quarantine(quarantine.clone());
     if let Some(slurm) = &options.slurm {
@@ -149,7 +154,9 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
         reporter.note(crate::events::Note::Sweep, &note);
     }
     let mut builder = Builder::new(&ws.root, &ground.run_dir);
-    let here = Here { ws, options, intake: &intake, ground: &ground, host_runs: &host_runs };
+    builder.line_tables = options.coverage;
+    let cover_plugin = cover_plugin.as_deref();
+    let here = Here { ws, options, intake: &intake, ground: &ground, host_runs: &host_runs, cover_plugin };
     if let Some(slurm) = &options.slurm {
         intake.tree_ok().map_err(|why| BenchError::Refused(vec![why]))?;
         let run_dir = ground.run_dir.clone();
@@ -257,6 +264,8 @@ struct Here<'a> {
     intake: &'a Intake<'a>,
     ground: &'a Ground,
     host_runs: &'a [(usize, Option<testbench_case::Arch>)],
+    /// `--coverage`'s plugin.
+    cover_plugin: Option<&'a Path>,
 }
 
 impl Here<'_> {
@@ -283,10 +292,16 @@ impl Here<'_> {
             _ => prepare::prepare_all(boots, selected, self.ws, &self.ground.run_dir, builder, reporter),
         };
         prepare::block_on_host_lacks(&mut prepared, probes, selected, self.ws, reporter);
-        let jobs = prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
+        let mut jobs =
+            prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
+        let coverage = self.cover_plugin.map(|plugin| crate::coverage::plan(&mut jobs, plugin));
         if let Some(why) = self.boot_all(reporter, boots, jobs) {
             // Said as a refusal: the boots reported so far are on the page, with why.
             return Err(BenchError::Refused(vec![why]));
+        }
+        if let Some(coverage) = coverage {
+            let summary = coverage.finish(reporter.reports(), &self.ground.run_dir);
+            reporter.coverage(summary);
         }
         Ok(())
     }

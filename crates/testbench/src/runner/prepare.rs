@@ -470,6 +470,7 @@ pub fn jobs(
                     extra_args: p.extra_args,
                     dt_edits: boot_of(case).device_tree.clone(),
                     reboots: boot_of(case).reboots > 0,
+                    cover: None,
                 },
                 plan: Plan {
                     judge: judge_of(case, boot, ws),
