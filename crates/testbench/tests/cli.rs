@@ -2276,3 +2276,107 @@ script = "#!/bin/sh\n"
     assert!(run.stdout.contains(&said) || run.stderr.contains(&said), "{}", run.explain());
     assert_eq!(std::fs::read_dir(cache.join("debs")).unwrap().count(), 0, "{}", run.explain());
 }
+
+/// The coverage plugin beside the test build's bench (as `build_stamp_plugin`).
+fn build_cover_plugin() {
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "testbench-cover-plugin"])
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the coverage plugin did not build");
+}
+
+/// `--coverage` on a real boot of the reference kernel (rv64): QEMU loads the plugin,
+/// the boot's executed code is mapped to the kernel's own source lines (some reached,
+/// some not: a boot that does not panic never runs the panic path), the same file on two
+/// runs of a boot in guest time, an lcov file that `genhtml` (Debian's lcov, installed by
+/// scripts/setup) reads, the summary on the run's output and page, and `coverage --which`
+/// naming the boot for a reached line and no boot for an unreached one.
+#[test]
+fn coverage_maps_a_boots_executed_code_to_the_kernels_lines() {
+    build_cover_plugin();
+    let args = ["--coverage", "--exact", "reference-boot", "--arch", "rv64"];
+    let (first, second) = (bench(&args, &[]), bench(&args, &[]));
+    first.expect_status(0);
+    second.expect_status(0);
+    let boot = |run: &Run| run.run_dir().join("reference-boot/rv64-smp1");
+    let command = std::fs::read_to_string(boot(&first).join("command-line")).unwrap();
+    assert!(command.contains("libtestbench_cover_plugin.so,out="), "{command}");
+    let (a, b) = (
+        std::fs::read(boot(&first).join("coverage.bin")).unwrap(),
+        std::fs::read(boot(&second).join("coverage.bin")).unwrap(),
+    );
+    assert!(a.len() > 24 && a == b, "two boots in guest time ran different code ({} and {} bytes)", a.len(), b.len());
+    let line =
+        first.stdout.lines().find(|l| l.starts_with("coverage: ")).unwrap_or_else(|| panic!("{}", first.explain()));
+    assert!(line.contains("kernel source lines reached") && line.contains("over 1 boot(s)"), "{line}");
+    let lcov = std::fs::read_to_string(boot(&first).join("coverage.info")).unwrap();
+    let main_rs = lcov
+        .split("end_of_record")
+        .find(|record| record.contains("guest/kernel/src/main.rs\n"))
+        .unwrap_or_else(|| panic!("no record of the kernel's main.rs:\n{lcov}"));
+    let da: Vec<(u32, u64)> = main_rs
+        .lines()
+        .filter_map(|l| l.strip_prefix("DA:"))
+        .map(|d| {
+            let (line, count) = d.split_once(',').unwrap();
+            (line.parse().unwrap(), count.parse().unwrap())
+        })
+        .collect();
+    let reached = da.iter().find(|(_, count)| *count > 0).expect("a line of main.rs reached").0;
+    let unreached = da.iter().find(|(_, count)| *count == 0).expect("a line of main.rs not reached").0;
+    assert!(!lcov.contains("SF:/rustc/"), "the toolchain's library is left out of the lcov file");
+    let html = std::fs::read_to_string(first.run_dir().join("report.html")).unwrap();
+    assert!(html.contains("id=\"coverage\"") && html.contains("guest/kernel/src/main.rs"), "no coverage on the page");
+    let out = tempfile::tempdir().unwrap();
+    let genhtml = Command::new("genhtml")
+        .args(["-q", "-o"])
+        .arg(out.path())
+        .arg(first.run_dir().join("coverage.info"))
+        .output()
+        .expect("genhtml runs (Debian's lcov: scripts/setup installs it)");
+    assert!(genhtml.status.success(), "genhtml refused the run's lcov: {}", String::from_utf8_lossy(&genhtml.stderr));
+    assert!(out.path().join("index.html").is_file());
+    let run_dir = first.run_dir();
+    let which = |line: u32| {
+        let spec = format!("kernel/src/main.rs:{line}");
+        bench(&["coverage", "--which", &spec, "--run", run_dir.to_str().unwrap()], &[])
+    };
+    let hit = which(reached);
+    hit.expect_status(0);
+    assert!(
+        hit.stdout.contains("reached by 1 boot(s)") && hit.stdout.contains("reference-boot/rv64-smp1"),
+        "{}",
+        hit.explain()
+    );
+    let missed = which(unreached);
+    missed.expect_status(0);
+    assert!(missed.stdout.contains("reached by no boot"), "{}", missed.explain());
+    let nowhere = bench(&["coverage", "--which", "no/such/file.rs:1", "--run", run_dir.to_str().unwrap()], &[]);
+    nowhere.expect_status(2);
+    assert!(nowhere.stderr.contains("no source file of the run ends with it"), "{}", nowhere.explain());
+}
+
+/// `--coverage` with no plugin beside the bench is refused before anything builds,
+/// naming the file and how to build it.
+#[test]
+fn coverage_without_its_plugin_is_refused_naming_it() {
+    let alone = tempfile::tempdir().unwrap();
+    let exe = alone.path().join("testbench");
+    // Copied by `cp`, not here: a file this process held open for writing could be
+    // inherited by another test's child as it forks, and exec would fail (ETXTBSY).
+    let copied = Command::new("cp").arg(env!("CARGO_BIN_EXE_testbench")).arg(&exe).status().unwrap();
+    assert!(copied.success());
+    let out = Command::new(&exe)
+        .args(["--coverage", "--exact", "reference-boot"])
+        .current_dir(root())
+        .env("TESTBENCH_NO_SETUP", "1")
+        .env("TESTBENCH_ROOT", root())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("libtestbench_cover_plugin.so is not there"), "{said}");
+    assert!(!said.contains("PASS") && !said.contains("built "), "nothing boots or builds: {said}");
+}
