@@ -640,6 +640,26 @@ pub enum DiskLayout {
     Partitions { size_kib: u64, count: u32 },
     /// A disk recipe (TOML), relative to the workspace root or absolute, packed by the bench.
     Recipe(PathBuf),
+    /// A disk image the case gives (relative to the workspace root or absolute), copied
+    /// into each boot's directory: the file itself is never written.
+    Image { path: PathBuf, format: ImageFormat },
+}
+
+/// The format of a `[disk] image`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    Raw,
+    Qcow2,
+}
+
+impl ImageFormat {
+    /// QEMU's name for it (`-drive format=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFormat::Raw => "raw",
+            ImageFormat::Qcow2 => "qcow2",
+        }
+    }
 }
 
 impl DiskLayout {
@@ -647,7 +667,7 @@ impl DiskLayout {
     pub fn size_kib(&self) -> Option<u64> {
         match self {
             DiskLayout::Zeroed { size_kib } | DiskLayout::Partitions { size_kib, .. } => Some(*size_kib),
-            DiskLayout::Recipe(_) => None,
+            DiskLayout::Recipe(_) | DiskLayout::Image { .. } => None,
         }
     }
 }
@@ -1196,8 +1216,14 @@ impl Case {
             }
         }
         for (table, disk) in boot.disks.iter() {
-            if let DiskLayout::Recipe(recipe) = &disk.layout {
-                paths.push(NamedPath::file(format!("{table}.recipe"), recipe, "a disk recipe"));
+            match &disk.layout {
+                DiskLayout::Recipe(recipe) => {
+                    paths.push(NamedPath::file(format!("{table}.recipe"), recipe, "a disk recipe"))
+                }
+                DiskLayout::Image { path, .. } => {
+                    paths.push(NamedPath::file(format!("{table}.image"), path, "a disk image (raw or qcow2)"))
+                }
+                _ => {}
             }
         }
         session_keys(&boot.sessions, &mut paths);

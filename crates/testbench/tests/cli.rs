@@ -2380,3 +2380,77 @@ fn coverage_without_its_plugin_is_refused_naming_it() {
     assert!(said.contains("libtestbench_cover_plugin.so is not there"), "{said}");
     assert!(!said.contains("PASS") && !said.contains("built "), "nothing boots or builds: {said}");
 }
+
+/// A recorded boot with the bench's disk (a `[disk] image` the case gives) and network
+/// card: QEMU records them through `blkreplay` and `filter-replay`, the replay line
+/// replays the failure byte for byte with them, and the case's image is never written.
+#[test]
+fn a_recorded_boot_records_its_disk_image_and_network_card_and_replays_byte_for_byte() {
+    let image_dir = tempfile::tempdir().unwrap();
+    let image = image_dir.path().join("fs.img");
+    let bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&image, &bytes).unwrap();
+    let case = format!("{PROMPT_RECORDED}[disk]\nimage = \"{}\"\n[net]\n", image.display());
+    let dir = cases_dir(&[("recorded-devices", &case)]);
+    let cases = dir.path().to_str().unwrap();
+    let run = bench(&["--cases", cases, "--message-format", "json"], &[]);
+    run.expect_status(1);
+    let recording = recording_named(&run);
+    let command = std::fs::read_to_string(recording.with_file_name("command-line")).unwrap();
+    assert!(command.contains("-drive driver=blkreplay,if=none,image=disk0-file,id=disk0 "), "{command}");
+    assert!(command.contains("-object filter-replay,id=net0-replay,netdev=net0"), "{command}");
+    let recorded_log = std::fs::read(recording.with_file_name("console.log")).unwrap();
+    let replay_args = [
+        "--cases",
+        cases,
+        "--exact",
+        "recorded-devices",
+        "--arch",
+        "rv64",
+        "--smp",
+        "1",
+        "--rr-replay",
+        recording.to_str().unwrap(),
+    ];
+    let replay = bench(&replay_args, &[]);
+    replay.expect_status(1);
+    assert!(
+        replay.stdout.contains(&format!("byte for byte ({} console bytes as recorded)", recorded_log.len())),
+        "{}",
+        replay.explain()
+    );
+    assert_eq!(std::fs::read(&image).unwrap(), bytes, "the case's image was written");
+}
+
+/// A `[disk] image` is checked before anything builds: missing, a qcow2 said to be raw,
+/// a raw one that is not whole sectors: each refused naming the field.
+#[test]
+fn a_disk_image_that_cannot_be_booted_is_refused_naming_the_field() {
+    let images = tempfile::tempdir().unwrap();
+    let qcow2 = images.path().join("a.qcow2");
+    std::fs::write(&qcow2, b"QFI\xfb\0\0\0\x03 and the rest of a header").unwrap();
+    let ragged = images.path().join("ragged.img");
+    std::fs::write(&ragged, vec![0u8; 1000]).unwrap();
+    let case =
+        |image: &Path, format: &str| format!("{PROMPT_RECORDED}[disk]\nimage = \"{}\"\n{format}", image.display());
+    let cases = [
+        ("missing", case(&images.path().join("none.img"), "")),
+        ("qcow2-as-raw", case(&qcow2, "")),
+        ("raw-as-qcow2", case(&ragged, "format = \"qcow2\"\n")),
+        ("ragged", case(&ragged, "")),
+    ];
+    let refs: Vec<(&str, &str)> = cases.iter().map(|(n, c)| (*n, c.as_str())).collect();
+    let dir = cases_dir(&refs);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(said.contains("missing.toml: disk.image:"), "{}", run.explain());
+    assert!(
+        said.contains("a qcow2 image, booted as raw it would be garbage to the guest: say disk.format = \"qcow2\""),
+        "{}",
+        run.explain()
+    );
+    assert!(said.contains("not a qcow2 image (it does not start with QFI\\xfb)"), "{}", run.explain());
+    assert!(said.contains("1000 bytes: a raw disk image is whole 512-byte sectors"), "{}", run.explain());
+    assert!(!said.contains("built "), "refused before anything builds: {said}");
+}

@@ -301,7 +301,8 @@ mod tests {
             )),
             std::sync::Arc::new(crate::boot::parts::net::Net::new(net, ports, None).unwrap()),
         ];
-        let place = crate::boot::BootPlace { arch, root: Path::new("/ws"), dir: &dir, first_boot: None };
+        let place =
+            crate::boot::BootPlace { arch, root: Path::new("/ws"), dir: &dir, first_boot: None, recorded: false };
         let attached = crate::boot::part::attach_all(&devices, &place).unwrap();
         let plain = Machine { arch, machine: arch.default_machine().into(), ..spec() };
         let qmp = ["-S".to_string()];

@@ -52,6 +52,10 @@ pub struct BootPlace<'a> {
     /// The first boot's directory, when this is a case's second boot: a kept disk is the
     /// one the first boot left there.
     pub first_boot: Option<&'a Path>,
+    /// QEMU records or replays this boot (record/replay): each disk goes through QEMU's
+    /// `blkreplay` driver and the network card through a `filter-replay` object, so that
+    /// what they deliver is in the recording.
+    pub recorded: bool,
 }
 
 /// One piece of evidence of a case, planned once, attached to each boot.

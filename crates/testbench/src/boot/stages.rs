@@ -232,7 +232,13 @@ fn stamp_socket(
 /// why the boot fails before QEMU starts (a kept disk that is not what a fresh one would
 /// be, a stage too big for its partition, an edit the tree does not take).
 fn attach(spec: &BootSpec, root: &Path) -> Result<(AttachedSet, Option<std::path::PathBuf>), String> {
-    let place = BootPlace { arch: spec.machine.arch, root, dir: &spec.dir, first_boot: spec.first_boot.as_deref() };
+    let place = BootPlace {
+        arch: spec.machine.arch,
+        root,
+        dir: &spec.dir,
+        first_boot: spec.first_boot.as_deref(),
+        recorded: spec.machine.rr.is_some(),
+    };
     let attached = attach_all(&spec.plan.parts, &place).map_err(|e| e.to_string())?;
     if spec.machine.dt_edits.is_empty() {
         return Ok((attached, None));

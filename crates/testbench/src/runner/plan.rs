@@ -66,7 +66,7 @@ fn rr_for(boot: &BootCase, smp: u32, replay: Option<&Path>) -> Result<Option<Rec
     }
     if let Guest::External(guest) = &boot.guest {
         if !guest.qemu_args.is_empty() {
-            why.push("the bench does not record devices a case adds in guest.qemu_args (a disk needs QEMU's blkreplay driver, a network card its filter-replay object)".into());
+            why.push("the bench does not record devices a case adds in guest.qemu_args (give a disk as [disk] image = \"path\" instead: the bench records its own disks through QEMU's blkreplay driver and its network card through filter-replay)".into());
         }
     }
     if !why.is_empty() {

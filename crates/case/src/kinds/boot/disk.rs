@@ -1,7 +1,8 @@
 //! A boot case's disks: `[disk]` (writable), `[vault]` (a second writable disk, only
 //! beside `[disk]`) and `[userland]` (attached read-only). Each is zeroed (`size_kib`),
-//! a GPT of equal partitions on zeros (`size_kib` and `partitions`), or a disk recipe
-//! (`recipe`); `keep` carries the first boot's disk into the second; `flip` and
+//! a GPT of equal partitions on zeros (`size_kib` and `partitions`), a disk recipe
+//! (`recipe`), or a disk image the case gives (`image`, raw or qcow2 by `format`, copied
+//! into each boot); `keep` carries the first boot's disk into the second; `flip` and
 //! `flip_header` flip one bit of a recipe's disk after packing.
 
 use std::path::{Component, Path};
@@ -9,7 +10,7 @@ use std::path::{Component, Path};
 use super::raw::{RawDisk, DISK, FLIP};
 use crate::common::{path_field, Ctx, Refusals};
 use crate::fields::check_table;
-use crate::{CaseError, DiskLayout, DiskSpec, Disks, FileFlip};
+use crate::{CaseError, DiskLayout, DiskSpec, Disks, FileFlip, ImageFormat};
 
 /// The disk tables, in the order messages name them.
 pub(crate) const TABLES: [&str; 3] = ["disk", "vault", "userland"];
@@ -76,28 +77,40 @@ pub(crate) fn disks(
 fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool) -> Result<DiskSpec, CaseError> {
     let at = |key: &str| format!("{name}.{key}");
     let mut refused = Refusals::new();
-    // Whether the disk is a recipe's: unknown when it names both or neither, and then
+    // Where the disk comes from: exactly one of size_kib, recipe and image.
+    let sources: Vec<&str> =
+        [("size_kib", raw.size_kib.is_some()), ("recipe", raw.recipe.is_some()), ("image", raw.image.is_some())]
+            .into_iter()
+            .filter_map(|(key, given)| given.then_some(key))
+            .collect();
+    // Whether the disk is a recipe's: unknown when it names two sources or none, and then
     // what is only for a recipe is not checked against it.
-    let recipe = match (raw.size_kib, &raw.recipe) {
-        (Some(_), Some(_)) | (None, None) => None,
-        (Some(_), None) => Some(false),
-        (None, Some(_)) => Some(true),
+    let recipe = match sources.as_slice() {
+        [one] => Some(*one == "recipe"),
+        _ => None,
     };
-    let layout = match (raw.size_kib, &raw.recipe) {
-        (Some(_), Some(_)) => {
+    if raw.format.is_some() && raw.image.is_none() {
+        refused.push(ctx.err(at("format"), "only with image: it says the format of the image file the case gives"));
+    }
+    let layout = match (raw.size_kib, &raw.recipe, &raw.image) {
+        _ if sources.len() > 1 => {
             refused.push(ctx.err(
-                at("recipe"),
-                "a disk is either size_kib (zeros, or a GPT with partitions) or recipe (a disk recipe), not both",
+                at(sources[1]),
+                format!(
+                    "a disk is one of size_kib (zeros, or a GPT with partitions), recipe (a disk recipe) or image (a disk image file), not {}",
+                    sources.join(" and ")
+                ),
             ));
             None
         }
-        (None, None) => {
-            refused.push(
-                ctx.err(at("size_kib"), format!("required: the disk's size in KiB (or {name}.recipe, a disk recipe)")),
-            );
+        (None, None, None) => {
+            refused.push(ctx.err(
+                at("size_kib"),
+                format!("required: the disk's size in KiB (or {name}.recipe, a disk recipe, or {name}.image, a disk image file)"),
+            ));
             None
         }
-        (Some(size_kib), None) => {
+        (Some(size_kib), _, _) => {
             let size_ok = (4..=SIZE_KIB_MAX).contains(&size_kib) && size_kib % 4 == 0;
             if !size_ok {
                 refused.push(ctx.err(
@@ -134,11 +147,26 @@ fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool)
                 Some(Some(count)) => Some(DiskLayout::Partitions { size_kib: size_kib as u64, count: count as u32 }),
             }
         }
-        (None, Some(recipe)) => {
+        (None, Some(recipe), _) => {
             if raw.partitions.is_some() {
                 refused.push(ctx.err(at("partitions"), "only with size_kib: a disk recipe lists its own partitions"));
             }
             refused.keep(path_field(ctx, &at("recipe"), recipe)).map(DiskLayout::Recipe)
+        }
+        (None, None, Some(image)) => {
+            if raw.partitions.is_some() {
+                refused.push(ctx.err(at("partitions"), "only with size_kib: an image has its own partitions"));
+            }
+            let format = match raw.format.as_deref() {
+                None | Some("raw") => Some(ImageFormat::Raw),
+                Some("qcow2") => Some(ImageFormat::Qcow2),
+                Some(other) => {
+                    refused.push(ctx.err(at("format"), format!("{other:?} is not accepted: raw or qcow2")));
+                    None
+                }
+            };
+            let path = refused.keep(path_field(ctx, &at("image"), image));
+            path.zip(format).map(|(path, format)| DiskLayout::Image { path, format })
         }
     };
     let keep = raw.keep.unwrap_or(false);
@@ -333,14 +361,46 @@ mod tests {
     }
 
     #[test]
-    fn a_disk_is_sized_or_a_recipe_never_both_nor_neither() {
+    fn a_disk_image_is_a_path_in_a_format_raw_by_default() {
+        let disk = |tables: &str| parsed("", tables).as_boot().unwrap().disks.disk.clone().unwrap().layout;
+        assert_eq!(
+            disk("[disk]\nimage = \"fs.img\"\n"),
+            DiskLayout::Image { path: PathBuf::from("fs.img"), format: crate::ImageFormat::Raw }
+        );
+        assert_eq!(
+            disk("[disk]\nimage = \"/abs/fs.qcow2\"\nformat = \"qcow2\"\n"),
+            DiskLayout::Image { path: PathBuf::from("/abs/fs.qcow2"), format: crate::ImageFormat::Qcow2 }
+        );
+        assert_eq!(
+            refused("", "[disk]\nimage = \"fs.img\"\nformat = \"vmdk\"\n"),
+            "tests/c.toml: disk.format: \"vmdk\" is not accepted: raw or qcow2"
+        );
+        assert_eq!(
+            refused("", "[disk]\nsize_kib = 4\nformat = \"raw\"\n"),
+            "tests/c.toml: disk.format: only with image: it says the format of the image file the case gives"
+        );
+        assert_eq!(
+            refused("", "[disk]\nimage = \"fs.img\"\npartitions = 2\n"),
+            "tests/c.toml: disk.partitions: only with size_kib: an image has its own partitions"
+        );
+        assert!(
+            refused("", "[disk]\nimage = \"fs.img\"\nflip_header = \"a\"\n").contains("flip_header: only with recipe")
+        );
+    }
+
+    #[test]
+    fn a_disk_is_sized_a_recipe_or_an_image_never_two_nor_none() {
         assert_eq!(
             refused("", "[disk]\nsize_kib = 4096\nrecipe = \"d.toml\"\n"),
-            "tests/c.toml: disk.recipe: a disk is either size_kib (zeros, or a GPT with partitions) or recipe (a disk recipe), not both"
+            "tests/c.toml: disk.recipe: a disk is one of size_kib (zeros, or a GPT with partitions), recipe (a disk recipe) or image (a disk image file), not size_kib and recipe"
+        );
+        assert_eq!(
+            refused("", "[disk]\nrecipe = \"d.toml\"\nimage = \"fs.img\"\n"),
+            "tests/c.toml: disk.image: a disk is one of size_kib (zeros, or a GPT with partitions), recipe (a disk recipe) or image (a disk image file), not recipe and image"
         );
         assert_eq!(
             refused("", "[disk]\nsize_kib = 4\n[vault]\nkeep = false\n"),
-            "tests/c.toml: vault.size_kib: required: the disk's size in KiB (or vault.recipe, a disk recipe)"
+            "tests/c.toml: vault.size_kib: required: the disk's size in KiB (or vault.recipe, a disk recipe, or vault.image, a disk image file)"
         );
         assert_eq!(
             refused("", "[userland]\nrecipe = \" \"\n"),
@@ -442,11 +502,11 @@ mod tests {
     fn a_misspelt_or_mistyped_key_of_a_disk_is_refused_in_words() {
         assert_eq!(
             refused("", "[disk]\nsise_kib = 4096\n"),
-            "tests/c.toml: disk.sise_kib: not a field of [disk]; did you mean `size_kib`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header, resize_kept_kib"
+            "tests/c.toml: disk.sise_kib: not a field of [disk]; did you mean `size_kib`? Accepted: size_kib, partitions, recipe, image, format, keep, flip, flip_header, resize_kept_kib"
         );
         assert_eq!(
             refused("", "[disk]\nsize_kib = 4\n[userland]\nrecipe = \"r.toml\"\nflip_heder = \"a\"\n"),
-            "tests/c.toml: userland.flip_heder: not a field of [userland]; did you mean `flip_header`? Accepted: size_kib, partitions, recipe, keep, flip, flip_header, resize_kept_kib"
+            "tests/c.toml: userland.flip_heder: not a field of [userland]; did you mean `flip_header`? Accepted: size_kib, partitions, recipe, image, format, keep, flip, flip_header, resize_kept_kib"
         );
         assert_eq!(
             refused("", "[vault]\nrecipe = \"r.toml\"\nflip = { partition = \"a\", fiel = \"b\" }\n"),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use testbench_case::{DiskLayout, DiskSpec};
+use testbench_case::{DiskLayout, DiskSpec, ImageFormat};
 use testbench_disk::DiskRecipe;
 
 use crate::boot::{AttachError, Attached, BootPlace, Broken, Ended, Evidence, Part, PartSpec, Slot};
@@ -42,15 +42,40 @@ impl Disk {
         }
     }
 
-    /// What a fresh disk of this spec is, as `testbench-disk` checks a kept one.
-    fn fresh(&self) -> testbench_disk::DiskSpec {
-        match (&self.spec.layout, &self.recipe) {
+    /// What a fresh disk of this spec is, as `testbench-disk` checks a kept one (an image
+    /// the case gives is checked by [`Disk::check_kept_image`]).
+    fn fresh(&self) -> Option<testbench_disk::DiskSpec> {
+        Some(match (&self.spec.layout, &self.recipe) {
             (DiskLayout::Zeroed { size_kib }, _) => testbench_disk::DiskSpec::Zeroed { size_kib: *size_kib },
             (DiskLayout::Partitions { size_kib, count }, _) => {
                 testbench_disk::DiskSpec::Partitioned { size_kib: *size_kib, count: u64::from(*count) }
             }
             (DiskLayout::Recipe(_), Some(recipe)) => testbench_disk::DiskSpec::Recipe(recipe.clone()),
             (DiskLayout::Recipe(path), None) => unreachable!("{} was read at intake", path.display()),
+            (DiskLayout::Image { .. }, _) => return None,
+        })
+    }
+
+    /// A kept copy of a raw image is still the image's size (a guest cannot change it;
+    /// a host that did is refused). A qcow2 copy grows as it is written: QEMU checks it.
+    fn check_kept_image(&self, root: &Path, kept: &Path) -> Result<(), DiskPartError> {
+        let DiskLayout::Image { path, format: ImageFormat::Raw } = &self.spec.layout else { return Ok(()) };
+        let original = root.join(path);
+        let size = |p: &Path| {
+            std::fs::metadata(p).map(|m| m.len()).map_err(|source| DiskPartError::Io { path: p.to_owned(), source })
+        };
+        let (want, have) = (size(&original)?, size(kept)?);
+        if want != have {
+            return Err(DiskPartError::KeptImage { kept: kept.to_owned(), have, want, image: original });
+        }
+        Ok(())
+    }
+
+    /// QEMU's `-drive` format of the disk's file.
+    fn format(&self) -> &'static str {
+        match &self.spec.layout {
+            DiskLayout::Image { format, .. } => format.name(),
+            _ => "raw",
         }
     }
 
@@ -66,6 +91,16 @@ impl Disk {
                 testbench_disk::make_partitioned(image, *size_kib, u64::from(*count))?;
                 let parts = if *count == 1 { "one partition".to_string() } else { format!("{count} equal partitions") };
                 log.push(format!("{size_kib} KiB, a GPT of {parts}"));
+            }
+            DiskLayout::Image { path, format } => {
+                // A copy: the case's file is never written, whatever the guest does.
+                let original = root.join(path);
+                let bytes = std::fs::copy(&original, image).map_err(|source| DiskPartError::Copy {
+                    from: original.clone(),
+                    to: image.to_owned(),
+                    source,
+                })?;
+                log.push(format!("copied from {} ({bytes} bytes, {})", path.display(), format.name()));
             }
             DiskLayout::Recipe(path) => {
                 let recipe = self.recipe.as_ref().expect("a recipe is read at intake");
@@ -116,7 +151,10 @@ impl PartSpec for Disk {
                     file.set_len(kib * 1024).map_err(|source| DiskPartError::Io { path: kept.clone(), source })?;
                     log.push(format!("resized the kept disk to {kib} KiB (resize_kept_kib, a self-check)"));
                 }
-                testbench_disk::check_kept(&kept, &self.fresh()).map_err(DiskPartError::from)?;
+                match self.fresh() {
+                    Some(fresh) => testbench_disk::check_kept(&kept, &fresh).map_err(DiskPartError::from)?,
+                    None => self.check_kept_image(place.root, &kept)?,
+                }
                 log.push(format!("kept from the first boot: {}", kept.display()));
                 kept
             }
@@ -132,16 +170,27 @@ impl PartSpec for Disk {
             }
         };
         let readonly = if self.slot() == Slot::Userland { ",readonly=on" } else { "" };
-        let args = vec![
-            "-drive".into(),
-            format!(
-                "if=none,id={},format=raw,file={}{readonly}",
-                self.id(),
-                option_value(&image.display().to_string())
-            ),
-            "-device".into(),
-            self.slot().device(place.arch, "blk", &format!("drive={}", self.id())),
-        ];
+        let file = option_value(&image.display().to_string());
+        let format = self.format();
+        let args = if place.recorded {
+            // Recorded or replayed: the device reads and writes through QEMU's blkreplay
+            // driver, which puts the disk's requests in the recording's order.
+            vec![
+                "-drive".into(),
+                format!("if=none,id={}-file,format={format},file={file}{readonly}", self.id()),
+                "-drive".into(),
+                format!("driver=blkreplay,if=none,image={}-file,id={}{readonly}", self.id(), self.id()),
+                "-device".into(),
+                self.slot().device(place.arch, "blk", &format!("drive={}", self.id())),
+            ]
+        } else {
+            vec![
+                "-drive".into(),
+                format!("if=none,id={},format={format},file={file}{readonly}", self.id()),
+                "-device".into(),
+                self.slot().device(place.arch, "blk", &format!("drive={}", self.id())),
+            ]
+        };
         let what = format!(
             "{} on {}{}",
             self.id(),
@@ -174,6 +223,12 @@ pub enum DiskPartError {
     /// An image or its scratch directory that could not be opened, sized, made or read.
     #[error("{}: {source}", .path.display())]
     Io { path: PathBuf, source: std::io::Error },
+    /// A case's image that could not be copied into the boot.
+    #[error("failed to copy the disk image {} to {}: {source}", .from.display(), .to.display())]
+    Copy { from: PathBuf, to: PathBuf, source: std::io::Error },
+    /// A kept copy of a raw image whose size is not the image's.
+    #[error("the kept disk {} is {have} bytes, but the image it is a copy of ({}) is {want}: not what the first boot left", .kept.display(), .image.display())]
+    KeptImage { kept: PathBuf, have: u64, want: u64, image: PathBuf },
 }
 
 /// A file's sha256, in hex.
