@@ -475,7 +475,7 @@ pub fn jobs(
                 plan: Plan {
                     judge: judge_of(case, boot, ws),
                     parts,
-                    timeout: boot.timeout,
+                    timeout: replay_deadline(boot),
                     crash: crate::boot::crash_watch::CrashPlan::of(boot_of(case)),
                     crash_elf: crate::crash::kernel_elf(boot_of(case), &ws.root, p.kernel_elf.as_deref()),
                 },
@@ -500,6 +500,20 @@ fn stamp_of(case: &BootCase, boot: &PlannedBoot, machine: &str) -> Option<crate:
     }
     let exe = std::env::current_exe().ok()?;
     crate::boot::stamps::StampSpec::for_boot(boot.arch, machine, icount, exe.parent()?).ok()
+}
+
+/// How much longer than its case's deadline a replay may run: QEMU replays a recording
+/// slower than it recorded it (an xv6 boot recorded in 20 s replayed in 39), and the
+/// replay ends by itself where the recording ended, so its verdict is judged on the whole
+/// recording rather than cut at the case's deadline on the host's clock.
+const REPLAY_SLACK: u32 = 4;
+
+/// A boot's deadline: the case's, or for a replay [`REPLAY_SLACK`] times it.
+fn replay_deadline(boot: &PlannedBoot) -> std::time::Duration {
+    match boot.rr {
+        Ok(Some(RecordReplay::Replay(_))) => boot.timeout * REPLAY_SLACK,
+        _ => boot.timeout,
+    }
 }
 
 /// A boot's judge: the case's console rules; a replayed boot types nothing (the
