@@ -247,6 +247,16 @@ fn check_replayable(recording: &Path, boots: &[PlannedBoot]) -> Result<(), Strin
     }
 }
 
+/// `--gdb` boots one guest under the debugger: the selection must plan exactly one boot.
+pub fn check_gdb(boots: &[PlannedBoot]) -> Result<(), BenchError> {
+    match boots.len() {
+        1 => Ok(()),
+        n => Err(BenchError::Refused(vec![format!(
+            "--gdb boots one guest under the debugger, and the selection plans {n} boots: name it as its replay line does (--exact, --arch, --smp)"
+        )])),
+    }
+}
+
 /// The run's rows, in the order they run: the host runs, then the boots.
 pub fn rows(selected: &[&Case], host_runs: &[(usize, Option<Arch>)], boots: &[PlannedBoot]) -> Vec<Row> {
     let mut rows: Vec<Row> = host_runs
