@@ -190,10 +190,13 @@ fn told(attach: &str, elf: Option<&Path>, replay: bool, wait: Duration) -> Strin
         text.push_str("gdb: the bench knows no ELF with symbols for this kernel (for a guest it did not build, name one in [guest] symbols): gdb shows addresses only\n");
     }
     text.push_str("gdb: the boot's deadline counts only while the guest runs; stopped in the debugger, it waits up to --gdb-wait again\n");
-    let stop = match elf.and_then(panic_function) {
-        Some((name, address)) => format!("break *{address:#x}` ({name}'s first instruction), then `continue`"),
-        None => "break` on the function that prints the failure (no panic function in the symbols), then `continue`"
-            .to_string(),
+    let stop = match (elf, elf.and_then(panic_function)) {
+        (_, Some((name, address))) => format!("break *{address:#x}` ({name}'s first instruction), then `continue`"),
+        (Some(_), None) => {
+            "break` on the function that prints the failure (its symbols name no panic function), then `continue`"
+                .to_string()
+        }
+        (None, None) => "break *ADDRESS` on the function that prints the failure, then `continue`".to_string(),
     };
     text.push_str(&format!("gdb: to stop at the crash: `{stop}\n"));
     if replay {
