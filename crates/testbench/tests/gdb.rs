@@ -193,6 +193,18 @@ fn a_recorded_failure_replays_under_gdb_which_steps_back_from_the_panic() {
     let (status, shown) = bench.end(Duration::from_secs(60));
     assert_eq!(status, Some(1), "{shown}");
     assert!(shown.contains("reason: --rr-replay: the replay differs from the recording"), "{shown}");
+    // A recording that does not match the kernel the replay boots is refused, named.
+    let guest = Path::new(recording).with_file_name("replay.guest");
+    let kept = std::fs::read_to_string(&guest).unwrap();
+    assert!(kept.starts_with("kernel ") && kept.contains("\ninitrd "), "{kept}");
+    let forged: String = kept
+        .lines()
+        .map(|l| if l.starts_with("kernel ") { format!("kernel {}\n", "0".repeat(64)) } else { format!("{l}\n") })
+        .collect();
+    std::fs::write(&guest, forged).unwrap();
+    let (status, shown) = start(&[&args[..], &["--gdb"]].concat()).end(Duration::from_secs(120));
+    assert_eq!(status, Some(2), "{shown}");
+    assert!(shown.contains("recorded with another kernel than the replay would boot"), "{shown}");
 }
 
 /// Self-check: a debugger that never attaches ends the boot at `--gdb-wait`, naming it;

@@ -10,6 +10,7 @@
 //! | `part.rs` | [`Part`], [`PartSpec`] and the [`Phase`]s a part acts at; [`Evidence`] and [`Broken`] |
 //! | `live_parts.rs` | the parts of one running boot: the phase machine, who holds the verdict, triggers, finish |
 //! | `gdb.rs` | `--gdb`: the gdbstub's socket in the run's private directory (checked), the attach command, the snapshot overlay of a replay |
+//! | `recording.rs` | what a recording was made of (`replay.guest`), and a replay refused with other files |
 //! | `slot.rs` | [`Slot`]: the fixed virtio-mmio transports and PCI device numbers |
 //! | `parts/` | every piece of evidence, one file each, and `parts::for_case`, the list |
 //!
@@ -29,6 +30,7 @@ mod live_parts;
 pub mod machine;
 pub mod part;
 pub mod parts;
+pub mod recording;
 pub mod slot;
 mod stages;
 pub mod stamps;

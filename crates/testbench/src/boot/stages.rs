@@ -178,6 +178,9 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let line = format!("cd {} && {}\n", shell_quote(&root.display().to_string()), cmd.display());
     let path = spec.dir.join("command-line");
     std::fs::write(&path, line).map_err(|e| Trouble::file("write", &path, e))?;
+    if machine.rr == Some(RecordReplay::Record) {
+        super::recording::keep(machine, root, &spec.dir)?;
+    }
     let (console, stamped) = console_logs(spec)?;
     let mut judge = spec.plan.judge.clone();
     let parts = LiveParts::new(attached.parts, &mut judge);

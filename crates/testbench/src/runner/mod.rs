@@ -289,6 +289,13 @@ impl Here<'_> {
         prepare::block_on_host_lacks(&mut prepared, probes, selected, self.ws, reporter);
         let mut jobs =
             prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
+        if let Some(recording) = &self.options.rr_replay {
+            // A recording replays only the files it was made of (boot/recording.rs).
+            for (spec, _) in jobs.iter().flatten() {
+                crate::boot::recording::check(recording, &spec.machine, &self.ws.root)
+                    .map_err(|e| BenchError::Replay(e.to_string()))?;
+            }
+        }
         if let Some(wait) = self.options.gdb {
             // The one boot (plan::check_gdb) waits for the debugger, and is booted once: a
             // session at the debugger is not a repeat.
