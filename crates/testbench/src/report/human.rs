@@ -94,12 +94,11 @@ impl Human {
                 text.push_str(&format!("\n      | {line}"));
             }
         }
-        text.push_str(&format!(
-            "\n    replay: {}\n    debug:  {}\n    logs:   {}",
-            report.replay_shown(),
-            report.gdb_line(),
-            report.dir.display()
-        ));
+        text.push_str(&format!("\n    replay: {}", report.replay_shown()));
+        if let Some(line) = report.gdb_line() {
+            text.push_str(&format!("\n    debug:  {line}"));
+        }
+        text.push_str(&format!("\n    logs:   {}", report.dir.display()));
         text
     }
 }
@@ -296,5 +295,18 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    /// A failing boot's lines carry its replay line with `--gdb` under the replay line
+    /// (docs/debugging.md); a failing case that boots nothing has no such line.
+    #[test]
+    fn a_failing_boot_names_its_gdb_line_and_a_host_case_does_not() {
+        let boot = super::super::a_crashed_boot();
+        let text = Human::new(false).failure("crashes rv64 smp1", &boot, "timed out after 5s");
+        let debug = format!("\n    debug:  {} --gdb\n    logs:   ", boot.replay);
+        assert!(text.contains(&format!("\n    replay: {}{debug}", boot.replay_shown())), "{text}");
+        let host = BootReport { kind: "host-tests", ..boot };
+        let text = Human::new(false).failure("unit", &host, "failed");
+        assert!(!text.contains("debug:"), "{text}");
     }
 }

@@ -156,10 +156,11 @@ impl BootReport {
         label_of(&self.case, self.arch.as_deref(), self.smp)
     }
 
-    /// The replay command under the debugger (`--gdb`, docs/debugging.md): the replay
-    /// line names one boot, so its `--gdb` form is the line and the flag.
-    pub(crate) fn gdb_line(&self) -> String {
-        format!("{} --gdb", self.replay)
+    /// A boot's replay command under the debugger (`--gdb`, docs/debugging.md): the
+    /// replay line names one boot, so its `--gdb` form is the line and the flag. None
+    /// for a case that boots nothing.
+    pub(crate) fn gdb_line(&self) -> Option<String> {
+        (self.kind == "boot").then(|| format!("{} --gdb", self.replay))
     }
 
     /// The replay command with its note, as a person reads it.
