@@ -224,6 +224,21 @@ mod tests {
         assert_eq!(bare, "gdb-multiarch -ex 'set architecture aarch64' -ex 'target remote /s'");
     }
 
+    /// `--gdb` waits 300 s at each stop unless `--gdb-wait` says, from 1 s to a day;
+    /// `--gdb-wait` alone is refused (it means nothing without `--gdb`).
+    #[test]
+    fn gdb_wait_has_a_default_and_bounds_and_needs_gdb() {
+        use clap::Parser;
+        let options = |args: &[&str]| crate::cli::Flags::try_parse_from([&["testbench"], args].concat());
+        let wait = |args: &[&str]| options(args).unwrap().validate().map(|o| o.gdb).map_err(|e| e.to_string());
+        assert_eq!(wait(&[]).unwrap(), None);
+        assert_eq!(wait(&["--gdb"]).unwrap(), Some(Duration::from_secs(300)));
+        assert_eq!(wait(&["--gdb", "--gdb-wait", "5"]).unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(wait(&["--gdb", "--gdb-wait", "0"]).unwrap_err(), "--gdb-wait 0 is not accepted: 1 to 86400");
+        assert!(options(&["--gdb-wait", "5"]).is_err());
+        assert!(options(&["--gdb", "--slurm"]).is_err());
+    }
+
     /// Self-check: a socket directory group or others may enter, or a link to one, is
     /// refused naming it and the mode; the run's own 0700 directory is taken.
     #[test]
