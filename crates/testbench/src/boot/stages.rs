@@ -330,7 +330,9 @@ impl Running<'_> {
             if stopped.is_none() && now >= self.deadline {
                 return Loop::Deadline;
             }
-            if self.held.is_none() {
+            // A `--gdb` boot's parts start with its guest, at the debugger's first continue.
+            let guest_started = self.debugger.as_ref().is_none_or(|d| d.continued);
+            if self.held.is_none() && guest_started {
                 if let Some(live) = self.live() {
                     // Parts take part only in a boot whose guest the bench started (QMP).
                     self.parts.advance(self.judge.expects_done(), &live);
