@@ -48,6 +48,15 @@ pub struct Flags {
     /// names) and compare the replayed console with the recorded one byte for byte.
     #[arg(long, value_name = "PATH")]
     pub rr_replay: Option<PathBuf>,
+    /// Boot the one selected boot under QEMU's gdbstub (with --rr-replay: its recording,
+    /// where reverse-stepi and reverse-continue work): the guest waits, paused, for
+    /// gdb-multiarch, and the bench prints the command that attaches it (docs/debugging.md).
+    #[arg(long, conflicts_with_all = ["list", "slurm", "prebuild"])]
+    pub gdb: bool,
+    /// How long a --gdb boot waits for the debugger to continue the guest, at its start
+    /// and at each stop (default 300).
+    #[arg(long, value_name = "SECS", requires = "gdb")]
+    pub gdb_wait: Option<u64>,
     /// Build every selected boot case's pieces once per width into DIR (with the bench
     /// and an index of the tree they were built from), and boot nothing.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["prebuilt", "list", "sweep", "rr_replay"])]
@@ -134,6 +143,8 @@ pub struct Options {
     pub no_tests: NoTests,
     /// A recording to replay (`--rr-replay`).
     pub rr_replay: Option<PathBuf>,
+    /// `--gdb`: how long the guest waits, stopped, for the debugger (`--gdb-wait`).
+    pub gdb: Option<std::time::Duration>,
     /// `--prebuild DIR`.
     pub prebuild: Option<PathBuf>,
     /// `--prebuilt DIR`.
@@ -250,6 +261,12 @@ pub enum Filter {
     Exact(String),
 }
 
+/// How long a `--gdb` boot waits for the debugger unless `--gdb-wait` says.
+pub const GDB_WAIT_DEFAULT_SECS: u64 = 300;
+
+/// The longest `--gdb-wait`: a day.
+pub const GDB_WAIT_MAX_SECS: u64 = 86_400;
+
 /// The most seeds one sweep may name: a typo such as `1..1000000` is refused, not run.
 pub const SWEEP_MAX: usize = 10_000;
 
@@ -326,6 +343,7 @@ impl Flags {
             color,
             no_tests,
             rr_replay: absolute("--rr-replay", self.rr_replay)?,
+            gdb: self.gdb.then(|| std::time::Duration::from_secs(self.gdb_wait.unwrap_or(GDB_WAIT_DEFAULT_SECS))),
             prebuild: absolute("--prebuild", self.prebuild)?,
             prebuilt: absolute("--prebuilt", self.prebuilt)?,
             slurm,
@@ -367,6 +385,15 @@ impl Flags {
         }
         if self.jobs == 0 || self.jobs > 64 {
             return Err(OptionError::number("--jobs", self.jobs as u32, 64));
+        }
+        if let Some(secs) = self.gdb_wait {
+            if !(1..=GDB_WAIT_MAX_SECS).contains(&secs) {
+                return Err(OptionError::number(
+                    "--gdb-wait",
+                    secs.min(u32::MAX as u64) as u32,
+                    GDB_WAIT_MAX_SECS as u32,
+                ));
+            }
         }
         if let Some(n) = self.slurm_tasks {
             if !(1..=testbench_slurm::MAX_TASKS).contains(&n) {

@@ -9,6 +9,8 @@
 //! | `crash_watch.rs` | the console's crash reports read as it arrives: a fatal one ends the boot |
 //! | `part.rs` | [`Part`], [`PartSpec`] and the [`Phase`]s a part acts at; [`Evidence`] and [`Broken`] |
 //! | `live_parts.rs` | the parts of one running boot: the phase machine, who holds the verdict, triggers, finish |
+//! | `gdb.rs` | `--gdb`: the gdbstub's socket in the run's private directory (checked), the attach command, the snapshot overlay of a replay |
+//! | `recording.rs` | what a recording was made of (`replay.guest`), and a replay refused with other files |
 //! | `slot.rs` | [`Slot`]: the fixed virtio-mmio transports and PCI device numbers |
 //! | `parts/` | every piece of evidence, one file each, and `parts::for_case`, the list |
 //!
@@ -23,10 +25,12 @@ use testbench_judge::Verdict;
 
 pub mod crash_watch;
 pub mod event;
+pub mod gdb;
 mod live_parts;
 pub mod machine;
 pub mod part;
 pub mod parts;
+pub mod recording;
 pub mod slot;
 mod stages;
 pub mod stamps;
@@ -52,6 +56,8 @@ pub struct BootSpec {
     pub first_boot: Option<PathBuf>,
     /// The run's private directory for QMP sockets.
     pub qmp_dir: Arc<QmpDir>,
+    /// `--gdb`: the guest waits for a debugger, at most this long at each stop (gdb.rs).
+    pub gdb: Option<Duration>,
 }
 
 /// What judges one boot: the console's judge, the case's other parts, the deadline.
@@ -92,6 +98,9 @@ pub enum Trouble {
     /// QMP could not be listened on, or QEMU neither connected nor exited.
     #[error("{0}")]
     Qmp(String),
+    /// The boot could not be put under the debugger (`--gdb`).
+    #[error(transparent)]
+    Gdb(#[from] gdb::GdbError),
     /// QEMU could not be started.
     #[error("failed to start QEMU: {0}")]
     Qemu(String),

@@ -120,6 +120,19 @@ struct Running<'a> {
     /// A boot whose console the stamp plugin reads (stamps.rs): `console.log` is its,
     /// and `console` above keeps QEMU's serial output whole, in `serial.log`.
     stamped: Option<Stamped>,
+    /// `--gdb`: the debugger's stops, which the boot's deadline does not count.
+    debugger: Option<Debugger>,
+}
+
+/// A `--gdb` boot's debugger: while the guest is stopped (from its start until the
+/// debugger continues it, and at each stop after) the boot's deadline waits, and the
+/// stop has a deadline of its own, `--gdb-wait`.
+struct Debugger {
+    wait: Duration,
+    /// Since when the guest has been stopped (QMP's `STOP`), until `RESUME`.
+    stopped_since: Option<Instant>,
+    /// The debugger has continued the guest at least once.
+    continued: bool,
 }
 
 /// The stamped console: its log, and how a stamp's count is the guest's time.
@@ -151,11 +164,13 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let machine = &spec.machine;
     let (stamp_args, stamp_listener) = stamp_socket(spec, &qmp)?;
     let cover_args = machine.cover.as_ref().map(|c| c.qemu_args(&spec.dir.join(crate::coverage::FILE)).to_vec());
+    let debugger = gdb_session(spec, &qmp)?;
+    let gdb_args = debugger.as_ref().map(|session| session.args.clone()).unwrap_or_default();
     let cmd = machine.command(&super::machine::Start {
         root,
         dir: &spec.dir,
         deadline: spec.plan.timeout,
-        qmp: &[qmp.qemu_args(), stamp_args, cover_args.unwrap_or_default()].concat(),
+        qmp: &[qmp.qemu_args(), stamp_args, cover_args.unwrap_or_default(), gdb_args].concat(),
         machine: &machine.machine,
         dtb: dtb.as_deref(),
         rr: machine.rr.as_ref(),
@@ -164,6 +179,9 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let line = format!("cd {} && {}\n", shell_quote(&root.display().to_string()), cmd.display());
     let path = spec.dir.join("command-line");
     std::fs::write(&path, line).map_err(|e| Trouble::file("write", &path, e))?;
+    if machine.rr == Some(RecordReplay::Record) {
+        super::recording::keep(machine, root, &spec.dir)?;
+    }
     let (console, stamped) = console_logs(spec)?;
     let mut judge = spec.plan.judge.clone();
     let parts = LiveParts::new(attached.parts, &mut judge);
@@ -174,7 +192,10 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     if let Some(listener) = stamp_listener {
         super::stamps::spawn_reader(listener, sender.clone(), Instant::now() + QMP_DEADLINE);
     }
-    let qmp = start_guest(qmp, &mut child, &sender)?;
+    let qmp = start_guest(qmp, &mut child, &sender, debugger.is_none())?;
+    if let Some(session) = &debugger {
+        tell(spec, session)?;
+    }
     let start = Instant::now();
     Ok(Launched::Running(Box::new(Running {
         spec,
@@ -196,7 +217,27 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
         deadline: start + spec.plan.timeout,
         verdict: None,
         stamped,
+        debugger: spec.gdb.map(|wait| Debugger { wait, stopped_since: Some(start), continued: false }),
     })))
+}
+
+/// A `--gdb` boot's session (gdb.rs): the gdbstub's socket beside the QMP one, in the
+/// run's private directory (checked), the ELF the crash is symbolized against, and the
+/// snapshot overlay of a replay; none for another boot.
+fn gdb_session(spec: &BootSpec, qmp: &crate::qemu::qmp::QmpListener) -> Result<Option<super::gdb::Session>, Trouble> {
+    let Some(wait) = spec.gdb else { return Ok(None) };
+    let socket = qmp.sibling(super::gdb::SOCKET_EXTENSION);
+    let elf = spec.plan.crash_elf.as_ref().map(crate::crash::KernelElf::path);
+    let replay = matches!(spec.machine.rr, Some(RecordReplay::Replay(_)));
+    Ok(Some(super::gdb::prepare(spec.machine.arch, &socket, &spec.dir, elf, replay, wait)?))
+}
+
+/// What the person at the debugger is told: on stderr (stdout may be JSON), and kept in
+/// the boot's directory.
+fn tell(spec: &BootSpec, session: &super::gdb::Session) -> Result<(), Trouble> {
+    eprint!("{}", session.told);
+    let path = spec.dir.join(super::gdb::ATTACH_FILE);
+    std::fs::write(&path, format!("{}\n", session.attach)).map_err(|e| Trouble::file("write", &path, e))
 }
 
 /// The boot's console log, and a stamped boot's: then `console.log` is the stamped
@@ -258,12 +299,13 @@ fn start_guest(
     qmp: crate::qemu::qmp::QmpListener,
     child: &mut Child,
     sender: &SyncSender<Event>,
+    start: bool,
 ) -> Result<Option<Arc<QmpClient>>, Trouble> {
     let qmp_events = sender.clone();
     let sink = move |event| {
         let _ = qmp_events.send(Event::Qmp(event));
     };
-    match qmp.start_guest(child, Instant::now() + QMP_DEADLINE, sink) {
+    match qmp.start_guest(child, Instant::now() + QMP_DEADLINE, start, sink) {
         Ok(client) => Ok(Some(Arc::new(client))),
         Err(error) => match crate::process::wait_deadline(child, QMP_EXIT_GRACE) {
             Ok(Some(_)) => Ok(None),
@@ -287,10 +329,17 @@ impl Running<'_> {
     fn run_loop(&mut self) -> Loop {
         loop {
             let now = Instant::now();
-            if now >= self.deadline {
+            if let Some(verdict) = self.debugger_gave_up(now) {
+                self.verdict = Some(verdict);
+                return Loop::Verdict;
+            }
+            let stopped = self.debugger.as_ref().and_then(|d| d.stopped_since.map(|since| since + d.wait));
+            if stopped.is_none() && now >= self.deadline {
                 return Loop::Deadline;
             }
-            if self.held.is_none() {
+            // A `--gdb` boot's parts start with its guest, at the debugger's first continue.
+            let guest_started = self.debugger.as_ref().is_none_or(|d| d.continued);
+            if self.held.is_none() && guest_started {
                 if let Some(live) = self.live() {
                     // Parts take part only in a boot whose guest the bench started (QMP).
                     self.parts.advance(self.judge.expects_done(), &live);
@@ -300,7 +349,8 @@ impl Running<'_> {
             // A stamped boot's settle time ends in the guest's time, when a stamp reaches it.
             let judge_wake = self.judge.wake_at().filter(|_| self.held.is_none() && self.stamped.is_none());
             let judge_wake = judge_wake.map(|at| self.start + at);
-            let wake = judge_wake.unwrap_or(self.deadline).min(self.deadline);
+            let deadline = stopped.unwrap_or(self.deadline);
+            let wake = judge_wake.unwrap_or(deadline).min(deadline);
             let wake = crash_wake.map_or(wake, |at| at.min(wake));
             let event = self.events.recv_timeout(wake.saturating_duration_since(now));
             let verdict = match event {
@@ -435,12 +485,53 @@ impl Running<'_> {
     /// a SHUTDOWN, and QEMU exits.
     fn take_qmp(&mut self, event: &QmpEvent) -> Option<Verdict> {
         self.qmp_log.note(event);
+        self.debugger_saw(event);
         match event {
             QmpEvent::Event { name, data } if name == "RESET" && data["guest"] == true => {
                 self.judge.guest_reset(self.now())
             }
             _ => None,
         }
+    }
+
+    /// A `--gdb` boot's stops and continues: the time stopped is added to the boot's
+    /// deadline when the guest runs again.
+    fn debugger_saw(&mut self, event: &QmpEvent) {
+        let (Some(debugger), QmpEvent::Event { name, .. }) = (self.debugger.as_mut(), event) else { return };
+        let now = Instant::now();
+        match name.as_str() {
+            "STOP" if debugger.stopped_since.is_none() => debugger.stopped_since = Some(now),
+            "RESUME" => {
+                if let Some(since) = debugger.stopped_since.take() {
+                    self.deadline += now.saturating_duration_since(since);
+                }
+                debugger.continued = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// A `--gdb` boot whose guest stayed stopped past `--gdb-wait`: the failure that says
+    /// so (no debugger continued it, or it stayed stopped in one).
+    fn debugger_gave_up(&self, now: Instant) -> Option<Verdict> {
+        let debugger = self.debugger.as_ref()?;
+        let since = debugger.stopped_since?;
+        if now < since + debugger.wait {
+            return None;
+        }
+        let secs = debugger.wait.as_secs();
+        let message = if debugger.continued {
+            format!(
+                "--gdb: the guest stayed stopped in the debugger longer than --gdb-wait ({secs}s); the boot ends there"
+            )
+        } else {
+            let attach = self.spec.dir.join(super::gdb::ATTACH_FILE);
+            format!(
+                "--gdb: no debugger continued the guest within --gdb-wait ({secs}s): none attached, or none said continue (the attach command: {})",
+                attach.display()
+            )
+        };
+        Some(Verdict::Fail(Failure::new(FailureKind::TimedOut, self.now(), message)))
     }
 
     /// A console chunk while a failure waits for the crash report being printed: to the

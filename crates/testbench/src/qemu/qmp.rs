@@ -211,14 +211,16 @@ impl QmpListener {
         ]
     }
 
-    /// Accept QEMU's connection (its PID checked), negotiate, and start the guest.
-    /// Until `deadline`; an error says what was missing. What follows is read on a
+    /// Accept QEMU's connection (its PID checked), negotiate, and start the guest (unless
+    /// `start` is false: `--gdb`'s debugger starts it). Until `deadline`; an error says
+    /// what was missing. What follows is read on a
     /// thread of its own until QEMU closes the connection: each event goes to `sink`
     /// (the boot's loop), each reply to the command [`QmpClient::execute`] waits on.
     pub fn start_guest(
         self,
         child: &mut Child,
         deadline: Instant,
+        start: bool,
         sink: impl Fn(QmpEvent) + Send + 'static,
     ) -> Result<QmpClient, QmpError> {
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -233,7 +235,9 @@ impl QmpListener {
             return Err(QmpError::NotGreeting(clip(&greeting.to_string())));
         }
         negotiate(&mut reader, &mut writer, "qmp_capabilities", &seen)?;
-        negotiate(&mut reader, &mut writer, "cont", &seen)?;
+        if start {
+            negotiate(&mut reader, &mut writer, "cont", &seen)?;
+        }
         // From here the guest runs: messages are read without a deadline of their own;
         // the connection ends when QEMU exits, and QEMU's life has the boot's deadline.
         let _ = reader.get_ref().set_read_timeout(None);
@@ -546,7 +550,7 @@ mod tests {
             path = path.display().to_string()
         );
         let mut child = std::process::Command::new("python3").args(["-c", &script]).spawn().unwrap();
-        let watch = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), |_| ()).unwrap();
+        let watch = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), true, |_| ()).unwrap();
         child.wait().unwrap();
         assert_eq!(watch.strangers().len(), 1, "{:?}", watch.strangers());
         assert_eq!(watch.finish(Duration::from_secs(5)), Shutdown::Reset);
@@ -578,7 +582,7 @@ mod tests {
         let mut child = std::process::Command::new("python3").args(["-c", &script]).spawn().unwrap();
         let (events_in, events) = std::sync::mpsc::channel();
         let client = listener
-            .start_guest(&mut child, Instant::now() + Duration::from_secs(20), move |e| {
+            .start_guest(&mut child, Instant::now() + Duration::from_secs(20), true, move |e| {
                 let _ = events_in.send(e);
             })
             .unwrap();
@@ -603,13 +607,14 @@ mod tests {
         let dir = QmpDir::create(tmp.path()).unwrap();
         let listener = dir.listen().unwrap();
         let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
-        let error = listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), |_| ()).err().unwrap();
+        let error =
+            listener.start_guest(&mut child, Instant::now() + Duration::from_secs(20), true, |_| ()).err().unwrap();
         assert!(matches!(error, QmpError::Exited { .. }), "{error:?}");
         assert!(error.to_string().starts_with("QEMU exited (exit status: 0) before it connected"), "{error}");
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let listener = dir.listen().unwrap();
         let error =
-            listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200), |_| ()).err().unwrap();
+            listener.start_guest(&mut child, Instant::now() + Duration::from_millis(200), true, |_| ()).err().unwrap();
         let _ = child.kill();
         let _ = child.wait();
         assert!(matches!(error, QmpError::NoConnection { .. }), "{error:?}");

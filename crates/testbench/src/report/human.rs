@@ -24,6 +24,8 @@ const MIN_SEED_WIDTH: usize = 10;
 
 pub struct Human {
     color: bool,
+    /// Whether a terminal gets the live progress line (not under `--gdb`).
+    show_progress: bool,
     progress: Option<ProgressBar>,
     label_width: usize,
     seed_width: usize,
@@ -31,7 +33,7 @@ pub struct Human {
 
 impl Human {
     pub fn new(color: bool) -> Human {
-        Human { color, progress: None, label_width: MIN_LABEL_WIDTH, seed_width: MIN_SEED_WIDTH }
+        Human { color, show_progress: true, progress: None, label_width: MIN_LABEL_WIDTH, seed_width: MIN_SEED_WIDTH }
     }
 
     /// A verdict word, padded to `width`, coloured when colour is on.
@@ -92,7 +94,11 @@ impl Human {
                 text.push_str(&format!("\n      | {line}"));
             }
         }
-        text.push_str(&format!("\n    replay: {}\n    logs:   {}", report.replay_shown(), report.dir.display()));
+        text.push_str(&format!("\n    replay: {}", report.replay_shown()));
+        if let Some(line) = report.gdb_line() {
+            text.push_str(&format!("\n    debug:  {line}"));
+        }
+        text.push_str(&format!("\n    logs:   {}", report.dir.display()));
         text
     }
 }
@@ -150,13 +156,17 @@ impl Sink for Human {
         self.line(text);
     }
 
+    fn no_progress(&mut self) {
+        self.show_progress = false;
+    }
+
     fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
         let boots = rows.len();
         self.label_width = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0).max(MIN_LABEL_WIDTH);
         self.seed_width = rows.iter().map(|r| r.seed.len()).max().unwrap_or(0).max(MIN_SEED_WIDTH);
         let noun = if boots == 1 { "boot" } else { "boots" };
         self.line(&format!("testbench: {boots} {noun}; logs in {}", run_dir.display()));
-        if std::io::stderr().is_terminal() && boots > 0 {
+        if self.show_progress && std::io::stderr().is_terminal() && boots > 0 {
             let bar = ProgressBar::new(boots as u64);
             bar.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {wide_msg}").unwrap(),
@@ -285,5 +295,18 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    /// A failing boot's lines carry its replay line with `--gdb` under the replay line
+    /// (docs/debugging.md); a failing case that boots nothing has no such line.
+    #[test]
+    fn a_failing_boot_names_its_gdb_line_and_a_host_case_does_not() {
+        let boot = super::super::a_crashed_boot();
+        let text = Human::new(false).failure("crashes rv64 smp1", &boot, "timed out after 5s");
+        let debug = format!("\n    debug:  {} --gdb\n    logs:   ", boot.replay);
+        assert!(text.contains(&format!("\n    replay: {}{debug}", boot.replay_shown())), "{text}");
+        let host = BootReport { kind: "host-tests", ..boot };
+        let text = Human::new(false).failure("unit", &host, "failed");
+        assert!(!text.contains("debug:"), "{text}");
     }
 }

@@ -156,6 +156,13 @@ impl BootReport {
         label_of(&self.case, self.arch.as_deref(), self.smp)
     }
 
+    /// A boot's replay command under the debugger (`--gdb`, docs/debugging.md): the
+    /// replay line names one boot, so its `--gdb` form is the line and the flag. None
+    /// for a case that boots nothing.
+    pub(crate) fn gdb_line(&self) -> Option<String> {
+        (self.kind == "boot").then(|| format!("{} --gdb", self.replay))
+    }
+
     /// The replay command with its note, as a person reads it.
     pub(crate) fn replay_shown(&self) -> String {
         match &self.replay_note {
@@ -459,6 +466,11 @@ impl Reporter {
         self.form.note(note, text);
     }
 
+    /// No live progress line on the terminal (`--gdb`).
+    pub fn no_progress(&mut self) {
+        self.form.no_progress();
+    }
+
     pub fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
         self.form.run_started(run_dir, rows);
     }
@@ -571,6 +583,9 @@ pub trait Sink {
     fn note(&self, note: Note, text: &str) {
         let _ = (note, text);
     }
+    /// No live progress line: `--gdb`'s words for the person at the debugger go to
+    /// stderr, which a redrawn line would overwrite.
+    fn no_progress(&mut self) {}
     fn run_started(&mut self, run_dir: &Path, rows: &[Row]) {
         let _ = (run_dir, rows);
     }

@@ -132,6 +132,10 @@ pub fn run(ws: &Workspace, options: &Options, reporter: &mut Reporter) -> Result
     if let Some(recording) = &options.rr_replay {
         plan::check_rr_replay(recording, &boots)?;
     }
+    if options.gdb.is_some() {
+        plan::check_gdb(&boots)?;
+        reporter.no_progress();
+    }
     // A task boots its slice and runs no host case (the submitter runs those); it saves
     // its reports as they come.
     let (boots, host_runs) = match task {
@@ -295,6 +299,21 @@ impl Here<'_> {
         let mut jobs =
             prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
         let coverage = self.cover_plugin.map(|plugin| crate::coverage::plan(&mut jobs, plugin));
+        if let Some(recording) = &self.options.rr_replay {
+            // A recording replays only the files it was made of (boot/recording.rs).
+            for (spec, _) in jobs.iter().flatten() {
+                crate::boot::recording::check(recording, &spec.machine, &self.ws.root)
+                    .map_err(|e| BenchError::Replay(e.to_string()))?;
+            }
+        }
+        if let Some(wait) = self.options.gdb {
+            // The one boot (plan::check_gdb) waits for the debugger, and is booted once: a
+            // session at the debugger is not a repeat.
+            for (spec, repeat) in jobs.iter_mut().flatten() {
+                spec.gdb = Some(wait);
+                *repeat = false;
+            }
+        }
         if let Some(why) = self.boot_all(reporter, boots, jobs) {
             // Said as a refusal: the boots reported so far are on the page, with why.
             return Err(BenchError::Refused(vec![why]));

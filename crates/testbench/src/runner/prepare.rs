@@ -482,6 +482,7 @@ pub fn jobs(
                 dir: boot.dir.clone(),
                 first_boot: None,
                 qmp_dir: qmp_dir.cloned().expect("a run with boots has its QMP socket directory"),
+                gdb: None,
             });
             spec.map(|spec| (spec, boot_of(case).repeat_exactly))
         })

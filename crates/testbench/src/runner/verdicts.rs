@@ -230,6 +230,7 @@ fn boot_and_compare(spec: BootSpec, root: &Path, repeat_exactly: bool) -> Booted
 fn forget_passing_recording(spec: &BootSpec, verdict: &ConsoleVerdict) {
     if spec.machine.rr == Some(RecordReplay::Record) && *verdict == ConsoleVerdict::Pass {
         let _ = std::fs::remove_file(spec.dir.join(RR_FILE));
+        let _ = std::fs::remove_file(spec.dir.join(crate::boot::recording::GUEST_FILE));
     }
 }
 
