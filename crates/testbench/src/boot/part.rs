@@ -53,8 +53,8 @@ pub struct BootPlace<'a> {
     /// one the first boot left there.
     pub first_boot: Option<&'a Path>,
     /// QEMU records or replays this boot (record/replay): each disk goes through QEMU's
-    /// `blkreplay` driver and the network card through a `filter-replay` object, so that
-    /// what they deliver is in the recording.
+    /// `blkreplay` driver, so that its requests are in the recording. (A case with a
+    /// network card is not recorded: `runner/plan.rs`'s `rr_for`.)
     pub recorded: bool,
 }
 

@@ -125,6 +125,7 @@ mod tests {
             dt_edits: Vec::new(),
             reboots: false,
             stamp: None,
+            cover: None,
         }
     }
 

@@ -201,12 +201,6 @@ impl PartSpec for Net {
         let filter = testbench_net::capture::filter_dump_arg(CAPTURE, NETDEV, &capture).map_err(NetError::Capture)?;
         args.extend(["-object".to_string(), filter]);
         let mut log = vec![format!("{NETDEV} on {}", Slot::Net.described(place.arch))];
-        if place.recorded {
-            // Recorded or replayed: what the network delivers goes into the recording (and
-            // comes from it on replay) through QEMU's filter-replay object.
-            args.extend(["-object".to_string(), format!("filter-replay,id={NETDEV}-replay,netdev={NETDEV}")]);
-            log.push(format!("{NETDEV} recorded through filter-replay"));
-        }
         for (guest, host) in &plan.tcp {
             log.push(format!("forward: host 127.0.0.1:{host} (TCP) to guest port {guest}"));
         }
