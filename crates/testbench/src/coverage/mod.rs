@@ -25,8 +25,6 @@ use std::sync::Arc;
 use testbench_cover::{Coverage, Range, MAX_ADDRESSES, MAX_RANGES};
 use testbench_symbols::LineRow;
 
-use crate::report::BootReport;
-
 /// The plugin's file, beside the bench's binary (the launcher builds it with the bench).
 pub const PLUGIN: &str = "libtestbench_cover_plugin.so";
 /// The plugin's file in a boot's directory.
@@ -221,16 +219,16 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Each covered boot's file read and mapped, its `coverage.info` written, and the
-    /// run's merged one; a boot whose file is missing or damaged is named with why.
-    pub fn finish(&self, reports: &[BootReport], run_dir: &Path) -> Summary {
+    /// Each covered boot's file read and mapped (`boots`: each result's directory and
+    /// label, in the run's order), its `coverage.info` written, and the run's merged one;
+    /// a boot whose file is missing or damaged is named with why.
+    pub fn finish<'a>(&self, boots: impl Iterator<Item = (&'a Path, String)>, run_dir: &Path) -> Summary {
         let mut rows: HashMap<&Path, Result<Vec<LineRow>, String>> = HashMap::new();
         let mut merged = Lines::default();
         let mut summary = Summary { lcov: run_dir.join(LCOV), ..Summary::default() };
-        for report in reports {
-            let label = report.label();
-            let Some(elf) = self.covered.get(&report.dir) else {
-                if let Some(why) = self.uncovered.get(&report.dir) {
+        for (dir, label) in boots {
+            let Some(elf) = self.covered.get(dir) else {
+                if let Some(why) = self.uncovered.get(dir) {
                     summary.uncovered.push(format!("{label}: {why}"));
                 }
                 continue;
@@ -248,7 +246,7 @@ impl Collector {
                 }
             };
             // The boot whose result this is (a second boot of a failure, `.again`, is not counted).
-            let file = report.dir.join(FILE);
+            let file = dir.join(FILE);
             let coverage = match read(&file) {
                 Ok(coverage) => coverage,
                 Err(why) => {
@@ -259,8 +257,8 @@ impl Collector {
             summary.truncated += usize::from(coverage.truncated);
             let lines = Lines::of(table, &coverage);
             let name = test_name(&label);
-            if let Err(error) = std::fs::write(report.dir.join(LCOV), lines.lcov(&name)) {
-                summary.uncovered.push(format!("{label}: cannot write {}: {error}", report.dir.join(LCOV).display()));
+            if let Err(error) = std::fs::write(dir.join(LCOV), lines.lcov(&name)) {
+                summary.uncovered.push(format!("{label}: cannot write {}: {error}", dir.join(LCOV).display()));
                 continue;
             }
             merged.merge(&lines);
@@ -272,37 +270,6 @@ impl Collector {
         }
         summary
     }
-}
-
-/// Each boot's coverage planned: the kernel ELF its addresses map through (the crash
-/// symbolizer's: the reference kernel the bench built, or `[guest] symbols`; else an
-/// external kernel that is itself an ELF with line tables), the plugin loaded with its
-/// ranges; a boot with no such ELF boots without it, and the summary names it.
-pub fn plan(
-    jobs: &mut [Result<crate::runner::prepare::BootJob, crate::case_result::Blocked>],
-    plugin: &Path,
-) -> Collector {
-    let mut collector = Collector::default();
-    for (spec, _) in jobs.iter_mut().flatten() {
-        let elf = match &spec.plan.crash_elf {
-            Some(elf) => elf.path().to_owned(),
-            None => spec.machine.kernel.clone(),
-        };
-        match CoverSpec::for_elf(plugin, &elf) {
-            Ok(cover) => {
-                collector.covered.insert(spec.dir.clone(), elf);
-                spec.machine.cover = Some(cover);
-            }
-            Err(why) => {
-                let why = match &spec.plan.crash_elf {
-                    Some(_) => why,
-                    None => format!("{why} (give the kernel's ELF with line tables as [guest] symbols)"),
-                };
-                collector.uncovered.insert(spec.dir.clone(), why);
-            }
-        }
-    }
-    collector
 }
 
 /// A boot's coverage file, bounded and checked whole.

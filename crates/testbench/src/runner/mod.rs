@@ -27,7 +27,7 @@ mod make_prebuilt;
 mod other_benches;
 mod plan;
 mod pool;
-pub(crate) mod prepare;
+mod prepare;
 mod slurm;
 mod verdicts;
 
@@ -298,7 +298,7 @@ impl Here<'_> {
         prepare::block_on_host_lacks(&mut prepared, probes, selected, self.ws, reporter);
         let mut jobs =
             prepare::jobs(boots, selected, &prepared, self.ws, self.ground.qmp_dir.as_ref(), &self.ground.ports);
-        let coverage = self.cover_plugin.map(|plugin| crate::coverage::plan(&mut jobs, plugin));
+        let coverage = self.cover_plugin.map(|plugin| prepare::coverage(&mut jobs, plugin));
         if let Some(recording) = &self.options.rr_replay {
             // A recording replays only the files it was made of (boot/recording.rs).
             for (spec, _) in jobs.iter().flatten() {
@@ -319,7 +319,8 @@ impl Here<'_> {
             return Err(BenchError::Refused(vec![why]));
         }
         if let Some(coverage) = coverage {
-            let summary = coverage.finish(reporter.reports(), &self.ground.run_dir);
+            let boots = reporter.reports().iter().map(|r| (r.dir.as_path(), r.label()));
+            let summary = coverage.finish(boots, &self.ground.run_dir);
             reporter.coverage(summary);
         }
         Ok(())

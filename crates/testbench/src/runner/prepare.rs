@@ -526,3 +526,31 @@ fn judge_of(case: &Case, boot: &PlannedBoot, ws: &Workspace) -> testbench_judge:
     }
     judge
 }
+
+/// Each boot's coverage planned: the kernel ELF its addresses map through (the crash
+/// symbolizer's: the reference kernel the bench built, or `[guest] symbols`; else an
+/// external kernel that is itself an ELF with line tables), the plugin loaded with its
+/// ranges; a boot with no such ELF boots without it, and the summary names it.
+pub fn coverage(jobs: &mut [Result<BootJob, Blocked>], plugin: &Path) -> crate::coverage::Collector {
+    let mut collector = crate::coverage::Collector::default();
+    for (spec, _) in jobs.iter_mut().flatten() {
+        let elf = match &spec.plan.crash_elf {
+            Some(elf) => elf.path().to_owned(),
+            None => spec.machine.kernel.clone(),
+        };
+        match crate::coverage::CoverSpec::for_elf(plugin, &elf) {
+            Ok(cover) => {
+                collector.covered.insert(spec.dir.clone(), elf);
+                spec.machine.cover = Some(cover);
+            }
+            Err(why) => {
+                let why = match &spec.plan.crash_elf {
+                    Some(_) => why,
+                    None => format!("{why} (give the kernel's ELF with line tables as [guest] symbols)"),
+                };
+                collector.uncovered.insert(spec.dir.clone(), why);
+            }
+        }
+    }
+    collector
+}
