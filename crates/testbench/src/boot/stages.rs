@@ -151,6 +151,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let machine = &spec.machine;
     let (stamp_args, stamp_listener) = stamp_socket(spec, &qmp)?;
     let cover_args = machine.cover.as_ref().map(|c| c.qemu_args(&spec.dir.join(crate::coverage::FILE)).to_vec());
+    machine.ready_files(&spec.dir).map_err(|(path, e)| Trouble::file("write", &path, e))?;
     let cmd = machine.command(&super::machine::Start {
         root,
         dir: &spec.dir,

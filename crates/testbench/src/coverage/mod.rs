@@ -286,7 +286,15 @@ pub fn plan(
     for (spec, _) in jobs.iter_mut().flatten() {
         let elf = match &spec.plan.crash_elf {
             Some(elf) => elf.path().to_owned(),
-            None => spec.machine.kernel.clone(),
+            None => match &spec.machine.kernel {
+                Some(kernel) => kernel.clone(),
+                // A guest booted from an image has no kernel file to read ranges from.
+                None => {
+                    let why = "booted from guest.image or guest.cdrom: give the kernel's ELF with line tables as [guest] symbols";
+                    collector.uncovered.insert(spec.dir.clone(), why.to_string());
+                    continue;
+                }
+            },
         };
         match CoverSpec::for_elf(plugin, &elf) {
             Ok(cover) => {

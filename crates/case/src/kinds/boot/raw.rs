@@ -42,7 +42,7 @@ pub(crate) const FIELDS: &[Field] = &[
     field("reboots", Shape::Integer, "how many times the guest resets in the run, a whole number from 0 to 16"),
     field("reboot_expect", Shape::StrList, REGEXES),
     field("input", Shape::TableList, "[[input]] tables, each with after and send"),
-    field("firmware", Shape::Str, "\"default\", \"none\", or a path to an image"),
+    field("firmware", Shape::Str, "\"default\", \"none\", \"bios\", \"uefi\", or a path to an image"),
     field("guest", Shape::Table, "a [guest] table, with kernel or recipe"),
     field("reporter", Shape::Str, "the name of a program the first one starts"),
     field("allow_panic", Shape::Bool, BOOL),
@@ -132,6 +132,9 @@ pub(crate) struct RawBoot {
 pub(crate) const GUEST: &[Field] = &[
     field("kernel", Shape::Str, "the kernel image's path"),
     field("recipe", Shape::Str, "a guest recipe's path"),
+    field("image", Shape::Str, "a disk image's path (raw or qcow2), booted as the first disk through the firmware"),
+    field("cdrom", Shape::Str, "an ISO 9660 image's path, booted as a CD through the firmware"),
+    field("keep", Shape::Bool, "true to let the boot write to guest.image (by default it never does)"),
     field("initrd", Shape::Str, "an initrd's path"),
     field("append", Shape::Str, "the kernel command line, as a string"),
     field("firmware", Shape::Str, "\"default\", \"none\", or a path to an image"),
@@ -171,6 +174,9 @@ pub(crate) struct RawOverlay {
 pub(crate) struct RawGuest {
     pub kernel: Option<String>,
     pub recipe: Option<String>,
+    pub image: Option<String>,
+    pub cdrom: Option<String>,
+    pub keep: Option<bool>,
     pub initrd: Option<String>,
     pub append: Option<String>,
     pub firmware: Option<String>,
