@@ -1099,6 +1099,45 @@ fn a_directory_named_as_a_kernel_initrd_firmware_or_program_is_refused_before_an
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
+/// `guest.image` and `guest.cdrom` are checked as every `[guest]` path is (a directory
+/// refused), and read for their formats: a VMDK image, an empty one and a CD without ISO
+/// 9660's volume descriptor are refused before anything boots, naming the field.
+#[test]
+fn an_image_or_cd_the_firmware_cannot_boot_is_refused_before_anything_boots() {
+    let files = tempfile::tempdir().unwrap();
+    let not_a_file = files.path().display().to_string();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let vmdk = write("disk.vmdk", b"KDMV\x01\0\0\0 and the rest of a VMDK header");
+    let empty = write("empty.img", b"");
+    let not_iso = write("not.iso", &[0u8; 40 * 1024]);
+    let case = |image: &str, cdrom: &str| {
+        format!(
+            "description = \"x\"\narch = [\"x86_64\"]\nkind = \"boot\"\npoweroff = true\n[guest]\nimage = \"{image}\"\ncdrom = \"{cdrom}\"\n"
+        )
+    };
+    let dir = cases_dir(&[
+        ("dirs", &case(&not_a_file, &not_a_file)),
+        ("vmdk", &case(&vmdk, &not_iso)),
+        ("empty", &case(&empty, &not_iso)),
+    ]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    for line in [
+        format!("dirs.toml: guest.image: {not_a_file} is a directory: a disk image must be a regular file"),
+        format!("dirs.toml: guest.cdrom: {not_a_file} is a directory: an ISO image must be a regular file"),
+        format!("vmdk.toml: guest.image: {vmdk} is a VMDK image, which the bench does not boot: a raw or qcow2 image"),
+        format!("vmdk.toml: guest.cdrom: {not_iso} is not an ISO 9660 image"),
+        format!("empty.toml: guest.image: {empty} is empty: a disk image holds at least a boot sector"),
+    ] {
+        assert!(run.stderr.contains(&line), "no refusal {line:?}\n{}", run.explain());
+    }
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
 #[test]
 fn unknown_guest_binaries_packages_and_features_are_refused_from_one_metadata_read() {
     let dir = cases_dir(&[
