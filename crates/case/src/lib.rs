@@ -642,11 +642,12 @@ pub enum DiskLayout {
     Recipe(PathBuf),
     /// A disk image the case gives (relative to the workspace root or absolute), copied
     /// into each boot's directory: the file itself is never written.
-    Image { path: PathBuf, format: ImageFormat },
+    /// `format`: as the case says it, or None: told from the image's first bytes.
+    Image { path: PathBuf, format: Option<ImageFormat> },
 }
 
-/// The format of a `[disk] image`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A disk image's format (`[disk] image`, `[guest] image`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ImageFormat {
     Raw,
     Qcow2,
@@ -918,10 +919,16 @@ impl Program {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Firmware {
-    /// QEMU's own OpenSBI (`-bios default`).
+    /// QEMU's own for the width: OpenSBI on riscv (`-bios default`), SeaBIOS on x86_64,
+    /// none on aarch64 (QEMU loads the kernel and answers PSCI itself).
     Default,
     /// No firmware (`-bios none`): the kernel starts in M-mode.
     None,
+    /// A PC BIOS: QEMU's SeaBIOS, x86_64 only (the same image as `Default` there, named).
+    Bios,
+    /// UEFI from Debian's EDK2 packages: OVMF on x86_64, AAVMF on aarch64, its variables
+    /// store copied into each boot's directory.
+    Uefi,
     /// An image the case names.
     Path(PathBuf),
 }
@@ -961,6 +968,15 @@ pub enum GuestImage {
     },
     /// A guest recipe (TOML) the bench builds into a kernel and an initramfs.
     Recipe(PathBuf),
+    /// What people ship: a disk image (raw or qcow2, the first disk) and/or an ISO (a
+    /// CD), booted by the firmware, no `-kernel`. At least one of the two is there. The
+    /// image is written only when `keep` says so (otherwise QEMU's snapshot mode); a CD is
+    /// never written.
+    Media {
+        image: Option<PathBuf>,
+        cdrom: Option<PathBuf>,
+        keep: bool,
+    },
 }
 
 /// Where the test keys live, relative to the workspace root: `<key>` and `<key>.pub`,
@@ -1205,6 +1221,14 @@ impl Case {
                         }
                     }
                     GuestImage::Recipe(recipe) => paths.push(NamedPath::file("guest.recipe", recipe, "a guest recipe")),
+                    GuestImage::Media { image, cdrom, .. } => {
+                        if let Some(image) = image {
+                            paths.push(NamedPath::file("guest.image", image, "a disk image"));
+                        }
+                        if let Some(cdrom) = cdrom {
+                            paths.push(NamedPath::file("guest.cdrom", cdrom, "an ISO image"));
+                        }
+                    }
                 }
                 if let Some(symbols) = &guest.symbols {
                     paths.push(NamedPath::file("guest.symbols", symbols, "the kernel's ELF with DWARF"));

@@ -109,6 +109,9 @@ fn describe(case: &Case) -> String {
                     writeln!(out, "external: kernel {kernel:?} initrd {initrd:?}").unwrap()
                 }
                 GuestImage::Recipe(recipe) => writeln!(out, "external: recipe {recipe:?}").unwrap(),
+                GuestImage::Media { image, cdrom, keep } => {
+                    writeln!(out, "external: image {image:?} cdrom {cdrom:?} keep {keep}").unwrap()
+                }
             }
             writeln!(
                 out,

@@ -240,11 +240,14 @@ fn hex(bytes: &[u8]) -> String {
 #[serde(rename_all = "snake_case")]
 pub enum Entry {
     Ready {
-        /// Paths relative to DIR.
-        kernel: String,
+        /// Paths relative to DIR; no kernel for a guest the firmware boots from `media`.
+        kernel: Option<String>,
+        /// The disk image and CD (workspace paths, not copied into DIR).
+        #[serde(default)]
+        media: Option<crate::boot::media::Media>,
         initrd: Option<String>,
         append: Option<String>,
-        /// `default`, `none`, or `path:<path>`.
+        /// `default`, `none`, `bios`, `uefi`, or `path:<path>`.
         firmware: String,
         machine: String,
         extra_args: Vec<String>,

@@ -1099,6 +1099,45 @@ fn a_directory_named_as_a_kernel_initrd_firmware_or_program_is_refused_before_an
     assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
 }
 
+/// `guest.image` and `guest.cdrom` are checked as every `[guest]` path is (a directory
+/// refused), and read for their formats: a VMDK image, an empty one and a CD without ISO
+/// 9660's volume descriptor are refused before anything boots, naming the field.
+#[test]
+fn an_image_or_cd_the_firmware_cannot_boot_is_refused_before_anything_boots() {
+    let files = tempfile::tempdir().unwrap();
+    let not_a_file = files.path().display().to_string();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let vmdk = write("disk.vmdk", b"KDMV\x01\0\0\0 and the rest of a VMDK header");
+    let empty = write("empty.img", b"");
+    let not_iso = write("not.iso", &[0u8; 40 * 1024]);
+    let case = |image: &str, cdrom: &str| {
+        format!(
+            "description = \"x\"\narch = [\"x86_64\"]\nkind = \"boot\"\npoweroff = true\n[guest]\nimage = \"{image}\"\ncdrom = \"{cdrom}\"\n"
+        )
+    };
+    let dir = cases_dir(&[
+        ("dirs", &case(&not_a_file, &not_a_file)),
+        ("vmdk", &case(&vmdk, &not_iso)),
+        ("empty", &case(&empty, &not_iso)),
+    ]);
+    let run = bench(&["--cases", dir.path().to_str().unwrap()], &[]);
+    run.expect_status(2);
+    for line in [
+        format!("dirs.toml: guest.image: {not_a_file} is a directory: a disk image must be a regular file"),
+        format!("dirs.toml: guest.cdrom: {not_a_file} is a directory: an ISO image must be a regular file"),
+        format!("vmdk.toml: guest.image: {vmdk} is a VMDK image, which the bench does not boot: a raw or qcow2 image"),
+        format!("vmdk.toml: guest.cdrom: {not_iso} is not an ISO 9660 image"),
+        format!("empty.toml: guest.image: {empty} is empty: a disk image holds at least a boot sector"),
+    ] {
+        assert!(run.stderr.contains(&line), "no refusal {line:?}\n{}", run.explain());
+    }
+    assert!(run.stdout.is_empty(), "something ran or built:\n{}", run.explain());
+}
+
 #[test]
 fn unknown_guest_binaries_packages_and_features_are_refused_from_one_metadata_read() {
     let dir = cases_dir(&[
@@ -2441,8 +2480,9 @@ fn a_reference_case_with_a_disk_image_is_not_recorded_and_its_image_is_never_wri
     assert_eq!(std::fs::read(&image).unwrap(), bytes, "the case's image was written");
 }
 
-/// A `[disk] image` is checked before anything builds: missing, a qcow2 said to be raw,
-/// a raw one that is not whole sectors: each refused naming the field.
+/// A `[disk] image` is checked before anything builds: missing, a format its first bytes
+/// contradict (either way), a foreign format, a raw one that is not whole sectors: each
+/// refused naming the field.
 #[test]
 fn a_disk_image_that_cannot_be_booted_is_refused_naming_the_field() {
     let images = tempfile::tempdir().unwrap();
@@ -2450,13 +2490,16 @@ fn a_disk_image_that_cannot_be_booted_is_refused_naming_the_field() {
     std::fs::write(&qcow2, b"QFI\xfb\0\0\0\x03 and the rest of a header").unwrap();
     let ragged = images.path().join("ragged.img");
     std::fs::write(&ragged, vec![0u8; 1000]).unwrap();
+    let vmdk = images.path().join("a.vmdk");
+    std::fs::write(&vmdk, b"KDMV and the rest").unwrap();
     let case =
         |image: &Path, format: &str| format!("{PROMPT_RECORDED}[disk]\nimage = \"{}\"\n{format}", image.display());
     let cases = [
         ("missing", case(&images.path().join("none.img"), "")),
-        ("qcow2-as-raw", case(&qcow2, "")),
+        ("qcow2-as-raw", case(&qcow2, "format = \"raw\"\n")),
         ("raw-as-qcow2", case(&ragged, "format = \"qcow2\"\n")),
         ("ragged", case(&ragged, "")),
+        ("foreign", case(&vmdk, "")),
     ];
     let refs: Vec<(&str, &str)> = cases.iter().map(|(n, c)| (*n, c.as_str())).collect();
     let dir = cases_dir(&refs);
@@ -2464,12 +2507,9 @@ fn a_disk_image_that_cannot_be_booted_is_refused_naming_the_field() {
     run.expect_status(2);
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(said.contains("missing.toml: disk.image:"), "{}", run.explain());
-    assert!(
-        said.contains("a qcow2 image, booted as raw it would be garbage to the guest: say disk.format = \"qcow2\""),
-        "{}",
-        run.explain()
-    );
-    assert!(said.contains("not a qcow2 image (it does not start with QFI\\xfb)"), "{}", run.explain());
+    assert!(said.contains("qcow2 image by its first bytes, and disk.format says raw"), "{}", run.explain());
+    assert!(said.contains("raw image by its first bytes, and disk.format says qcow2"), "{}", run.explain());
     assert!(said.contains("1000 bytes: a raw disk image is whole 512-byte sectors"), "{}", run.explain());
+    assert!(said.contains("foreign.toml: disk.image:") && said.contains("VMDK"), "{}", run.explain());
     assert!(!said.contains("built "), "refused before anything builds: {said}");
 }

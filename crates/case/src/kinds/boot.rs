@@ -215,6 +215,24 @@ pub(crate) fn validate(ctx: &Ctx, raw: RawBoot, self_check: bool) -> Result<Boot
             programs.zip(firmware).map(|(programs, firmware)| Guest::Built { programs, firmware })
         }
     };
+    match &guest {
+        Some(Guest::Built { firmware, .. }) => {
+            for error in guest::firmware_widths(ctx, "firmware", firmware, widths, true) {
+                refused.push(error);
+            }
+        }
+        Some(Guest::External(external)) => {
+            for error in guest::firmware_widths(ctx, "guest.firmware", &external.firmware, widths, false) {
+                refused.push(error);
+            }
+            if let crate::GuestImage::Media { .. } = external.image {
+                for error in guest::media_firmware(ctx, &external.firmware, widths) {
+                    refused.push(error);
+                }
+            }
+        }
+        None => {}
+    }
     if let Some(Guest::External(ExternalGuest { firmware: crate::Firmware::None, .. })) = &guest {
         if widths.contains(&Arch::X86_64) {
             refused.push(ctx.err(

@@ -38,7 +38,11 @@ pub struct Machine {
     /// QEMU's accelerator for this boot, decided once per run (`qemu/accel.rs`).
     pub accel: crate::qemu::accel::ChosenAccel,
     pub firmware: Firmware,
-    pub kernel: PathBuf,
+    /// The kernel QEMU loads (`-kernel`); None for a guest the firmware boots from
+    /// `media`.
+    pub kernel: Option<PathBuf>,
+    /// The disk image and CD the firmware boots (`guest.image`, `guest.cdrom`).
+    pub media: Option<super::media::Media>,
     pub initrd: Option<PathBuf>,
     pub append: Option<String>,
     pub smp: u32,
@@ -90,6 +94,7 @@ impl Machine {
     /// QEMU's tree for this command line (its parts' arguments included), edited, in
     /// `dir`; the path to boot with -dtb.
     pub fn edited_tree(&self, root: &Path, dir: &Path, parts: &[String]) -> Result<PathBuf, TreeError> {
+        self.ready_files(dir).map_err(|(path, source)| TreeError::Write { path, source })?;
         let dumped = dir.join("qemu.dtb");
         let machine = format!("{},dumpdtb={}", self.machine, dumped.display());
         let start =
@@ -121,6 +126,8 @@ impl Machine {
             (Firmware::Default, true) => Some("default".to_string()),
             (Firmware::None, true) => Some("none".to_string()),
             (Firmware::Default | Firmware::None, false) => None,
+            // SeaBIOS is x86_64's default; UEFI comes as pflash drives (`boot_args`).
+            (Firmware::Bios | Firmware::Uefi, _) => None,
             (Firmware::Path(path), _) => Some(root.join(path).display().to_string()),
         };
         let mut cmd = Cmd::new(&qemu, format!("{qemu} to boot"), deadline).cwd(root).args([
@@ -136,7 +143,10 @@ impl Machine {
         if let Some(bios) = bios {
             cmd = cmd.args(["-bios", &bios]);
         }
-        cmd = cmd.arg("-kernel").arg(&self.kernel);
+        if let Some(kernel) = &self.kernel {
+            cmd = cmd.arg("-kernel").arg(kernel);
+        }
+        cmd = cmd.args(self.boot_args(dir));
         if let Some(dtb) = dtb {
             cmd = cmd.arg("-dtb").arg(dtb);
         }
@@ -168,6 +178,37 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// The firmware's and the boot media's arguments: UEFI's pflash drives, SeaBIOS's
+    /// console on the serial port when it boots media (so its lines are judged), the
+    /// image and the CD.
+    fn boot_args(&self, dir: &Path) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.firmware == Firmware::Uefi {
+            args.extend(super::media::uefi_args(self.arch, dir));
+        }
+        if let Some(media) = &self.media {
+            if self.arch == Arch::X86_64 && matches!(self.firmware, Firmware::Default | Firmware::Bios) {
+                args.extend(super::media::sercon_args(dir));
+            }
+            args.extend(media.args(self.arch));
+        }
+        args
+    }
+
+    /// The files [`Machine::boot_args`] names in the boot's directory, written before
+    /// QEMU starts: the boot's own copy of UEFI's variables, SeaBIOS's console port.
+    pub fn ready_files(&self, dir: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+        if self.firmware == Firmware::Uefi {
+            super::media::copy_uefi_vars(self.arch, dir)?;
+        }
+        if self.media.is_some() && self.arch == Arch::X86_64 {
+            super::media::write_sercon(dir)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +220,8 @@ mod tests {
             machine: "virt".into(),
             accel: crate::qemu::accel::ChosenAccel::Tcg,
             firmware: Firmware::Default,
-            kernel: "/ws/target/testbench/run-1-2/c/build/loader".into(),
+            kernel: Some("/ws/target/testbench/run-1-2/c/build/loader".into()),
+            media: None,
             initrd: Some("/ws/target/testbench/run-1-2/c/rv64/bundle".into()),
             append: None,
             smp: 1,
@@ -226,7 +268,7 @@ mod tests {
         let external = Machine {
             arch: Arch::Rv32,
             firmware: Firmware::Path("guests/fw.bin".into()),
-            kernel: "/ws/images/Image".into(),
+            kernel: Some("/ws/images/Image".into()),
             initrd: None,
             append: Some("console=ttyS0 quiet".into()),
             rtc_base: Some("2021-06-30".into()),
@@ -239,7 +281,7 @@ mod tests {
             arch: Arch::X86_64,
             machine: "q35".into(),
             accel: crate::qemu::accel::ChosenAccel::Kvm,
-            kernel: "/ws/images/bzImage".into(),
+            kernel: Some("/ws/images/bzImage".into()),
             initrd: Some("/ws/images/initrd.cpio".into()),
             append: Some("console=ttyS0 panic=-1".into()),
             ..spec()
@@ -248,7 +290,7 @@ mod tests {
         // aarch64: virt with -cpu max unless the case names a CPU; no firmware.
         let arm = Machine {
             arch: Arch::Aarch64,
-            kernel: "/ws/images/Image".into(),
+            kernel: Some("/ws/images/Image".into()),
             initrd: Some("/ws/images/initrd.cpio".into()),
             append: Some("console=ttyAMA0".into()),
             ..spec()
@@ -256,6 +298,52 @@ mod tests {
         insta::assert_snapshot!("aarch64-guest", shown(&arm, None));
         let arm_cpu = Machine { extra_args: vec!["-cpu".into(), "cortex-a57".into()], ..arm };
         assert!(!shown(&arm_cpu, None).contains("max"), "a case's own -cpu replaces the default");
+    }
+
+    /// A guest the firmware boots: no -kernel; SeaBIOS with its console on the serial
+    /// port and the image in snapshot mode on q35's AHCI; OVMF's and AAVMF's code
+    /// read-only with the boot's own variables; a kept qcow2 image and a CD on aarch64's
+    /// PCI.
+    #[test]
+    fn media_and_firmware_command_lines_are_what_they_were() {
+        use crate::boot::media::{ImageFormat, Media};
+        let media = |keep, cdrom: Option<&str>| Media {
+            image: Some(("/ws/tests/data/images/boot.img".into(), ImageFormat::Raw)),
+            cdrom: cdrom.map(PathBuf::from),
+            keep,
+        };
+        let bios = Machine {
+            arch: Arch::X86_64,
+            machine: "q35".into(),
+            firmware: Firmware::Bios,
+            kernel: None,
+            initrd: None,
+            media: Some(media(false, None)),
+            ..spec()
+        };
+        let shown_bios = shown(&bios, None);
+        assert!(!shown_bios.contains("-kernel"), "{shown_bios}");
+        insta::assert_snapshot!("x86_64-image-bios", shown_bios);
+        let cd = Machine {
+            media: Some(Media { image: None, cdrom: Some("/ws/cd.iso".into()), keep: false }),
+            firmware: Firmware::Default,
+            ..bios.clone()
+        };
+        insta::assert_snapshot!("x86_64-cdrom-default", shown(&cd, None));
+        let uefi = Machine { firmware: Firmware::Uefi, ..bios.clone() };
+        let shown_uefi = shown(&uefi, None);
+        assert!(!shown_uefi.contains("sercon"), "OVMF has its own serial console: {shown_uefi}");
+        insta::assert_snapshot!("x86_64-image-uefi", shown_uefi);
+        let arm = Machine {
+            arch: Arch::Aarch64,
+            machine: "virt".into(),
+            firmware: Firmware::Uefi,
+            kernel: None,
+            initrd: None,
+            media: Some(media(true, Some("/ws/cd.iso"))),
+            ..spec()
+        };
+        insta::assert_snapshot!("aarch64-image-cdrom-uefi-kept", shown(&arm, None));
     }
 
     /// Every device on its slot: the data disk (slot 0), the read-only disk (slot 1),

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `mod.rs` | [`BootSpec`] (the [`Machine`], the [`Plan`], the boot's place), [`Judged`], [`Trouble`] |
 //! | `machine.rs` | [`Machine`]: QEMU's command line as values, and the device tree dumped and edited |
+//! | `media.rs` | a disk image and a CD the firmware boots (formats from headers, drives in snapshot mode), UEFI's files per width |
 //! | `stages.rs` | the boot as stages: launch, the loop over one channel of events, the pass's checks, stop, collect |
 //! | `event.rs` | [`Event`], the loop's one kind of event (a leaf) |
 //! | `crash_watch.rs` | the console's crash reports read as it arrives: a fatal one ends the boot |
@@ -28,6 +29,7 @@ pub mod event;
 pub mod gdb;
 mod live_parts;
 pub mod machine;
+pub mod media;
 pub mod part;
 pub mod parts;
 pub mod recording;

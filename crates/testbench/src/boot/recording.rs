@@ -31,7 +31,18 @@ pub enum RecordingError {
 
 /// The files QEMU boots for `machine`, by role (paths below `root` when relative).
 fn files(machine: &Machine, root: &Path) -> Vec<(&'static str, PathBuf)> {
-    let mut files = vec![("kernel", root.join(&machine.kernel))];
+    let mut files = Vec::new();
+    if let Some(kernel) = &machine.kernel {
+        files.push(("kernel", root.join(kernel)));
+    }
+    if let Some(media) = &machine.media {
+        if let Some((image, _)) = &media.image {
+            files.push(("image", root.join(image)));
+        }
+        if let Some(cdrom) = &media.cdrom {
+            files.push(("cdrom", root.join(cdrom)));
+        }
+    }
     if let Some(initrd) = &machine.initrd {
         files.push(("initrd", root.join(initrd)));
     }
@@ -112,7 +123,8 @@ mod tests {
             machine: "virt".into(),
             accel: crate::qemu::accel::ChosenAccel::Tcg,
             firmware: Firmware::Default,
-            kernel: kernel.to_owned(),
+            kernel: Some(kernel.to_owned()),
+            media: None,
             initrd: Some(initrd.to_owned()),
             append: None,
             smp: 1,

@@ -166,6 +166,7 @@ fn launch<'a>(spec: &'a BootSpec, root: &'a Path) -> Result<Launched<'a>, Troubl
     let cover_args = machine.cover.as_ref().map(|c| c.qemu_args(&spec.dir.join(crate::coverage::FILE)).to_vec());
     let debugger = gdb_session(spec, &qmp)?;
     let gdb_args = debugger.as_ref().map(|session| session.args.clone()).unwrap_or_default();
+    machine.ready_files(&spec.dir).map_err(|(path, e)| Trouble::file("write", &path, e))?;
     let cmd = machine.command(&super::machine::Start {
         root,
         dir: &spec.dir,

@@ -79,11 +79,39 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The kernel (`-kernel PATH`) and the clock (`-icount`) of a boot's QEMU command line
-/// as the bench wrote it.
+/// The `file=` of a `-drive` option whose `id=` is `id` (QEMU's option syntax: options
+/// split at single commas, a doubled comma is one in a value).
+fn drive_file(option: &str, id: &str) -> Option<PathBuf> {
+    let mut parts = vec![String::new()];
+    let mut chars = option.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' if chars.peek() == Some(&',') => {
+                chars.next();
+                parts.last_mut().expect("never empty").push(',');
+            }
+            ',' => parts.push(String::new()),
+            c => parts.last_mut().expect("never empty").push(c),
+        }
+    }
+    let id = format!("id={id}");
+    parts.contains(&id).then_some(())?;
+    parts.iter().find_map(|p| p.strip_prefix("file=")).map(PathBuf::from)
+}
+
+/// What booted (`-kernel PATH`; for a guest the firmware boots, its disk image, else its
+/// CD, by the drive ids the bench gives them) and the clock (`-icount`) of a boot's QEMU
+/// command line as the bench wrote it. The history's `kernel_sha256` is that file's.
 fn booted(command_line: &str) -> Booted {
     let words = shell_words(command_line);
-    let kernel = words.windows(2).find(|pair| pair[0] == "-kernel").map(|pair| PathBuf::from(&pair[1]));
+    let drive =
+        |id: &str| words.windows(2).filter(|pair| pair[0] == "-drive").find_map(|pair| drive_file(&pair[1], id));
+    let kernel = words
+        .windows(2)
+        .find(|pair| pair[0] == "-kernel")
+        .map(|pair| PathBuf::from(&pair[1]))
+        .or_else(|| drive(crate::boot::media::IMAGE_DRIVE))
+        .or_else(|| drive(crate::boot::media::CDROM_DRIVE));
     Booted { kernel, icount: words.iter().any(|w| w == "-icount") }
 }
 
@@ -269,6 +297,18 @@ mod tests {
         let line = "cd /w && qemu-system-riscv64 -machine virt -kernel /w/loader -initrd /w/b.bin -seed 7";
         assert_eq!(booted(line), Booted { kernel: Some(PathBuf::from("/w/loader")), icount: false });
         assert_eq!(booted("qemu -icount shift=0").kernel, None);
+    }
+
+    /// A guest the firmware boots from media: its image is what the history hashes, else
+    /// its CD; a drive of the case's own (another id) is not taken for it.
+    #[test]
+    fn a_media_boots_image_or_cd_is_read_from_its_command_line() {
+        let both = "cd /w && qemu-system-x86_64 -drive 'file=/w/x,,y.img,format=raw,if=none,id=testbench-image,snapshot=on' -device ide-hd,drive=testbench-image -drive file=/w/cd.iso,format=raw,if=none,id=testbench-cdrom,media=cdrom,readonly=on";
+        assert_eq!(booted(both).kernel, Some(PathBuf::from("/w/x,y.img")));
+        let cd =
+            "cd /w && qemu -drive file=/w/own.img,id=mine -drive file=/w/cd.iso,format=raw,if=none,id=testbench-cdrom";
+        assert_eq!(booted(cd).kernel, Some(PathBuf::from("/w/cd.iso")));
+        assert_eq!(booted("qemu -drive file=/w/own.img,id=mine").kernel, None);
         assert!(booted("qemu -icount shift=0").icount);
     }
 

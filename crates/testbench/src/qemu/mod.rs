@@ -87,6 +87,9 @@ pub enum FirmwareError {
         .dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     )]
     NotInDirs { name: &'static str, dirs: Vec<PathBuf> },
+    /// UEFI's code or variables template from Debian's package is not installed.
+    #[error("firmware not found: {path} ({field} = \"uefi\" on {arch} takes it from Debian's package {package}, which scripts/setup installs)")]
+    Uefi { arch: Arch, path: &'static str, field: String, package: &'static str },
 }
 
 /// What a width's QEMU said of itself before its first boot.
@@ -224,7 +227,14 @@ pub fn check_firmware(
                 Err(FirmwareError::NotFound { path: path.clone(), field: field.into() })
             }
         }
-        Firmware::Default => {
+        Firmware::Uefi => {
+            let Some((code, vars, package)) = crate::boot::media::uefi_files(arch) else { return Ok(()) };
+            match [code, vars].into_iter().find(|path| !Path::new(path).is_file()) {
+                Some(path) => Err(FirmwareError::Uefi { arch, path, field: field.into(), package }),
+                None => Ok(()),
+            }
+        }
+        Firmware::Default | Firmware::Bios => {
             let Some(name) = default_firmware_name(arch) else { return Ok(()) };
             let dirs = dirs.as_ref().map_err(|e| FirmwareError::Dirs(e.clone()))?;
             if dirs.iter().any(|dir| dir.join(name).is_file()) {

@@ -433,6 +433,7 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
         }
     }
     let Some(boot) = case.as_boot() else { return errors };
+    errors.extend(media_formats(case, boot, root));
     errors.extend(recipe_widths(case, boot, root));
     if let Guest::External(guest) = &boot.guest {
         errors.extend(qemu_arg_files(&guest.qemu_args, root).into_iter().map(|e| format!("{file}: {e}")));
@@ -443,6 +444,27 @@ pub fn check_inputs(case: &Case, root: &Path) -> Vec<String> {
             errors.push(format!(
                 "{file}: post_check.command[0]: no program {program:?} on the path (a name on the path, or a path relative to the workspace root)"
             ));
+        }
+    }
+    errors
+}
+
+/// The disk image and the CD a guest boots from, read for their formats before anything
+/// boots: a raw or qcow2 image, an ISO 9660 CD (only when the path checks above passed:
+/// a regular file that is there).
+fn media_formats(case: &Case, boot: &testbench_case::BootCase, root: &Path) -> Vec<String> {
+    let file = case.file.display();
+    let Guest::External(guest) = &boot.guest else { return Vec::new() };
+    let GuestImage::Media { image, cdrom, .. } = &guest.image else { return Vec::new() };
+    let mut errors = Vec::new();
+    if let Some(image) = image.as_ref().map(|i| root.join(i)).filter(|i| i.is_file()) {
+        if let Err(e) = crate::boot::media::image_format(&image) {
+            errors.push(format!("{file}: guest.image: {e}"));
+        }
+    }
+    if let Some(cdrom) = cdrom.as_ref().map(|c| root.join(c)).filter(|c| c.is_file()) {
+        if let Err(e) = crate::boot::media::check_iso(&cdrom) {
+            errors.push(format!("{file}: guest.cdrom: {e}"));
         }
     }
     errors

@@ -29,7 +29,9 @@ pub const SETTLE_CHECKED: Duration = Duration::from_secs(1);
 /// What each (case, width) boots, once built.
 #[derive(Clone)]
 pub struct Prepared {
-    kernel: PathBuf,
+    /// None for a guest the firmware boots from `media`.
+    kernel: Option<PathBuf>,
+    media: Option<crate::boot::media::Media>,
     initrd: Option<PathBuf>,
     append: Option<String>,
     firmware: Firmware,
@@ -64,12 +66,15 @@ impl Prepared {
     ) -> Result<crate::prebuilt::Entry, crate::prebuilt::StoreError> {
         let store = |path: &Path| crate::prebuilt::store(width_dir, width, path);
         Ok(crate::prebuilt::Entry::Ready {
-            kernel: store(&self.kernel)?,
+            kernel: self.kernel.as_deref().map(store).transpose()?,
+            media: self.media.clone(),
             initrd: self.initrd.as_deref().map(store).transpose()?,
             append: self.append.clone(),
             firmware: match &self.firmware {
                 Firmware::Default => "default".into(),
                 Firmware::None => "none".into(),
+                Firmware::Bios => "bios".into(),
+                Firmware::Uefi => "uefi".into(),
                 Firmware::Path(path) => format!("path:{}", path.display()),
             },
             machine: self.machine.clone(),
@@ -83,20 +88,25 @@ impl Prepared {
             crate::prebuilt::Entry::Failed { why } => {
                 Err(Blocked::Build(format!("{why}\n(this build failed when {} was prebuilt)", dir.display())))
             }
-            crate::prebuilt::Entry::Ready { kernel, initrd, append, firmware, machine, extra_args } => Ok(Prepared {
-                kernel: dir.join(kernel),
-                initrd: initrd.as_ref().map(|i| dir.join(i)),
-                append: append.clone(),
-                firmware: match firmware.as_str() {
-                    "default" => Firmware::Default,
-                    "none" => Firmware::None,
-                    other => Firmware::Path(other.strip_prefix("path:").unwrap_or(other).into()),
-                },
-                machine: machine.clone(),
-                accel: ChosenAccel::Tcg,
-                extra_args: extra_args.clone(),
-                kernel_elf: None,
-            }),
+            crate::prebuilt::Entry::Ready { kernel, media, initrd, append, firmware, machine, extra_args } => {
+                Ok(Prepared {
+                    kernel: kernel.as_ref().map(|k| dir.join(k)),
+                    media: media.clone(),
+                    initrd: initrd.as_ref().map(|i| dir.join(i)),
+                    append: append.clone(),
+                    firmware: match firmware.as_str() {
+                        "default" => Firmware::Default,
+                        "none" => Firmware::None,
+                        "bios" => Firmware::Bios,
+                        "uefi" => Firmware::Uefi,
+                        other => Firmware::Path(other.strip_prefix("path:").unwrap_or(other).into()),
+                    },
+                    machine: machine.clone(),
+                    accel: ChosenAccel::Tcg,
+                    extra_args: extra_args.clone(),
+                    kernel_elf: None,
+                })
+            }
         }
     }
 }
@@ -196,7 +206,8 @@ pub fn prepare(
             let kernel_elf = crate::pack::reference_kernel(case, arch, builder, &mut log)
                 .map_err(|e| Blocked::Build(e.to_string()))?;
             Ok(Prepared {
-                kernel: loader.path,
+                kernel: Some(loader.path),
+                media: None,
                 initrd: Some(bundle),
                 append: None,
                 firmware: firmware.clone(),
@@ -207,9 +218,24 @@ pub fn prepare(
             })
         }
         Guest::External(guest) => {
-            let (kernel, initrd, recipe_append) = match &guest.image {
+            let (kernel, initrd, recipe_append, media) = match &guest.image {
                 GuestImage::Files { kernel, initrd } => {
-                    (ws.root.join(kernel), initrd.as_ref().map(|i| ws.root.join(i)), None)
+                    (Some(ws.root.join(kernel)), initrd.as_ref().map(|i| ws.root.join(i)), None, None)
+                }
+                GuestImage::Media { image, cdrom, keep } => {
+                    // The format was checked at intake (`check_inputs`); read again here,
+                    // the header names what QEMU is told.
+                    let image = match image {
+                        Some(image) => {
+                            let full = ws.root.join(image);
+                            let format = crate::boot::media::image_format(&full)
+                                .map_err(|e| Blocked::Build(format!("guest.image: {e}")))?;
+                            Some((full, format))
+                        }
+                        None => None,
+                    };
+                    let cdrom = cdrom.as_ref().map(|c| ws.root.join(c));
+                    (None, None, None, Some(crate::boot::media::Media { image, cdrom, keep: *keep }))
                 }
                 GuestImage::Recipe(recipe) => {
                     let full = ws.root.join(recipe);
@@ -226,7 +252,7 @@ pub fn prepare(
                         })
                         .clone()
                         .map_err(|e| Blocked::Build(e.to_string()))?;
-                    (image.kernel, Some(image.initrd), Some(image.append))
+                    (Some(image.kernel), Some(image.initrd), Some(image.append), None)
                 }
             };
             let initrd = if guest.overlay.is_empty() {
@@ -239,6 +265,7 @@ pub fn prepare(
             };
             Ok(Prepared {
                 kernel,
+                media,
                 initrd,
                 append: guest.append.clone().or(recipe_append),
                 firmware: guest.firmware.clone(),
@@ -459,6 +486,7 @@ pub fn jobs(
                     accel: p.accel,
                     firmware: p.firmware,
                     kernel: p.kernel,
+                    media: p.media,
                     initrd: p.initrd,
                     append: p.append,
                     smp: boot.smp,
@@ -536,7 +564,15 @@ pub fn coverage(jobs: &mut [Result<BootJob, Blocked>], plugin: &Path) -> crate::
     for (spec, _) in jobs.iter_mut().flatten() {
         let elf = match &spec.plan.crash_elf {
             Some(elf) => elf.path().to_owned(),
-            None => spec.machine.kernel.clone(),
+            None => match &spec.machine.kernel {
+                Some(kernel) => kernel.clone(),
+                // A guest booted from an image has no kernel file to read ranges from.
+                None => {
+                    let why = "booted from guest.image or guest.cdrom: give the kernel's ELF with line tables as [guest] symbols";
+                    collector.uncovered.insert(spec.dir.clone(), why.to_string());
+                    continue;
+                }
+            },
         };
         match crate::coverage::CoverSpec::for_elf(plugin, &elf) {
             Ok(cover) => {

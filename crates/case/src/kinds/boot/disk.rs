@@ -158,8 +158,9 @@ fn spec(ctx: &Ctx, name: &str, raw: &RawDisk, two_boots: bool, self_check: bool)
                 refused.push(ctx.err(at("partitions"), "only with size_kib: an image has its own partitions"));
             }
             let format = match raw.format.as_deref() {
-                None | Some("raw") => Some(ImageFormat::Raw),
-                Some("qcow2") => Some(ImageFormat::Qcow2),
+                None => Some(None),
+                Some("raw") => Some(Some(ImageFormat::Raw)),
+                Some("qcow2") => Some(Some(ImageFormat::Qcow2)),
                 Some(other) => {
                     refused.push(ctx.err(at("format"), format!("{other:?} is not accepted: raw or qcow2")));
                     None
@@ -361,15 +362,15 @@ mod tests {
     }
 
     #[test]
-    fn a_disk_image_is_a_path_in_a_format_raw_by_default() {
+    fn a_disk_image_is_a_path_its_format_told_by_its_header_unless_given() {
         let disk = |tables: &str| parsed("", tables).as_boot().unwrap().disks.disk.clone().unwrap().layout;
         assert_eq!(
             disk("[disk]\nimage = \"fs.img\"\n"),
-            DiskLayout::Image { path: PathBuf::from("fs.img"), format: crate::ImageFormat::Raw }
+            DiskLayout::Image { path: PathBuf::from("fs.img"), format: None }
         );
         assert_eq!(
             disk("[disk]\nimage = \"/abs/fs.qcow2\"\nformat = \"qcow2\"\n"),
-            DiskLayout::Image { path: PathBuf::from("/abs/fs.qcow2"), format: crate::ImageFormat::Qcow2 }
+            DiskLayout::Image { path: PathBuf::from("/abs/fs.qcow2"), format: Some(crate::ImageFormat::Qcow2) }
         );
         assert_eq!(
             refused("", "[disk]\nimage = \"fs.img\"\nformat = \"vmdk\"\n"),

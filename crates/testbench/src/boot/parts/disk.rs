@@ -59,8 +59,11 @@ impl Disk {
     /// A kept copy of a raw image is still the image's size (a guest cannot change it;
     /// a host that did is refused). A qcow2 copy grows as it is written: QEMU checks it.
     fn check_kept_image(&self, root: &Path, kept: &Path) -> Result<(), DiskPartError> {
-        let DiskLayout::Image { path, format: ImageFormat::Raw } = &self.spec.layout else { return Ok(()) };
+        let DiskLayout::Image { path, .. } = &self.spec.layout else { return Ok(()) };
         let original = root.join(path);
+        if self.format(root)? != ImageFormat::Raw {
+            return Ok(());
+        }
         let size = |p: &Path| {
             std::fs::metadata(p).map(|m| m.len()).map_err(|source| DiskPartError::Io { path: p.to_owned(), source })
         };
@@ -71,11 +74,14 @@ impl Disk {
         Ok(())
     }
 
-    /// QEMU's `-drive` format of the disk's file.
-    fn format(&self) -> &'static str {
+    /// The format of the disk's file: an image's as the case says it or as its first
+    /// bytes tell (checked at intake); raw for every disk the bench makes.
+    fn format(&self, root: &Path) -> Result<ImageFormat, DiskPartError> {
         match &self.spec.layout {
-            DiskLayout::Image { format, .. } => format.name(),
-            _ => "raw",
+            DiskLayout::Image { format: Some(format), .. } => Ok(*format),
+            DiskLayout::Image { path, format: None } => crate::boot::media::image_format(&root.join(path))
+                .map_err(|e| DiskPartError::Io { path: root.join(path), source: std::io::Error::other(e.to_string()) }),
+            _ => Ok(ImageFormat::Raw),
         }
     }
 
@@ -100,7 +106,8 @@ impl Disk {
                     to: image.to_owned(),
                     source,
                 })?;
-                log.push(format!("copied from {} ({bytes} bytes, {})", path.display(), format.name()));
+                let format = format.map_or("its format told by its first bytes", |f| f.name());
+                log.push(format!("copied from {} ({bytes} bytes, {format})", path.display()));
             }
             DiskLayout::Recipe(path) => {
                 let recipe = self.recipe.as_ref().expect("a recipe is read at intake");
@@ -171,7 +178,7 @@ impl PartSpec for Disk {
         };
         let readonly = if self.slot() == Slot::Userland { ",readonly=on" } else { "" };
         let file = option_value(&image.display().to_string());
-        let format = self.format();
+        let format = self.format(place.root)?.name();
         let args = if place.recorded {
             // Recorded or replayed: the device reads and writes through QEMU's blkreplay
             // driver, which puts the disk's requests in the recording's order.

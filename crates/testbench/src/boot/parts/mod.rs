@@ -51,14 +51,11 @@ pub fn check(case: &Case, root: &Path) -> Vec<String> {
 
 /// The largest disk image a case may give: 16 GiB (it is copied into each boot).
 const IMAGE_BYTES_MAX: u64 = 16 << 30;
-/// The first bytes of a qcow2 image.
-const QCOW2_MAGIC: [u8; 4] = *b"QFI\xfb";
-
 /// A disk image the case gives, checked before anything builds: a regular file that can
-/// be read, at most [`IMAGE_BYTES_MAX`], in the format the case says (a qcow2 image
-/// starts with its magic; one that does, said to be raw, is refused too).
+/// be read, at most [`IMAGE_BYTES_MAX`], its format told from its first bytes as
+/// `[guest] image`'s is (`boot/media.rs`: qcow2 2 or 3, a foreign format refused, else
+/// raw), the format the case says when it says one, and a raw one whole sectors.
 fn image_of(table: &str, spec: &DiskSpec, root: &Path) -> Result<(), String> {
-    use std::io::Read;
     let DiskLayout::Image { path, format } = &spec.layout else { return Ok(()) };
     let full = root.join(path);
     let at = |why: String| format!("{table}.image: {}: {why}", path.display());
@@ -66,23 +63,20 @@ fn image_of(table: &str, spec: &DiskSpec, root: &Path) -> Result<(), String> {
         // Named paths are checked (and refused) by the intake; nothing more to say here.
         return Err(at("not a regular file".into()));
     }
-    let mut file = std::fs::File::open(&full).map_err(|e| at(format!("cannot be read: {e}")))?;
+    let file = std::fs::File::open(&full).map_err(|e| at(format!("cannot be read: {e}")))?;
     let len = file.metadata().map_err(|e| at(format!("cannot be read: {e}")))?.len();
     if len > IMAGE_BYTES_MAX {
         return Err(at(format!("{len} bytes, more than the {IMAGE_BYTES_MAX} (16 GiB) a disk image may be")));
     }
-    let mut head = [0u8; 4];
-    let read = file.read(&mut head).map_err(|e| at(format!("cannot be read: {e}")))?;
-    let qcow2 = read == 4 && head == QCOW2_MAGIC;
-    match format {
-        testbench_case::ImageFormat::Qcow2 if !qcow2 => {
-            Err(at(format!("not a qcow2 image (it does not start with QFI\\xfb): {table}.format = \"qcow2\" is for one; a raw image needs no format")))
-        }
-        testbench_case::ImageFormat::Raw if qcow2 => {
-            Err(at(format!("a qcow2 image, booted as raw it would be garbage to the guest: say {table}.format = \"qcow2\"")))
-        }
-        testbench_case::ImageFormat::Raw if len == 0 || len % 512 != 0 => {
-            Err(at(format!("{len} bytes: a raw disk image is whole 512-byte sectors, at least one")))
+    let told = crate::boot::media::image_format(&full).map_err(|e| at(e.to_string()))?;
+    match (format, told) {
+        (Some(said), told) if *said != told => Err(at(format!(
+            "{} image by its first bytes, and {table}.format says {}: give the image's own format, or leave format out to have it told",
+            told.name(),
+            said.name()
+        ))),
+        (_, testbench_case::ImageFormat::Raw) if len % 512 != 0 => {
+            Err(at(format!("{len} bytes: a raw disk image is whole 512-byte sectors")))
         }
         _ => Ok(()),
     }
