@@ -119,10 +119,13 @@ mod tests {
 
     #[test]
     fn skipped_commits_are_stepped_around_and_a_skipped_culprit_gives_a_range() {
-        // The build broke for 19..=22; the culprit 23 is found beside them.
-        assert_eq!(run(40, 23, &[19, 20, 21, 22]).0, Found::Culprit(23));
-        // The culprit 21 itself and the commits around it, 19 to 22, never built: the
-        // culprit is one of 19..=23 (23 the first bad one tried).
+        // The build broke for 20, 21 and 24 to 26, around the culprit 23: 22 builds, so
+        // the culprit is found exactly.
+        assert_eq!(run(40, 23, &[20, 21, 24, 25, 26]).0, Found::Culprit(23));
+        // The build broke for 19 to 22, just before the culprit 23 or around the culprit
+        // 21: the last good commit is 18 either way, and the first bad one 23, so the
+        // culprit is one of 19 to 23.
+        assert_eq!(run(40, 23, &[19, 20, 21, 22]).0, Found::Range { first: 19, last: 23 });
         assert_eq!(run(40, 21, &[19, 20, 21, 22]).0, Found::Range { first: 19, last: 23 });
     }
 }
