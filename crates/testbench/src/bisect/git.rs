@@ -146,7 +146,8 @@ impl Drop for Worktree {
 }
 
 /// Worktrees an earlier bisection left (one killed by Ctrl-C or SIGKILL, which no drop
-/// runs for) under `parent`: each `bisect-<pid>-...` whose process is gone is removed.
+/// runs for) under `parent`: the tree of each `bisect-<pid>-...` whose process is gone is
+/// removed (its steps' logs are kept).
 pub fn remove_stale(repo: &Path, parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for entry in entries.flatten() {
@@ -154,8 +155,10 @@ pub fn remove_stale(repo: &Path, parent: &Path) {
         let Some(pid) = name.strip_prefix("bisect-").and_then(|rest| rest.split('-').next()) else { continue };
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
             let tree = entry.path().join("tree");
-            let _ = git(repo, &["worktree", "remove", "--force", &tree.to_string_lossy()]);
-            let _ = std::fs::remove_dir_all(entry.path());
+            if tree.exists() {
+                let _ = git(repo, &["worktree", "remove", "--force", &tree.to_string_lossy()]);
+                let _ = std::fs::remove_dir_all(&tree);
+            }
         }
     }
     let _ = git(repo, &["worktree", "prune"]);

@@ -92,6 +92,9 @@ pub struct Steps<'a> {
     host: String,
 }
 
+/// The running binary, as Linux names it (a file replaced since still runs as itself).
+const SELF: &str = "/proc/self/exe";
+
 /// What a boot's subprocess may take on top of the build's deadline.
 const BOOT_DEADLINE: Duration = Duration::from_secs(3600);
 
@@ -237,11 +240,15 @@ impl<'a> Steps<'a> {
                 Subject::Workspace => self.tree.dir.clone(),
                 Subject::Repo { .. } => plan.root.clone(),
             };
-            let exe = std::env::current_exe().map_err(|source| BisectError::Io {
-                what: "finding the bench's own binary",
-                path: PathBuf::new(),
-                source,
-            })?;
+            // This very binary, even when a rebuild replaced its file during the bisection.
+            let exe = match Path::new(SELF).exists() {
+                true => PathBuf::from(SELF),
+                false => std::env::current_exe().map_err(|source| BisectError::Io {
+                    what: "finding the bench's own binary",
+                    path: PathBuf::new(),
+                    source,
+                })?,
+            };
             let output = Cmd::new(exe, "a bisection step's boot of the case", BOOT_DEADLINE + plan.build_timeout)
                 .args(&args)
                 .cwd(&root)
