@@ -277,3 +277,50 @@ fn a_bisection_refuses_unknown_revisions_a_wrong_order_and_a_missing_case_by_nam
     let error = refused("synthetic", first, last, &["--build", "sh build.sh", "--artifact", "/abs/kernel"]);
     assert!(error.contains("--artifact /abs/kernel: it takes a path inside the repository"), "{error}");
 }
+
+/// Without --repo the bisected repository is the bench's own workspace (here a small one
+/// `TESTBENCH_ROOT` names): each step is the bench run with the step's worktree as its
+/// root, so a case's relative `[guest] kernel` is the worktree's file. A panic injected
+/// at commit 9 of 16 is found within ceil(log2 16) + 2 boot steps, and the workspace's
+/// checkout is left as it was.
+#[test]
+fn a_bisection_of_the_workspace_boots_each_steps_own_tree() {
+    let fixture = fixture();
+    let workspace = fixture.dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    git(&workspace, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(workspace.join(".gitignore"), "target/\n").unwrap();
+    let mut commits = Vec::new();
+    for i in 0..=16 {
+        let console = if i >= 9 { "booting\npanic: workspace regression\n" } else { "booting\n" };
+        std::fs::write(workspace.join("kernel.txt"), console).unwrap();
+        std::fs::write(workspace.join(format!("note-{i}.txt")), "x\n").unwrap();
+        git(&workspace, &["add", "-A"]);
+        git(&workspace, &["commit", "--quiet", "-m", &format!("workspace change {i}")]);
+        commits.push(git(&workspace, &["rev-parse", "HEAD"]));
+    }
+    let cases = fixture.dir.path().join("workspace-cases");
+    std::fs::create_dir_all(&cases).unwrap();
+    std::fs::write(
+        cases.join("in-tree.toml"),
+        "description = \"boots the tree's kernel.txt\"\narch = [\"rv64\"]\nkind = \"boot\"\ntimeout_secs = 30\nqemu_seed = 3\nexpect = ['^fake-qemu-console: done$']\n[guest]\nkernel = \"kernel.txt\"\nfirmware = \"none\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_testbench"))
+        .args(["bisect", "in-tree", "--good", &commits[0], "--bad", "main", "--cases", cases.to_str().unwrap()])
+        .current_dir(&workspace)
+        .env("TESTBENCH_ROOT", &workspace)
+        .env("TESTBENCH_NO_SETUP", "1")
+        .env("TESTBENCH_QEMU_RV64", &fixture.qemu)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    assert!(stdout.contains(&format!("first bad commit: {} workspace change 9\n", commits[9])), "{stdout}");
+    assert!(boot_steps(&stdout) <= 6, "{stdout}");
+    assert!(stdout.contains("verified:"), "{stdout}");
+    assert_eq!(git(&workspace, &["rev-parse", "HEAD"]), commits[16]);
+    assert_eq!(git(&workspace, &["status", "--porcelain"]), "", "the checkout is as it was");
+    assert!(workspace.join("target/testbench/history.sqlite").is_file(), "the workspace's own history");
+}
