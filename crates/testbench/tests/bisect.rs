@@ -276,6 +276,21 @@ fn a_bisection_refuses_unknown_revisions_a_wrong_order_and_a_missing_case_by_nam
     assert!(error.contains("--artifact"), "--repo and --build without --artifact: {error}");
     let error = refused("synthetic", first, last, &["--build", "sh build.sh", "--artifact", "/abs/kernel"]);
     assert!(error.contains("--artifact /abs/kernel: it takes a path inside the repository"), "{error}");
+
+    // A build that makes no --artifact: the bad end says so, naming the flag, and the
+    // bisection stops there (exit 1), its worktree removed.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_testbench"));
+    command
+        .args(["bisect", "synthetic", "--good", first, "--bad", last, "--repo", fixture.repo.to_str().unwrap()])
+        .args(["--cases", fixture.cases.to_str().unwrap(), "--build", "true", "--artifact", "out/nothing"])
+        .args(["--history", fixture.dir.path().join("h.sqlite").to_str().unwrap()])
+        .current_dir(root())
+        .env("TESTBENCH_NO_SETUP", "1");
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    assert!(stderr.contains("the bad end") && stderr.contains("the build made no --artifact out/nothing"), "{stderr}");
+    assert_eq!(fixture.worktrees(), 0);
 }
 
 /// Without --repo the bisected repository is the bench's own workspace (here a small one
