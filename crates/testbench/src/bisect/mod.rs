@@ -310,7 +310,12 @@ fn bisect(plan: &Plan, commits: &[String]) -> Result<i32, BisectError> {
     if !matches!(good_end.outcome, Outcome::Pass) {
         return Err(BisectError::GoodEnd {
             commit: git::short(&commits[0]).into(),
-            why: format!("{}: a bisection starts from a commit where the case passes", good_end.outcome.words()),
+            why: match &good_end.outcome {
+                Outcome::Fail { signature } | Outcome::NotThisBug { signature } => {
+                    format!("it fails too ({signature}): a bisection starts from a commit where the case passes")
+                }
+                other => format!("{}: a bisection starts from a commit where the case passes", other.words()),
+            },
         });
     }
     let mut search = Search::new(commits.len());
