@@ -7,6 +7,7 @@
 // The one process wrapper (crates/process), under the name the bench's modules use.
 use testbench_process as process;
 
+mod bisect;
 mod boot;
 mod build;
 mod case_result;
@@ -179,6 +180,9 @@ fn main() {
     }
     if args.get(1).is_some_and(|a| a == deadlines::FLAG) {
         deadlines::measure(&workspace_root(), &args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == bisect::WORD) {
+        bisect::main(&workspace_root(), &args[2..]);
     }
     if args.get(1).is_some_and(|a| a == history::show::WORD) {
         history::show::main(&workspace_root(), &args[2..]);
