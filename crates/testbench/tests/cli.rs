@@ -404,15 +404,19 @@ fn a_pinned_seed_under_icount_repeats_byte_for_byte() {
     assert!(command.contains(" -rtc base=2020-01-01T00:00:00,clock=vm "), "{command}");
 }
 
-/// The stamp plugin beside the bench: the launcher builds it beside the release bench;
-/// these tests' bench is cargo's test build, beside which `cargo test -p testbench`
-/// alone does not build it.
-fn build_stamp_plugin() {
+/// One of the bench's QEMU plugins (`testbench-stamp-plugin`, `testbench-cover-plugin`)
+/// beside the bench: the launcher builds them beside the release bench; these tests'
+/// bench is cargo's test build, beside which `cargo test -p testbench` alone does not.
+fn build_plugin(package: &str) {
     let built = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "testbench-stamp-plugin"])
+        .args(["build", "--quiet", "-p", package])
         .status()
         .expect("cargo runs");
-    assert!(built.success(), "the stamp plugin did not build");
+    assert!(built.success(), "{package} did not build");
+}
+
+fn build_stamp_plugin() {
+    build_plugin("testbench-stamp-plugin");
 }
 
 /// A boot in guest time that never powers off ends its settle time in the guest's time:
@@ -2316,15 +2320,6 @@ script = "#!/bin/sh\n"
     assert_eq!(std::fs::read_dir(cache.join("debs")).unwrap().count(), 0, "{}", run.explain());
 }
 
-/// The coverage plugin beside the test build's bench (as `build_stamp_plugin`).
-fn build_cover_plugin() {
-    let built = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "testbench-cover-plugin"])
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "the coverage plugin did not build");
-}
-
 /// `--coverage` on a real boot of the reference kernel (rv64): QEMU loads the plugin,
 /// the boot's executed code is mapped to the kernel's own source lines (some reached,
 /// some not: a boot that does not panic never runs the panic path), the same file on two
@@ -2333,7 +2328,7 @@ fn build_cover_plugin() {
 /// naming the boot for a reached line and no boot for an unreached one.
 #[test]
 fn coverage_maps_a_boots_executed_code_to_the_kernels_lines() {
-    build_cover_plugin();
+    build_plugin("testbench-cover-plugin");
     let args = ["--coverage", "--exact", "reference-boot", "--arch", "rv64"];
     let (first, second) = (bench(&args, &[]), bench(&args, &[]));
     first.expect_status(0);

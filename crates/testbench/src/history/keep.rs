@@ -82,18 +82,7 @@ fn shell_words(line: &str) -> Vec<String> {
 /// The `file=` of a `-drive` option whose `id=` is `id` (QEMU's option syntax: options
 /// split at single commas, a doubled comma is one in a value).
 fn drive_file(option: &str, id: &str) -> Option<PathBuf> {
-    let mut parts = vec![String::new()];
-    let mut chars = option.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            ',' if chars.peek() == Some(&',') => {
-                chars.next();
-                parts.last_mut().expect("never empty").push(',');
-            }
-            ',' => parts.push(String::new()),
-            c => parts.last_mut().expect("never empty").push(c),
-        }
-    }
+    let parts = crate::qemu::option_parts(option);
     let id = format!("id={id}");
     parts.contains(&id).then_some(())?;
     parts.iter().find_map(|p| p.strip_prefix("file=")).map(PathBuf::from)

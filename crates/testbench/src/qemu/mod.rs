@@ -44,6 +44,24 @@ pub fn option_value(value: &str) -> String {
     value.replace(',', ",,")
 }
 
+/// A QEMU option value's comma-separated parts, `,,` read as a comma inside a part (the
+/// reverse of [`option_value`]).
+pub fn option_parts(value: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' if chars.peek() == Some(&',') => {
+                chars.next();
+                parts.last_mut().expect("never empty").push(',');
+            }
+            ',' => parts.push(String::new()),
+            c => parts.last_mut().expect("never empty").push(c),
+        }
+    }
+    parts
+}
+
 /// The QEMU binary for a width: the environment's override, or the default name.
 pub fn qemu_binary(arch: Arch) -> String {
     std::env::var(arch.qemu_env_var()).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| arch.default_qemu().to_string())
@@ -315,6 +333,14 @@ fn headline(lines: &[&str]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn option_parts_read_back_what_option_value_wrote() {
+        let path = "/a,b/disk.img";
+        let option = format!("if=none,id=disk0,file={}", option_value(path));
+        assert_eq!(option_parts(&option), ["if=none", "id=disk0", "file=/a,b/disk.img"]);
+        assert_eq!(option_parts(""), [""]);
+    }
 
     #[test]
     fn missing_firmware_is_refused_naming_the_file_or_the_directories_looked_in() {

@@ -349,7 +349,7 @@ fn qemu_arg_files(args: &[String], root: &Path) -> Vec<String> {
         if arg.starts_with('-') {
             continue;
         }
-        for value in qemu_option_parts(arg).iter().filter_map(|part| part.strip_prefix("file=")) {
+        for value in crate::qemu::option_parts(arg).iter().filter_map(|part| part.strip_prefix("file=")) {
             let protocol = value.split_once(':').is_some_and(|(head, _)| {
                 !head.is_empty() && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '+')
             });
@@ -369,23 +369,6 @@ fn qemu_arg_files(args: &[String], root: &Path) -> Vec<String> {
         }
     }
     errors
-}
-
-/// A QEMU option value's comma-separated parts, `,,` read as a comma inside a part.
-fn qemu_option_parts(value: &str) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut chars = value.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            ',' if chars.peek() == Some(&',') => {
-                chars.next();
-                parts.last_mut().expect("never empty").push(',');
-            }
-            ',' => parts.push(String::new()),
-            c => parts.last_mut().expect("never empty").push(c),
-        }
-    }
-    parts
 }
 
 /// Check what a case names is there, is what it must be, and agrees with itself, before
