@@ -13,47 +13,21 @@
 //! Bounded: at most `MAX_BLOCKS` blocks are followed and `MAX_ADDRESSES` addresses
 //! written; past either the file says it is truncated.
 //!
-//! Written against QEMU's plugin API (version 4), declared here for the few functions it
-//! calls, as `crates/stamp-plugin` is (the API's C header is not in Debian's packages).
+//! Written against QEMU's plugin API (version 4), declared once for the bench's plugins
+//! in `crates/qemu-plugin-api`.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
 use testbench_cover::{Coverage, Range, MAX_ADDRESSES, MAX_BLOCKS, MAX_RANGES};
-
-#[repr(C)]
-struct Tb {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-struct Insn {
-    _opaque: [u8; 0],
-}
-
-/// `QEMU_PLUGIN_CB_NO_REGS`.
-const NO_REGS: c_int = 0;
-
-extern "C" {
-    fn qemu_plugin_register_vcpu_tb_trans_cb(id: u64, cb: extern "C" fn(u64, *mut Tb));
-    fn qemu_plugin_tb_n_insns(tb: *const Tb) -> usize;
-    fn qemu_plugin_tb_vaddr(tb: *const Tb) -> u64;
-    fn qemu_plugin_tb_get_insn(tb: *const Tb, index: usize) -> *mut Insn;
-    fn qemu_plugin_insn_vaddr(insn: *const Insn) -> u64;
-    fn qemu_plugin_register_vcpu_tb_exec_cb(
-        tb: *mut Tb,
-        cb: extern "C" fn(u32, *mut c_void),
-        flags: c_int,
-        userdata: *mut c_void,
-    );
-    fn qemu_plugin_register_atexit_cb(id: u64, cb: extern "C" fn(u64, *mut c_void), userdata: *mut c_void);
-}
+use testbench_qemu_plugin_api::{self as api, *};
 
 /// The API version this plugin is written for.
 #[no_mangle]
-pub static qemu_plugin_version: c_int = 4;
+pub static qemu_plugin_version: c_int = api::VERSION;
 
 /// One block followed: its instructions' addresses and whether it ran. Boxed and never
 /// freed while QEMU runs: its flag's address is the execution callback's argument.
@@ -164,10 +138,8 @@ pub unsafe extern "C" fn qemu_plugin_install(
     argc: c_int,
     argv: *const *const c_char,
 ) -> c_int {
-    let args: Vec<String> = (0..argc.max(0) as usize)
-        // SAFETY: QEMU passes `argc` valid C strings in `argv`.
-        .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
-        .collect();
+    // SAFETY: QEMU passes `argc` valid C strings in `argv`.
+    let args = unsafe { api::args(argc, argv) };
     match configure(&args) {
         Ok(state) => {
             let _ = STATE.set(Mutex::new(state));

@@ -5,79 +5,21 @@
 //! (each translation block adds its length when it starts), so under icount it repeats
 //! exactly from run to run with the guest.
 //!
-//! Written against QEMU's plugin API (version 4, QEMU 9.2 and later), declared here
-//! for the few functions it calls: the API has no Rust crate made for it that needs no
-//! header at build time, and its C header is not in Debian's QEMU packages.
+//! Written against QEMU's plugin API (version 4), declared once for the bench's plugins
+//! in `crates/qemu-plugin-api`.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::io::{BufWriter, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
+use testbench_qemu_plugin_api::{self as api, *};
 use testbench_stamp::{Model, Record, Uart, TICK_INSNS};
-
-/// Opaque handles of QEMU's plugin API.
-#[repr(C)]
-struct Tb {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-struct Insn {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-struct HwAddr {
-    _opaque: [u8; 0],
-}
-
-/// `qemu_plugin_mem_value`: the value of a load or store, by its width.
-#[repr(C)]
-struct MemValue {
-    kind: c_int,
-    data: MemData,
-}
-#[repr(C)]
-#[derive(Clone, Copy)]
-union MemData {
-    u8: u8,
-    u16: u16,
-    u32: u32,
-    u64: u64,
-    u128: [u64; 2],
-}
-
-/// `QEMU_PLUGIN_CB_NO_REGS` and `QEMU_PLUGIN_MEM_W`.
-const NO_REGS: c_int = 0;
-const MEM_W: c_int = 2;
-
-extern "C" {
-    fn qemu_plugin_register_vcpu_tb_trans_cb(id: u64, cb: extern "C" fn(u64, *mut Tb));
-    fn qemu_plugin_tb_n_insns(tb: *const Tb) -> usize;
-    fn qemu_plugin_tb_get_insn(tb: *const Tb, index: usize) -> *mut Insn;
-    fn qemu_plugin_register_vcpu_tb_exec_cb(
-        tb: *mut Tb,
-        cb: extern "C" fn(u32, *mut c_void),
-        flags: c_int,
-        userdata: *mut c_void,
-    );
-    fn qemu_plugin_register_vcpu_mem_cb(
-        insn: *mut Insn,
-        cb: extern "C" fn(u32, u32, u64, *mut c_void),
-        flags: c_int,
-        rw: c_int,
-        userdata: *mut c_void,
-    );
-    fn qemu_plugin_get_hwaddr(info: u32, vaddr: u64) -> *mut HwAddr;
-    fn qemu_plugin_hwaddr_is_io(hwaddr: *const HwAddr) -> bool;
-    fn qemu_plugin_hwaddr_phys_addr(hwaddr: *const HwAddr) -> u64;
-    fn qemu_plugin_mem_get_value(info: u32) -> MemValue;
-    fn qemu_plugin_register_atexit_cb(id: u64, cb: extern "C" fn(u64, *mut c_void), userdata: *mut c_void);
-}
 
 /// The API version this plugin is written for (QEMU refuses one it does not support).
 #[no_mangle]
-pub static qemu_plugin_version: c_int = 4;
+pub static qemu_plugin_version: c_int = api::VERSION;
 
 /// Instructions the guest has executed (every hart's: under icount they run in turn).
 static INSNS: AtomicU64 = AtomicU64::new(0);
@@ -185,10 +127,8 @@ pub unsafe extern "C" fn qemu_plugin_install(
     argc: c_int,
     argv: *const *const c_char,
 ) -> c_int {
-    let args: Vec<String> = (0..argc.max(0) as usize)
-        // SAFETY: QEMU passes `argc` valid C strings in `argv`.
-        .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
-        .collect();
+    // SAFETY: QEMU passes `argc` valid C strings in `argv`.
+    let args = unsafe { api::args(argc, argv) };
     match configure(&args) {
         Ok(state) => {
             let _ = STATE.set(Mutex::new(state));
