@@ -6,6 +6,7 @@
 //! version (`qemu_plugin_version`, [`VERSION`]).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
 
 /// The API version the declarations are written for (QEMU refuses one it does not support).
 pub const VERSION: c_int = 4;
@@ -80,4 +81,43 @@ pub unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<String> {
         // SAFETY: the caller's promise: `argc` valid C strings in `argv`.
         .map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy().into_owned())
         .collect()
+}
+
+/// What a plugin is, for [`install`]: its name in a refusal, where its state is kept,
+/// what makes that state from its arguments, and its two callbacks (every translated
+/// block, QEMU's exit).
+pub struct Plugin<S: 'static> {
+    pub name: &'static str,
+    pub state: &'static OnceLock<Mutex<S>>,
+    pub configure: fn(&[String]) -> Result<S, String>,
+    pub translated: extern "C" fn(u64, *mut Tb),
+    pub exiting: extern "C" fn(u64, *mut c_void),
+}
+
+/// A plugin's `qemu_plugin_install`, once for both: its arguments read and given to
+/// `configure`, the state kept, `translated` asked for every translated block and
+/// `exiting` for QEMU's exit. A refusal is said on stderr under the plugin's name, and
+/// QEMU does not start (the nonzero return).
+///
+/// # Safety
+///
+/// `id`, `argc` and `argv` are what QEMU passed the plugin's `qemu_plugin_install`.
+pub unsafe fn install<S>(plugin: &Plugin<S>, id: u64, argc: c_int, argv: *const *const c_char) -> c_int {
+    // SAFETY: the caller's promise: QEMU passes `argc` valid C strings in `argv`.
+    let args = unsafe { args(argc, argv) };
+    match (plugin.configure)(&args) {
+        Ok(made) => {
+            let _ = plugin.state.set(Mutex::new(made));
+            // SAFETY: `id` is this plugin's, as QEMU passed it.
+            unsafe {
+                qemu_plugin_register_vcpu_tb_trans_cb(id, plugin.translated);
+                qemu_plugin_register_atexit_cb(id, plugin.exiting, std::ptr::null_mut());
+            }
+            0
+        }
+        Err(why) => {
+            eprintln!("{}: {why}", plugin.name);
+            1
+        }
+    }
 }

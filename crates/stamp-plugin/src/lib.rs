@@ -127,21 +127,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     argc: c_int,
     argv: *const *const c_char,
 ) -> c_int {
-    // SAFETY: QEMU passes `argc` valid C strings in `argv`.
-    let args = unsafe { api::args(argc, argv) };
-    match configure(&args) {
-        Ok(state) => {
-            let _ = STATE.set(Mutex::new(state));
-            // SAFETY: `id` is this plugin's, as QEMU passed it.
-            unsafe {
-                qemu_plugin_register_vcpu_tb_trans_cb(id, translated);
-                qemu_plugin_register_atexit_cb(id, exiting, std::ptr::null_mut());
-            }
-            0
-        }
-        Err(why) => {
-            eprintln!("testbench stamp plugin: {why}");
-            1
-        }
-    }
+    let plugin = api::Plugin { name: "testbench stamp plugin", state: &STATE, configure, translated, exiting };
+    // SAFETY: QEMU's own arguments, passed on.
+    unsafe { api::install(&plugin, id, argc, argv) }
 }
