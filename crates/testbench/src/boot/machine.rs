@@ -210,11 +210,12 @@ impl Machine {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A boot of the reference guest at `/ws`, as the runner plans one.
-    fn spec() -> Machine {
+    /// A boot of the reference guest at `/ws`, as the runner plans one (other modules'
+    /// tests start from it too).
+    pub(crate) fn spec() -> Machine {
         Machine {
             arch: Arch::Rv64,
             machine: "virt".into(),

@@ -119,25 +119,10 @@ mod tests {
 
     fn machine(kernel: &Path, initrd: &Path) -> Machine {
         Machine {
-            arch: testbench_case::Arch::Rv64,
-            machine: "virt".into(),
-            accel: crate::qemu::accel::ChosenAccel::Tcg,
-            firmware: Firmware::Default,
             kernel: Some(kernel.to_owned()),
-            media: None,
             initrd: Some(initrd.to_owned()),
-            append: None,
-            smp: 1,
-            memory_mib: 256,
             icount: Some("shift=3".into()),
-            seed: None,
-            rtc_base: None,
-            rr: None,
-            extra_args: Vec::new(),
-            dt_edits: Vec::new(),
-            reboots: false,
-            stamp: None,
-            cover: None,
+            ..crate::boot::machine::tests::spec()
         }
     }
 
